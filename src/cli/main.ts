@@ -1,0 +1,319 @@
+import { resolve } from 'node:path';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import {
+  type GcReport,
+  gc,
+  type InitResult,
+  init,
+  isRewindError,
+  type LogReport,
+  locateWorkspace,
+  log,
+  REWIND_VERSION,
+  type StatusReport,
+  status,
+  type VerifyReport,
+  verify,
+} from '../index.js';
+import { formatBytes, formatLocalTime, plural } from './format.js';
+
+/** Where the CLI reads and writes; the real process by default, buffers in tests. */
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  cwd: string;
+}
+
+interface GlobalOptions {
+  dir?: string;
+  json?: boolean;
+  quiet?: boolean;
+  debug?: boolean;
+}
+
+const EXIT_OK = 0;
+const EXIT_FAILED = 1;
+const EXIT_USAGE = 2;
+
+function describeError(error: unknown, isDebug: boolean): string {
+  const lines: string[] = [];
+  if (isRewindError(error)) {
+    lines.push(`rewind: ${error.message} [${error.code}]`);
+  } else if (error instanceof Error && typeof (error as NodeJS.ErrnoException).code === 'string') {
+    const system = error as NodeJS.ErrnoException;
+    lines.push(
+      `rewind: the system refused an operation: ${system.message}. Check the path and its permissions, then retry.`,
+    );
+  } else {
+    lines.push(
+      `rewind: unexpected error: ${error instanceof Error ? error.message : String(error)}. ` +
+        'Run again with --debug for the details, and please report it.',
+    );
+  }
+  if (isDebug) {
+    for (let current: unknown = error; current !== undefined; ) {
+      lines.push(current instanceof Error ? (current.stack ?? String(current)) : String(current));
+      current = current instanceof Error ? current.cause : undefined;
+      if (current !== undefined) lines.push('caused by:');
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function errorDocument(error: unknown): Record<string, unknown> {
+  if (isRewindError(error))
+    return { error: { code: error.code, message: error.message, data: error.data } };
+  return {
+    error: { code: 'UNEXPECTED', message: error instanceof Error ? error.message : String(error) },
+  };
+}
+
+function renderInit(result: InitResult): string {
+  const session = result.session;
+  if (!result.isNewStore && !result.isNewSession) {
+    return `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n`;
+  }
+  const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
+  return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n`;
+}
+
+function renderStatus(report: StatusReport): string {
+  const lines = [
+    `Workspace  ${report.workspace}`,
+    `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}`,
+    `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
+    `Sessions   ${report.sessions.length}`,
+  ];
+  for (const session of report.sessions) {
+    const flags = [
+      session.isHashChained ? 'hash-chained' : '',
+      session.tornLine ? 'torn last line ignored' : '',
+    ]
+      .filter(Boolean)
+      .join(', ');
+    const note = session.unsupported
+      ? `  (written by a newer Rewind: ${session.unsupported.code})`
+      : '';
+    lines.push(
+      `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
+        `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd(),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function renderLog(report: LogReport): string {
+  const width = String(report.entries.at(-1)?.seq ?? 1).length;
+  const kindWidth = Math.max(0, ...report.entries.map((line) => line.kind.length));
+  const lines = [
+    `Session ${report.session.id}: ${plural(report.session.entryCount, 'entry', 'entries')}`,
+  ];
+  for (const line of report.entries) {
+    lines.push(
+      `${String(line.seq).padStart(width)}  ${formatLocalTime(line.at)}  ${line.kind.padEnd(kindWidth)}  ${line.summary}`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function logWarnings(report: LogReport): string[] {
+  const warnings: string[] = [];
+  for (const line of report.unreadable) {
+    warnings.push(
+      line.isTorn
+        ? `line ${line.line} is a torn write left by a crash; it was ignored`
+        : `line ${line.line} is not a ledger entry (${line.reason}); run \`rewind verify\``,
+    );
+  }
+  if (report.session.unsupported) warnings.push(report.session.unsupported.message);
+  return warnings;
+}
+
+function renderVerify(report: VerifyReport): string {
+  const entryCount = report.sessions.reduce((sum, session) => sum + session.entryCount, 0);
+  const checked =
+    `${plural(report.sessions.length, 'session')} (${plural(entryCount, 'entry', 'entries')}) ` +
+    `and ${plural(report.objectsChecked, 'object')}`;
+  if (report.isOk) return `Verified ${checked}: no problems.\n`;
+  const lines = [`Checked ${checked}: ${plural(report.problems.length, 'problem')}.`];
+  for (const problem of report.problems) {
+    const where = [
+      problem.session && `session ${problem.session}`,
+      problem.seq !== undefined && `#${problem.seq}`,
+    ]
+      .filter(Boolean)
+      .join(' ');
+    lines.push(`  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`);
+  }
+  const firstBreak = report.problems.find((problem) => problem.type === 'chain-broken');
+  if (firstBreak)
+    lines.push(
+      `The hash chain first breaks at entry #${firstBreak.seq} of session ${firstBreak.session}.`,
+    );
+  return `${lines.join('\n')}\n`;
+}
+
+function renderGc(report: GcReport): string {
+  const verb = report.isDryRun ? 'Would remove' : 'Removed';
+  const lines = report.isDryRun
+    ? report.removed.map((object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`)
+    : [];
+  const abandoned =
+    report.abandonedFiles.length > 0
+      ? ` and ${plural(report.abandonedFiles.length, 'abandoned temporary file')}`
+      : '';
+  lines.push(
+    `${verb} ${plural(report.removed.length, 'unreferenced object')}${abandoned}, ` +
+      `${report.isDryRun ? 'freeing' : 'freed'} ${formatBytes(report.freedBytes)}; ` +
+      `kept ${plural(report.keptCount, 'referenced object')}` +
+      (report.recentCount > 0 ? `, spared ${report.recentCount} written in the last hour` : '') +
+      '.',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** Builds the `rewind` command tree. Actions report through `io`, and set `state.exitCode`. */
+function createProgram(io: CliIo, state: { exitCode: number }): Command {
+  const program = new Command('rewind')
+    .description('Checkpoints, an action ledger and undo for AI agents.')
+    .version(REWIND_VERSION, '-V, --version')
+    .option(
+      '--dir <dir>',
+      'workspace directory (default: nearest ancestor holding .rewind/, else the current directory)',
+    )
+    .option('--json', 'print one JSON document on stdout, nothing else')
+    .option('-q, --quiet', 'print only errors and the output asked for')
+    .option('--debug', 'add stack traces and cause chains to errors')
+    .showHelpAfterError('(run `rewind --help` for usage)')
+    .exitOverride()
+    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
+
+  const globals = (command: Command): GlobalOptions => command.optsWithGlobals<GlobalOptions>();
+  const workspaceOf = async (options: GlobalOptions): Promise<string> =>
+    options.dir !== undefined ? resolve(io.cwd, options.dir) : locateWorkspace(io.cwd);
+  const emit = <T>(
+    options: GlobalOptions,
+    value: T,
+    render: (value: T) => string,
+    warnings: string[] = [],
+  ): void => {
+    if (options.json) {
+      io.stdout(`${JSON.stringify(value, jsonReplacer, 2)}\n`);
+    } else {
+      const text = render(value);
+      if (text) io.stdout(text);
+    }
+    if (!options.quiet) for (const warning of warnings) io.stderr(`rewind: warning: ${warning}\n`);
+  };
+
+  program
+    .command('init')
+    .description('create .rewind/ in a directory and start a session')
+    .argument('[dir]', 'the workspace directory (default: --dir, else the current directory)')
+    .option('--hash-chain', 'make every ledger entry of the new session commit to the previous one')
+    .action(async (dir: string | undefined, _options, command: Command) => {
+      const options = globals(command);
+      const workspace = resolve(io.cwd, dir ?? options.dir ?? '.');
+      const result = await init({ workspace, hashChain: command.opts().hashChain === true });
+      emit(options, result, (value) => (options.quiet ? '' : renderInit(value)));
+    });
+
+  program
+    .command('status')
+    .description('show sessions, the current session, and the size of the store')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      emit(options, await status({ workspace: await workspaceOf(options) }), renderStatus);
+    });
+
+  program
+    .command('log')
+    .description('show the timeline of a session, one line per ledger entry')
+    .option('--session <id>', 'the session to show (default: the current one)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const session: string | undefined = command.opts().session;
+      const report = await log({
+        workspace: await workspaceOf(options),
+        ...(session !== undefined && { session }),
+      });
+      emit(options, report, renderLog, logWarnings(report));
+    });
+
+  program
+    .command('verify')
+    .description(
+      're-hash every referenced object and check every hash chain; exit 1 on any problem',
+    )
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const report = await verify({ workspace: await workspaceOf(options) });
+      emit(
+        options,
+        report,
+        (value) => (options.quiet && value.isOk ? '' : renderVerify(value)),
+        report.warnings,
+      );
+      if (!report.isOk) state.exitCode = EXIT_FAILED;
+    });
+
+  program
+    .command('gc')
+    .description('remove objects that no ledger references, directly or through trees')
+    .option('--dry-run', 'only list what would be removed')
+    .addOption(
+      new Option('--grace-seconds <n>', 'spare unreferenced objects younger than this')
+        .default('3600')
+        .argParser((value) => {
+          if (!/^\d+$/.test(value))
+            throw new InvalidArgumentError('give a whole number of seconds.');
+          return value;
+        }),
+    )
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ dryRun?: boolean; graceSeconds: string }>();
+      const report = await gc({
+        workspace: await workspaceOf(options),
+        dryRun: own.dryRun === true,
+        graceMs: Number(own.graceSeconds) * 1000,
+      });
+      emit(options, report, (value) => (options.quiet && !value.isDryRun ? '' : renderGc(value)));
+    });
+
+  return program;
+}
+
+function jsonReplacer(_key: string, value: unknown): unknown {
+  if (value instanceof Error) {
+    return isRewindError(value)
+      ? { code: value.code, message: value.message }
+      : { message: value.message };
+  }
+  return value;
+}
+
+/**
+ * Runs the `rewind` command line with `argv` (without the node and script paths) and returns the
+ * exit code: 0 ok, 1 a refused or failed operation, 2 a usage error.
+ */
+export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  const state = { exitCode: EXIT_OK };
+  const program = createProgram(io, state);
+  const isJson = argv.includes('--json');
+  const isDebug = argv.includes('--debug');
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return state.exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version')
+        return EXIT_OK;
+      if (error.code === 'commander.executeSubCommandAsync' || error.exitCode === 0) return EXIT_OK;
+      return EXIT_USAGE;
+    }
+    if (isJson) io.stdout(`${JSON.stringify(errorDocument(error), null, 2)}\n`);
+    io.stderr(describeError(error, isDebug));
+    return EXIT_FAILED;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * Every failure Rewind reports has one of these codes. The code is stable and meant for programs;
+ * the message is meant for people and says what happened and what to do next.
+ */
+export const ERROR_CODES = [
+  /** A caller passed a value Rewind cannot use (bad label, bad option). `data` names it. */
+  'INVALID_ARGUMENT',
+  /** No `.rewind/` store was found where one was expected. */
+  'STORE_NOT_FOUND',
+  /** A `.rewind/` directory exists but was not made by Rewind. */
+  'STORE_NOT_OURS',
+  /** The store was written by a newer Rewind whose format this version cannot read. */
+  'STORE_VERSION_UNSUPPORTED',
+  /** An object is missing from the store. `data.digest`. */
+  'OBJECT_NOT_FOUND',
+  /** An object's bytes no longer hash to its name. `data.digest`, `data.file`. */
+  'OBJECT_CORRUPT',
+  /** A tree object does not follow the tree encoding of SPEC.md. `data.digest`. */
+  'TREE_INVALID',
+  /** No session matches the given id. `data.session`. */
+  'SESSION_NOT_FOUND',
+  /** More than one session matches the given id prefix. `data.matches`. */
+  'SESSION_AMBIGUOUS',
+  /** A ledger line is not a valid entry, or entries are out of order. `data.file`, `data.line`. */
+  'LEDGER_CORRUPT',
+  /** A ledger entry has a format version newer than this Rewind. `data.version`. */
+  'LEDGER_VERSION_UNSUPPORTED',
+  /** A ledger entry has a kind this Rewind does not know (written by a newer version). */
+  'ENTRY_KIND_UNKNOWN',
+  /** A lock is held by a live process and was not released in time. `data.holder`. */
+  'LOCK_HELD',
+  /** A workspace path is absolute, escapes the workspace, or holds a NUL byte. `data.path`. */
+  'PATH_INVALID',
+  /** A workspace path goes through a symbolic link. `data.path`, `data.link`. */
+  'SYMLINK_REFUSED',
+  /** The operating system refused a file operation. `cause` holds the system error. */
+  'IO_FAILED',
+] as const;
+
+/** A stable, machine-readable error code; see {@link ERROR_CODES}. */
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/**
+ * The one error class Rewind throws. `code` is stable, `data` holds the values involved, and
+ * `message` says what happened and what to do next.
+ */
+export class RewindError extends Error {
+  override readonly name = 'RewindError';
+  readonly code: ErrorCode;
+  readonly data: Readonly<Record<string, unknown>>;
+
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options: { data?: Record<string, unknown>; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.data = options.data ?? {};
+  }
+}
+
+/** True when `error` is a {@link RewindError}, optionally with the given code. */
+export function isRewindError(error: unknown, code?: ErrorCode): error is RewindError {
+  return error instanceof RewindError && (code === undefined || error.code === code);
+}
+
+/** True when `error` is a Node.js system error with the given `code` (for example `ENOENT`). */
+export function isSystemError(error: unknown, code: string): error is NodeJS.ErrnoException {
+  return error instanceof Error && (error as NodeJS.ErrnoException).code === code;
+}

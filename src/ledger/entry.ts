@@ -1,0 +1,97 @@
+import { canonicalJson, type Digest, digestBytes, isDigest } from '../lib/index.js';
+import type { ObjectReference } from '../store/index.js';
+
+/** The ledger entry format version this Rewind writes and reads. */
+export const LEDGER_FORMAT_VERSION = 1;
+
+/**
+ * Every entry kind this Rewind knows, with what its body holds. SPEC.md has the same table.
+ * Kinds are a noun plus a past-tense verb.
+ */
+export const ENTRY_KINDS = {
+  'session-started':
+    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`.',
+} as const;
+
+/** A ledger entry kind that this Rewind knows. */
+export type EntryKind = keyof typeof ENTRY_KINDS;
+
+/** True when `kind` is in {@link ENTRY_KINDS}. */
+export function isKnownEntryKind(kind: string): kind is EntryKind {
+  return Object.hasOwn(ENTRY_KINDS, kind);
+}
+
+/** One line of a session's ledger. */
+export interface LedgerEntry {
+  /** Format version of this entry. */
+  v: number;
+  /** Position in the session, from 1, strictly increasing without gaps. */
+  seq: number;
+  /** When it was appended: ISO 8601 UTC with milliseconds. */
+  at: string;
+  kind: string;
+  body: Record<string, unknown>;
+  /** Objects this entry keeps alive: garbage collection and `rewind verify` follow them. */
+  refs?: ObjectReference[];
+  /** In a hash-chained session: the digest of the previous entry's canonical JSON. */
+  prev?: Digest;
+}
+
+const TIMESTAMP_PATTERN = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/**
+ * Checks that a parsed line has the shape of a ledger entry (any version). Returns why not, or
+ * undefined when it does.
+ */
+export function checkEnvelope(value: unknown): string | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return 'it is not an object';
+  const entry = value as Record<string, unknown>;
+  if (!Number.isInteger(entry.v) || (entry.v as number) < 1) return 'its version "v" is missing';
+  if (!Number.isSafeInteger(entry.seq) || (entry.seq as number) < 1)
+    return 'its "seq" is not a positive integer';
+  if (typeof entry.at !== 'string' || !TIMESTAMP_PATTERN.test(entry.at))
+    return 'its "at" is not an ISO 8601 UTC time';
+  if (typeof entry.kind !== 'string' || entry.kind === '') return 'its "kind" is missing';
+  if (typeof entry.body !== 'object' || entry.body === null || Array.isArray(entry.body)) {
+    return 'its "body" is not an object';
+  }
+  if (entry.prev !== undefined && !isDigest(entry.prev)) return 'its "prev" is not a digest';
+  if (entry.refs !== undefined) {
+    if (!Array.isArray(entry.refs)) return 'its "refs" is not a list';
+    for (const reference of entry.refs as unknown[]) {
+      const ref = reference as Record<string, unknown> | null;
+      if (!ref || (ref.type !== 'blob' && ref.type !== 'tree') || !isDigest(ref.digest)) {
+        return 'its "refs" holds an invalid reference';
+      }
+    }
+  }
+  return undefined;
+}
+
+/** The canonical JSON of an entry: the exact text of its ledger line, and what the chain hashes. */
+export function encodeEntry(entry: LedgerEntry): string {
+  return canonicalJson(entry);
+}
+
+/** The digest the next entry of a hash-chained session carries as `prev`. */
+export function digestEntry(entry: LedgerEntry): Digest {
+  return digestBytes(encodeEntry(entry));
+}
+
+/** A one-line, human summary of an entry, as `rewind log` prints it. */
+export function describeEntry(entry: LedgerEntry): string {
+  const body = entry.body;
+  if (entry.v > LEDGER_FORMAT_VERSION || !isKnownEntryKind(entry.kind)) {
+    return `(written by a newer Rewind: format ${entry.v}, kind ${entry.kind})`;
+  }
+  switch (entry.kind) {
+    case 'session-started': {
+      const chain = body.hashChain === true ? ', hash-chained' : '';
+      const version =
+        typeof body.rewindVersion === 'string' ? ` by rewind ${body.rewindVersion}` : '';
+      const where = typeof body.workspace === 'string' ? ` in ${body.workspace}` : '';
+      return `session started${where}${version}${chain}`;
+    }
+  }
+}

@@ -1,0 +1,335 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { RewindError } from '../errors.js';
+import { parseJsonLines, syncDirectory, type UnreadableLine, withLock } from '../lib/index.js';
+import type { ObjectReference } from '../store/index.js';
+import {
+  checkEnvelope,
+  digestEntry,
+  type EntryKind,
+  encodeEntry,
+  isKnownEntryKind,
+  LEDGER_FORMAT_VERSION,
+  type LedgerEntry,
+} from './entry.js';
+
+type FileHandle = Awaited<ReturnType<typeof open>>;
+
+/** Where a session's ledger lives. */
+export interface SessionFile {
+  /** The session id, as users type it (`rewind log --session ID`). */
+  id: string;
+  /** The file name without `.jsonl`: `<UTC date>_<id>`. */
+  stem: string;
+  /** Absolute path of the `.jsonl` file. */
+  file: string;
+}
+
+/** Everything read from a ledger file, problems included. */
+export interface LedgerReading {
+  /** Every line that has the shape of an entry, in file order, whatever its kind or version. */
+  entries: LedgerEntry[];
+  /** Lines that are not entries, each with why; a torn final line is marked `isTorn`. */
+  unreadable: UnreadableLine[];
+  /** True when the file ends without a newline (a torn final line). */
+  endsMidLine: boolean;
+}
+
+/** Options shared by the functions that write a ledger. */
+export interface LedgerOptions {
+  /** The clock for `at`; injected in tests. Default: the system clock. */
+  now?: () => Date;
+  /** How long an append waits for another writer's lock. Default 10 000 ms. */
+  lockTimeoutMs?: number;
+}
+
+const SESSION_FILE_PATTERN = /^(\d{4}-\d{2}-\d{2})_([0-9a-z]+)\.jsonl$/;
+const ID_ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
+const TAIL_WINDOW_BYTES = 64 * 1024;
+
+/** A new random session id: 10 characters of lowercase Crockford base 32. */
+export function generateSessionId(): string {
+  return [...randomBytes(10)].map((byte) => ID_ALPHABET[byte % 32]).join('');
+}
+
+/** The session file of `stem` (`<date>_<id>`) in a store, or undefined when the name is not one. */
+export function sessionFileOf(storeDirectory: string, name: string): SessionFile | undefined {
+  const match = SESSION_FILE_PATTERN.exec(name.endsWith('.jsonl') ? name : `${name}.jsonl`);
+  if (!match?.[2]) return undefined;
+  const stem = `${match[1]}_${match[2]}`;
+  return { id: match[2], stem, file: join(storeDirectory, 'sessions', `${stem}.jsonl`) };
+}
+
+/** Reads a whole ledger file. Never throws on bad lines: they are reported in `unreadable`. */
+export async function readLedgerFile(file: string): Promise<LedgerReading> {
+  const parsed = parseJsonLines(await readFile(file, 'utf8'));
+  const reading: LedgerReading = {
+    entries: [],
+    unreadable: parsed.unreadable,
+    endsMidLine: parsed.endsMidLine,
+  };
+  for (const record of parsed.records) {
+    const reason = checkEnvelope(record.value);
+    if (reason === undefined) {
+      reading.entries.push(record.value as LedgerEntry);
+    } else {
+      reading.unreadable.push({
+        line: record.line,
+        offset: -1,
+        text: record.text.slice(0, 200),
+        isTorn: false,
+        reason: `not a ledger entry: ${reason}`,
+      });
+    }
+  }
+  reading.unreadable.sort((a, b) => a.line - b.line);
+  return reading;
+}
+
+/**
+ * The first entry this Rewind cannot interpret: one with a newer format version or an unknown
+ * kind, both written by a newer Rewind. Undefined when there is none.
+ */
+export function findUnsupportedEntry(entries: readonly LedgerEntry[]): LedgerEntry | undefined {
+  return entries.find((entry) => entry.v > LEDGER_FORMAT_VERSION || !isKnownEntryKind(entry.kind));
+}
+
+/** The error for an entry that {@link findUnsupportedEntry} found. */
+export function unsupportedEntryError(session: SessionFile, entry: LedgerEntry): RewindError {
+  if (entry.v > LEDGER_FORMAT_VERSION) {
+    return new RewindError(
+      'LEDGER_VERSION_UNSUPPORTED',
+      `Session ${session.id} has entry #${entry.seq} in ledger format ${entry.v}, written by a newer Rewind; ` +
+        `this version reads format ${LEDGER_FORMAT_VERSION}. Upgrade Rewind to work with this session. Nothing was changed.`,
+      { data: { session: session.id, seq: entry.seq, version: entry.v } },
+    );
+  }
+  return new RewindError(
+    'ENTRY_KIND_UNKNOWN',
+    `Session ${session.id} has entry #${entry.seq} of kind "${entry.kind}", which this version of Rewind does not know ` +
+      '(a newer Rewind wrote it). Upgrade Rewind to work with this session. Nothing was changed.',
+    { data: { session: session.id, seq: entry.seq, kind: entry.kind } },
+  );
+}
+
+interface Tail {
+  sizeBytes: number;
+  last: LedgerEntry | undefined;
+  endsMidLine: boolean;
+}
+
+/** Finds the last valid entry of an open ledger by reading backwards from its end. */
+async function readTail(handle: FileHandle, sizeBytes: number): Promise<Tail> {
+  if (sizeBytes === 0) return { sizeBytes, last: undefined, endsMidLine: false };
+  for (let window = TAIL_WINDOW_BYTES; ; window *= 2) {
+    const start = Math.max(0, sizeBytes - window);
+    const buffer = Buffer.alloc(sizeBytes - start);
+    await handle.read(buffer, 0, buffer.length, start);
+    const text = buffer.toString('utf8');
+    const endsMidLine = !text.endsWith('\n');
+    const lines = text.split('\n');
+    // A window that starts mid-file may cut its first line: never trust it.
+    const first = start === 0 ? 0 : 1;
+    for (let index = lines.length - 1; index >= first; index--) {
+      const line = lines[index];
+      if (!line) continue;
+      try {
+        const value: unknown = JSON.parse(line);
+        if (checkEnvelope(value) === undefined)
+          return { sizeBytes, last: value as LedgerEntry, endsMidLine };
+      } catch {}
+    }
+    if (start === 0) return { sizeBytes, last: undefined, endsMidLine };
+  }
+}
+
+/**
+ * One session's append-only ledger, open for appending. Appends from any number of processes
+ * are serialized by a lock file beside the ledger; within a process they are queued.
+ */
+export class Ledger {
+  readonly session: SessionFile;
+  /** True when every entry carries the digest of the one before it. */
+  readonly isHashChained: boolean;
+  readonly #handle: FileHandle;
+  readonly #now: () => Date;
+  readonly #lockTimeoutMs: number;
+  #queue: Promise<unknown> = Promise.resolve();
+  #tail: Tail | undefined;
+
+  private constructor(
+    session: SessionFile,
+    handle: FileHandle,
+    isHashChained: boolean,
+    options: LedgerOptions,
+  ) {
+    this.session = session;
+    this.#handle = handle;
+    this.isHashChained = isHashChained;
+    this.#now = options.now ?? (() => new Date());
+    this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
+  }
+
+  /**
+   * Starts a new session in a store: creates `sessions/<UTC date>_<id>.jsonl` and appends its
+   * `session-started` entry, with `hashChain` and the given body fields.
+   */
+  static async create(
+    storeDirectory: string,
+    options: LedgerOptions & {
+      hashChain?: boolean;
+      generateId?: () => string;
+      startedBody?: Record<string, unknown>;
+    } = {},
+  ): Promise<Ledger> {
+    const now = options.now ?? (() => new Date());
+    const id = (options.generateId ?? generateSessionId)();
+    const session = sessionFileOf(storeDirectory, `${now().toISOString().slice(0, 10)}_${id}`);
+    if (!session) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `"${id}" is not a valid session id: use lowercase letters and digits.`,
+        {
+          data: { id },
+        },
+      );
+    }
+    const directory = join(storeDirectory, 'sessions');
+    await mkdir(directory, { recursive: true });
+    const handle = await open(session.file, 'ax+', 0o644);
+    await syncDirectory(directory);
+    const ledger = new Ledger(session, handle, options.hashChain === true, options);
+    await ledger.append('session-started', {
+      ...options.startedBody,
+      hashChain: options.hashChain === true,
+    });
+    return ledger;
+  }
+
+  /**
+   * Opens an existing session's ledger for appending. Throws `SESSION_NOT_FOUND` when the file is
+   * gone, `LEDGER_CORRUPT` when it has no `session-started` entry, and
+   * `LEDGER_VERSION_UNSUPPORTED` / `ENTRY_KIND_UNKNOWN` when a newer Rewind wrote to it.
+   */
+  static async open(session: SessionFile, options: LedgerOptions = {}): Promise<Ledger> {
+    let reading: LedgerReading;
+    try {
+      reading = await readLedgerFile(session.file);
+    } catch (error) {
+      throw new RewindError(
+        'SESSION_NOT_FOUND',
+        `The ledger of session ${session.id} cannot be read (${session.file}). Run \`rewind status\` to list sessions.`,
+        { data: { session: session.id, file: session.file }, cause: error },
+      );
+    }
+    const started = reading.entries[0];
+    if (started?.kind !== 'session-started') {
+      throw new RewindError(
+        'LEDGER_CORRUPT',
+        `The ledger ${session.file} does not begin with a session-started entry, so it is not a Rewind session. ` +
+          'Nothing was changed; move the file aside if it does not belong there.',
+        { data: { file: session.file, line: 1 } },
+      );
+    }
+    const unsupported = findUnsupportedEntry(reading.entries);
+    if (unsupported) throw unsupportedEntryError(session, unsupported);
+    const handle = await open(session.file, 'a+');
+    return new Ledger(session, handle, started.body.hashChain === true, options);
+  }
+
+  /**
+   * Appends one entry and resolves once it is on disk (written in one `write`, then fdatasynced).
+   * `seq` is assigned under the session's lock, so concurrent writers never collide or leave a
+   * gap. A torn final line left by a crash is left as it is; the entry starts on a fresh line.
+   *
+   * Throws `INVALID_ARGUMENT` for an unknown kind or a body JSON cannot hold, and `LOCK_HELD`
+   * when another writer keeps the lock too long.
+   */
+  append(
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs?: readonly ObjectReference[],
+  ): Promise<LedgerEntry> {
+    const result = this.#queue.then(() => this.#appendNow(kind, body, refs));
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  async #appendNow(
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs: readonly ObjectReference[] | undefined,
+  ): Promise<LedgerEntry> {
+    if (!isKnownEntryKind(kind)) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `"${kind}" is not a ledger entry kind. See SPEC.md for the kinds.`,
+        {
+          data: { kind },
+        },
+      );
+    }
+    return withLock(
+      join(this.session.file, '..', `${this.session.stem}.lock`),
+      async () => {
+        const { size } = await this.#handle.stat();
+        const tail =
+          this.#tail?.sizeBytes === size ? this.#tail : await readTail(this.#handle, size);
+        const entry: LedgerEntry = {
+          v: LEDGER_FORMAT_VERSION,
+          seq: (tail.last?.seq ?? 0) + 1,
+          at: this.#now().toISOString(),
+          kind,
+          body,
+        };
+        if (refs && refs.length > 0)
+          entry.refs = refs.map(({ type, digest }) => ({ type, digest }));
+        if (this.isHashChained && tail.last) entry.prev = digestEntry(tail.last);
+        let line: string;
+        try {
+          line = `${tail.endsMidLine ? '\n' : ''}${encodeEntry(entry)}\n`;
+        } catch (error) {
+          throw new RewindError(
+            'INVALID_ARGUMENT',
+            `The body of a ${kind} entry cannot be stored as JSON: ${String(error)}`,
+            {
+              data: { kind },
+              cause: error,
+            },
+          );
+        }
+        const bytes = Buffer.from(line);
+        const { bytesWritten } = await this.#handle.write(bytes, 0, bytes.length);
+        if (bytesWritten !== bytes.length) {
+          throw new RewindError(
+            'IO_FAILED',
+            `Only ${bytesWritten} of ${bytes.length} bytes reached ${this.session.file}.`,
+            {
+              data: { file: this.session.file },
+            },
+          );
+        }
+        await this.#handle.datasync();
+        this.#tail = { sizeBytes: size + bytes.length, last: entry, endsMidLine: false };
+        return entry;
+      },
+      { timeoutMs: this.#lockTimeoutMs, purpose: `appending to session ${this.session.id}` },
+    );
+  }
+
+  /** Reads the whole ledger; see {@link readLedgerFile}. */
+  read(): Promise<LedgerReading> {
+    return readLedgerFile(this.session.file);
+  }
+
+  /** Waits for pending appends and closes the file. */
+  async close(): Promise<void> {
+    await this.#queue;
+    await this.#handle.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,54 @@
+import { randomBytes } from 'node:crypto';
+import { open, rename, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+
+/**
+ * Makes sure a directory entry (a create, a rename, an unlink) survives a crash by fsyncing the
+ * directory itself. Best effort on platforms that cannot open a directory (Windows).
+ */
+export async function syncDirectory(directory: string): Promise<void> {
+  let handle: Awaited<ReturnType<typeof open>> | undefined;
+  try {
+    handle = await open(directory, 'r');
+    await handle.sync();
+  } catch (error) {
+    if (process.platform !== 'win32') throw error;
+  } finally {
+    await handle?.close();
+  }
+}
+
+/** The name of a temporary file beside `target`, unique to this call. */
+export function temporaryPathBeside(target: string): string {
+  return join(
+    dirname(target),
+    `.${basename(target)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`,
+  );
+}
+
+/**
+ * Replaces `target` with `content` so that a crash leaves either the old file or the new one,
+ * never a torn one: writes a temporary file beside it, fsyncs it, renames it over the target, and
+ * fsyncs the directory. The parent directory must exist.
+ */
+export async function writeFileAtomic(
+  target: string,
+  content: string | Uint8Array,
+  options: { mode?: number } = {},
+): Promise<void> {
+  const temporary = temporaryPathBeside(target);
+  const handle = await open(temporary, 'wx', options.mode ?? 0o644);
+  try {
+    try {
+      await handle.writeFile(content);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, target);
+  } catch (error) {
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+  await syncDirectory(dirname(target));
+}

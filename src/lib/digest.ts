@@ -1,0 +1,56 @@
+import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
+
+/** The algorithm prefix of every digest Rewind writes. */
+export const DIGEST_PREFIX = 'sha256:';
+
+/** A content digest as Rewind writes it: `sha256:` followed by 64 lowercase hex digits. */
+export type Digest = `sha256:${string}`;
+
+const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+
+/** True when `value` is a well-formed {@link Digest}. */
+export function isDigest(value: unknown): value is Digest {
+  return typeof value === 'string' && DIGEST_PATTERN.test(value);
+}
+
+/** The SHA-256 digest of `content` (a string is hashed as UTF-8). */
+export function digestBytes(content: string | Uint8Array): Digest {
+  return `${DIGEST_PREFIX}${createHash('sha256').update(content).digest('hex')}`;
+}
+
+/** A running SHA-256 over chunks fed to `update`; `digest()` returns the result once. */
+export function createDigester(): { update(chunk: Uint8Array): void; digest(): Digest } {
+  const hash = createHash('sha256');
+  return {
+    update: (chunk) => {
+      hash.update(chunk);
+    },
+    digest: () => `${DIGEST_PREFIX}${hash.digest('hex')}`,
+  };
+}
+
+/** Size of the buffer used to hash files: large enough for throughput, small enough for memory. */
+export const STREAM_CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * The SHA-256 digest and byte size of a file, read in 1 MiB chunks, so a file of any size is
+ * hashed in constant memory. Throws the system error when the file cannot be read.
+ */
+export async function digestFile(path: string): Promise<{ digest: Digest; sizeBytes: number }> {
+  const handle = await open(path, 'r');
+  try {
+    const digester = createDigester();
+    const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
+    let sizeBytes = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      digester.update(buffer.subarray(0, bytesRead));
+      sizeBytes += bytesRead;
+    }
+    return { digest: digester.digest(), sizeBytes };
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,22 @@
+export { syncDirectory, temporaryPathBeside, writeFileAtomic } from './atomic-write.js';
+export { canonicalJson, type JsonValue } from './canonical-json.js';
+export {
+  createDigester,
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  digestFile,
+  isDigest,
+  STREAM_CHUNK_BYTES,
+} from './digest.js';
+export { type JsonLines, parseJsonLines, type UnreadableLine } from './jsonl.js';
+export {
+  type AcquireLockOptions,
+  acquireLock,
+  isHolderAlive,
+  type Lock,
+  type LockHolder,
+  withLock,
+} from './lock.js';
+export { normalizeWorkspacePath, resolveWorkspacePath } from './paths.js';
+export { REWIND_VERSION } from './version.js';

@@ -1,0 +1,228 @@
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { link, readdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isSystemError, RewindError } from '../errors.js';
+import { temporaryPathBeside } from './atomic-write.js';
+
+/** Who holds a lock, as written in the lock file. */
+export interface LockHolder {
+  pid: number;
+  host: string;
+  /** When the lock was taken, ISO 8601 UTC. */
+  acquiredAt: string;
+  /** Random and unique to one acquisition, so a takeover can name exactly the lock it replaces. */
+  token: string;
+  /** The holder's process start time (Linux `/proc/PID/stat` field 22), to see through pid reuse. */
+  processStart?: string;
+  /** What the holder is doing, for error messages. */
+  purpose?: string;
+}
+
+/** A held lock. Release it exactly once, or use `await using`. */
+export interface Lock {
+  readonly path: string;
+  readonly holder: LockHolder;
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Options of {@link acquireLock}. */
+export interface AcquireLockOptions {
+  /** How long to wait for a live holder before failing with `LOCK_HELD`. Default 10 000 ms. */
+  timeoutMs?: number;
+  /** Shown to a process that has to wait for this lock. */
+  purpose?: string;
+}
+
+/** Tombstones of taken-over locks older than this are removed. */
+const TOMBSTONE_MAX_AGE_MS = 10 * 60 * 1000;
+
+function readProcessStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may hold spaces and parentheses, so count from the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * True unless the holder is certainly gone: same host, and its pid no longer exists or now
+ * belongs to a process that started at another time. A holder on another host is presumed alive.
+ */
+export function isHolderAlive(holder: LockHolder): boolean {
+  if (holder.host !== hostname()) return true;
+  try {
+    process.kill(holder.pid, 0);
+  } catch (error) {
+    if (isSystemError(error, 'ESRCH')) return false;
+  }
+  if (holder.processStart === undefined) return true;
+  const current = readProcessStart(holder.pid);
+  return current === undefined || current === holder.processStart;
+}
+
+function parseHolder(text: string): LockHolder | undefined {
+  try {
+    const value = JSON.parse(text) as Partial<LockHolder>;
+    if (
+      typeof value.pid === 'number' &&
+      typeof value.host === 'string' &&
+      typeof value.token === 'string'
+    ) {
+      return value as LockHolder;
+    }
+  } catch {}
+  return undefined;
+}
+
+async function readHolder(path: string): Promise<LockHolder | 'missing' | 'unreadable'> {
+  try {
+    return parseHolder(await readFile(path, 'utf8')) ?? 'unreadable';
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'missing';
+    throw error;
+  }
+}
+
+/**
+ * Tries once to create the lock file with the holder's record already inside: the record is
+ * written to a temporary file and hard-linked into place, which fails if the lock exists, so
+ * no reader ever sees an empty lock file.
+ */
+async function tryCreate(path: string, holder: LockHolder): Promise<boolean> {
+  const temporary = temporaryPathBeside(path);
+  await writeFile(temporary, JSON.stringify(holder), { flag: 'wx' });
+  try {
+    await link(temporary, path);
+    return true;
+  } catch (error) {
+    if (isSystemError(error, 'EEXIST')) return false;
+    throw error;
+  } finally {
+    await unlink(temporary).catch(() => {});
+  }
+}
+
+/**
+ * Removes the lock file of a holder that is gone. Racing takers are arbitrated by an exclusive
+ * tombstone named after the dead holder's token: exactly one process may remove that holder's
+ * file, and because the tombstone stays, a slow racer that read the same dead holder cannot later
+ * remove the lock of the process that replaced it. A taker that itself dies mid-takeover is taken
+ * over the same way, through a tombstone named after its own token.
+ */
+async function takeOver(
+  path: string,
+  dead: LockHolder,
+  me: LockHolder,
+  tombstone: string,
+): Promise<void> {
+  if (!(await tryCreate(tombstone, me))) {
+    const taker = await readHolder(tombstone);
+    if (typeof taker === 'object' && !isHolderAlive(taker)) {
+      await takeOver(path, dead, me, `${tombstone}-${taker.token}`);
+    }
+    return;
+  }
+  const current = await readHolder(path);
+  if (typeof current === 'object' && current.token === dead.token) {
+    await unlink(path).catch((error: unknown) => {
+      if (!isSystemError(error, 'ENOENT')) throw error;
+    });
+  }
+  await removeOldTombstones(path);
+}
+
+async function removeOldTombstones(path: string): Promise<void> {
+  const directory = dirname(path);
+  const prefix = `${basename(path)}.taken-`;
+  const now = Date.now();
+  for (const name of await readdir(directory)) {
+    if (!name.startsWith(prefix)) continue;
+    const file = join(directory, name);
+    try {
+      if (now - (await stat(file)).mtimeMs > TOMBSTONE_MAX_AGE_MS) await unlink(file);
+    } catch {}
+  }
+}
+
+function describeHolder(holder: LockHolder): string {
+  const purpose = holder.purpose ? ` (${holder.purpose})` : '';
+  return `process ${holder.pid} on ${holder.host}${purpose} since ${holder.acquiredAt}`;
+}
+
+/**
+ * Takes an exclusive cross-process lock by creating `path` (a file holding pid, host and a unique
+ * token). Waits while a live process holds it; takes it over when the holder's process is gone,
+ * safely even when several processes race for it. A lock file whose record cannot be read (a
+ * holder killed while writing it is impossible: the record is linked in whole) is treated as held.
+ *
+ * Throws `LOCK_HELD` when a live holder keeps it past `timeoutMs`.
+ */
+export async function acquireLock(path: string, options: AcquireLockOptions = {}): Promise<Lock> {
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const holder: LockHolder = {
+    pid: process.pid,
+    host: hostname(),
+    acquiredAt: new Date().toISOString(),
+    token: randomBytes(12).toString('hex'),
+  };
+  const processStart = readProcessStart(process.pid);
+  if (processStart !== undefined) holder.processStart = processStart;
+  if (options.purpose !== undefined) holder.purpose = options.purpose;
+
+  const deadline = Date.now() + timeoutMs;
+  let delayMs = 1;
+  for (;;) {
+    if (await tryCreate(path, holder)) return createLock(path, holder);
+    const current = await readHolder(path);
+    if (current === 'missing') continue;
+    if (current !== 'unreadable' && !isHolderAlive(current)) {
+      await takeOver(path, current, holder, `${path}.taken-${current.token}`);
+      continue;
+    }
+    if (Date.now() >= deadline) {
+      const who = current === 'unreadable' ? 'an unreadable lock record' : describeHolder(current);
+      throw new RewindError(
+        'LOCK_HELD',
+        `The lock ${path} is held by ${who}, and was not released within ${timeoutMs} ms. ` +
+          'Wait for that process to finish; if it is certainly gone, delete the lock file and retry.',
+        { data: { path, holder: current, timeoutMs } },
+      );
+    }
+    await sleep(delayMs + Math.random() * delayMs);
+    delayMs = Math.min(delayMs * 2, 50);
+  }
+}
+
+function createLock(path: string, holder: LockHolder): Lock {
+  let isReleased = false;
+  const release = async (): Promise<void> => {
+    if (isReleased) return;
+    isReleased = true;
+    const current = await readHolder(path);
+    // Only remove our own record: never the lock of a process that took over after us.
+    if (typeof current === 'object' && current.token === holder.token) {
+      await unlink(path).catch(() => {});
+    }
+  };
+  return { path, holder, release, [Symbol.asyncDispose]: release };
+}
+
+/** Runs `fn` while holding the lock at `path`, and always releases it. */
+export async function withLock<T>(
+  path: string,
+  fn: () => Promise<T>,
+  options: AcquireLockOptions = {},
+): Promise<T> {
+  const lock = await acquireLock(path, options);
+  try {
+    return await fn();
+  } finally {
+    await lock.release();
+  }
+}

@@ -1,0 +1,17 @@
+export {
+  type GcReport,
+  gc,
+  type InitResult,
+  init,
+  type LogLine,
+  type LogReport,
+  locateWorkspace,
+  log,
+  type SessionSummary,
+  type StatusReport,
+  status,
+  type VerifyProblem,
+  type VerifyReport,
+  verify,
+  type WorkspaceOptions,
+} from './repository.js';

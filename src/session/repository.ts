@@ -1,0 +1,419 @@
+import { hostname } from 'node:os';
+import { isRewindError, RewindError } from '../errors.js';
+import {
+  checkLedger,
+  describeEntry,
+  findUnsupportedEntry,
+  Ledger,
+  type LedgerEntry,
+  type LedgerProblem,
+  type LedgerReading,
+  listSessions,
+  readCurrentSession,
+  readLedgerFile,
+  resolveSession,
+  type SessionFile,
+  setCurrentSession,
+  unsupportedEntryError,
+} from '../ledger/index.js';
+import { type Digest, REWIND_VERSION, type UnreadableLine } from '../lib/index.js';
+import {
+  createObjectStore,
+  findStore,
+  initStore,
+  type ObjectReference,
+  openStore,
+  type StoreLocation,
+  walkReferences,
+} from '../store/index.js';
+
+/** Options every store operation takes. */
+export interface WorkspaceOptions {
+  /** The workspace root: the directory that holds (or will hold) `.rewind/`. */
+  workspace: string;
+}
+
+/** A session as `status` and `log` show it. */
+export interface SessionSummary {
+  id: string;
+  /** The ledger file. */
+  file: string;
+  /** `at` of the session-started entry. */
+  startedAt: string | undefined;
+  /** `at` of the newest entry. */
+  lastAt: string | undefined;
+  entryCount: number;
+  isHashChained: boolean;
+  isCurrent: boolean;
+  /** A torn final line left by a crash (ignored), when there is one. */
+  tornLine: UnreadableLine | undefined;
+  /** Why this Rewind cannot work with the session (a newer Rewind wrote to it), if so. */
+  unsupported: RewindError | undefined;
+}
+
+function summarize(
+  session: SessionFile,
+  reading: LedgerReading,
+  current: SessionFile | undefined,
+): SessionSummary {
+  const unsupportedEntry = findUnsupportedEntry(reading.entries);
+  return {
+    id: session.id,
+    file: session.file,
+    startedAt: reading.entries[0]?.at,
+    lastAt: reading.entries.at(-1)?.at,
+    entryCount: reading.entries.length,
+    isHashChained: reading.entries[0]?.body.hashChain === true,
+    isCurrent: current?.id === session.id,
+    tornLine: reading.unreadable.find((line) => line.isTorn),
+    unsupported: unsupportedEntry ? unsupportedEntryError(session, unsupportedEntry) : undefined,
+  };
+}
+
+/**
+ * The workspace that commands run in when none is named: the nearest directory at or above
+ * `start` that holds a `.rewind/` store, else `start` itself.
+ */
+export async function locateWorkspace(start: string): Promise<string> {
+  return (await findStore(start))?.workspace ?? start;
+}
+
+/** What {@link init} did. */
+export interface InitResult {
+  workspace: string;
+  storeDirectory: string;
+  /** False when the store was there already (nothing was changed then). */
+  isNewStore: boolean;
+  /** The current session: the new one, or the existing one when the store was there. */
+  session: SessionSummary;
+  isNewSession: boolean;
+}
+
+/**
+ * Creates the store `.rewind/` in a workspace and starts its first session, which becomes the
+ * current one. On a workspace that has a store already, changes nothing and reports its current
+ * session. `hashChain` makes every entry of the new session commit to the previous one.
+ *
+ * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make.
+ */
+export async function init(
+  options: WorkspaceOptions & { hashChain?: boolean; now?: () => Date; generateId?: () => string },
+): Promise<InitResult> {
+  const location = await initStore(options.workspace, { ...(options.now && { now: options.now }) });
+  let current = await readCurrentSession(location.directory).catch((error: unknown) => {
+    if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;
+    throw error;
+  });
+  const isNewSession = current === undefined;
+  if (!current) {
+    const ledger = await Ledger.create(location.directory, {
+      hashChain: options.hashChain === true,
+      ...(options.now && { now: options.now }),
+      ...(options.generateId && { generateId: options.generateId }),
+      startedBody: {
+        rewindVersion: REWIND_VERSION,
+        workspace: location.workspace,
+        host: hostname(),
+        pid: process.pid,
+      },
+    });
+    await ledger.close();
+    await setCurrentSession(location.directory, ledger.session);
+    current = ledger.session;
+  }
+  return {
+    workspace: location.workspace,
+    storeDirectory: location.directory,
+    isNewStore: location.isNew,
+    session: summarize(current, await readLedgerFile(current.file), current),
+    isNewSession,
+  };
+}
+
+/** What {@link status} reports. */
+export interface StatusReport {
+  workspace: string;
+  storeDirectory: string;
+  currentSession: string | undefined;
+  sessions: SessionSummary[];
+  objects: { count: number; sizeBytes: number };
+}
+
+/**
+ * The store at a glance: its sessions (oldest first) with their entry counts, which one is
+ * current, and how many objects the store holds and their size. Throws `STORE_NOT_FOUND`.
+ */
+export async function status(options: WorkspaceOptions): Promise<StatusReport> {
+  const location = await openStore(options.workspace);
+  const current = await readCurrentSession(location.directory).catch(() => undefined);
+  const sessions: SessionSummary[] = [];
+  for (const session of await listSessions(location.directory)) {
+    sessions.push(summarize(session, await readLedgerFile(session.file), current));
+  }
+  const objects = { count: 0, sizeBytes: 0 };
+  for await (const object of createObjectStore(location.directory).list()) {
+    objects.count += 1;
+    objects.sizeBytes += object.sizeBytes;
+  }
+  return {
+    workspace: location.workspace,
+    storeDirectory: location.directory,
+    currentSession: current?.id,
+    sessions,
+    objects,
+  };
+}
+
+/** One entry as {@link log} returns it. */
+export interface LogLine {
+  seq: number;
+  at: string;
+  kind: string;
+  summary: string;
+  entry: LedgerEntry;
+}
+
+/** What {@link log} returns. */
+export interface LogReport {
+  session: SessionSummary;
+  entries: LogLine[];
+  /** Lines that are not entries (a torn final line is one of them, marked `isTorn`). */
+  unreadable: UnreadableLine[];
+}
+
+async function pickSession(
+  location: StoreLocation,
+  session: string | undefined,
+): Promise<SessionFile> {
+  if (session !== undefined) return resolveSession(location.directory, session);
+  const current = await readCurrentSession(location.directory);
+  if (current) return current;
+  throw new RewindError(
+    'SESSION_NOT_FOUND',
+    'This store has no current session. Pass --session ID (run `rewind status` to list them), or `rewind init` to start one.',
+    { data: {} },
+  );
+}
+
+/**
+ * The timeline of a session (the current one unless `session` names another): every entry in
+ * order with a one-line summary. Entries written by a newer Rewind are listed with a note
+ * (`session.unsupported` says so), never hidden. Throws `STORE_NOT_FOUND`, `SESSION_NOT_FOUND`,
+ * `SESSION_AMBIGUOUS`.
+ */
+export async function log(options: WorkspaceOptions & { session?: string }): Promise<LogReport> {
+  const location = await openStore(options.workspace);
+  const session = await pickSession(location, options.session);
+  const current = await readCurrentSession(location.directory).catch(() => undefined);
+  const reading = await readLedgerFile(session.file);
+  return {
+    session: summarize(session, reading, current),
+    entries: reading.entries.map((entry) => ({
+      seq: entry.seq,
+      at: entry.at,
+      kind: entry.kind,
+      summary: describeEntry(entry),
+      entry,
+    })),
+    unreadable: reading.unreadable,
+  };
+}
+
+/** A problem {@link verify} found. */
+export interface VerifyProblem {
+  type: LedgerProblem['type'] | 'object-missing' | 'object-corrupt' | 'tree-invalid';
+  session?: string;
+  seq?: number;
+  line?: number;
+  digest?: Digest;
+  message: string;
+}
+
+/** What {@link verify} found. */
+export interface VerifyReport {
+  isOk: boolean;
+  sessions: { id: string; entryCount: number; isHashChained: boolean }[];
+  objectsChecked: number;
+  problems: VerifyProblem[];
+  /** Things that are not damage: a torn final line, entries from a newer Rewind. */
+  warnings: string[];
+}
+
+interface Referrer {
+  session: string;
+  seq: number;
+}
+
+function collectReferences(sessions: { session: SessionFile; reading: LedgerReading }[]): {
+  roots: ObjectReference[];
+  referrers: Map<Digest, Referrer>;
+} {
+  const roots: ObjectReference[] = [];
+  const referrers = new Map<Digest, Referrer>();
+  for (const { session, reading } of sessions) {
+    for (const entry of reading.entries) {
+      for (const reference of entry.refs ?? []) {
+        roots.push(reference);
+        if (!referrers.has(reference.digest))
+          referrers.set(reference.digest, { session: session.id, seq: entry.seq });
+      }
+    }
+  }
+  return { roots, referrers };
+}
+
+async function readAllSessions(
+  location: StoreLocation,
+): Promise<{ session: SessionFile; reading: LedgerReading }[]> {
+  const result = [];
+  for (const session of await listSessions(location.directory)) {
+    result.push({ session, reading: await readLedgerFile(session.file) });
+  }
+  return result;
+}
+
+/**
+ * Checks the whole store: every ledger's seq order and hash chain (the first break is reported
+ * with its seq), and every object the ledgers reference, directly or through trees, re-hashed.
+ * Changes nothing. `isOk` is false on any problem. Throws `STORE_NOT_FOUND`.
+ */
+export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
+  const location = await openStore(options.workspace);
+  const store = createObjectStore(location.directory);
+  const sessions = await readAllSessions(location);
+  const report: VerifyReport = {
+    isOk: true,
+    sessions: [],
+    objectsChecked: 0,
+    problems: [],
+    warnings: [],
+  };
+  for (const { session, reading } of sessions) {
+    const isHashChained = reading.entries[0]?.body.hashChain === true;
+    report.sessions.push({ id: session.id, entryCount: reading.entries.length, isHashChained });
+    for (const problem of checkLedger(reading.entries, reading.unreadable, isHashChained)) {
+      report.problems.push({ ...problem, session: session.id });
+    }
+    const torn = reading.unreadable.find((line) => line.isTorn);
+    if (torn) {
+      report.warnings.push(
+        `session ${session.id}: line ${torn.line} is a torn write left by a crash; it is ignored and the next entry starts on a new line`,
+      );
+    }
+    const unsupported = findUnsupportedEntry(reading.entries);
+    if (unsupported) {
+      report.warnings.push(
+        `session ${session.id}: entry #${unsupported.seq} (${unsupported.kind}, format ${unsupported.v}) was written by a newer Rewind; its references were still checked`,
+      );
+    }
+  }
+  const { roots, referrers } = collectReferences(sessions);
+  const where = (digest: Digest): Partial<VerifyProblem> => {
+    const referrer = referrers.get(digest);
+    return referrer ? { session: referrer.session, seq: referrer.seq } : {};
+  };
+  await walkReferences(
+    store,
+    roots,
+    async (reference) => {
+      report.objectsChecked += 1;
+      try {
+        await store.verify(reference.digest);
+      } catch (error) {
+        if (isRewindError(error, 'OBJECT_NOT_FOUND') || isRewindError(error, 'OBJECT_CORRUPT')) {
+          report.problems.push({
+            type: error.code === 'OBJECT_NOT_FOUND' ? 'object-missing' : 'object-corrupt',
+            digest: reference.digest,
+            message: error.message,
+            ...where(reference.digest),
+          });
+          return;
+        }
+        throw error;
+      }
+    },
+    (reference, error) => {
+      if (isRewindError(error, 'TREE_INVALID')) {
+        report.problems.push({
+          type: 'tree-invalid',
+          digest: reference.digest,
+          message: error.message,
+          ...where(reference.digest),
+        });
+      }
+    },
+  );
+  report.isOk = report.problems.length === 0;
+  return report;
+}
+
+/** What {@link gc} removed, or would remove with `dryRun`. */
+export interface GcReport {
+  isDryRun: boolean;
+  removed: { digest: Digest; sizeBytes: number }[];
+  freedBytes: number;
+  /** Objects still referenced by a ledger, directly or through a tree. */
+  keptCount: number;
+  /** Unreferenced objects spared because they are younger than the grace period. */
+  recentCount: number;
+  /** Temporary files of crashed writes that were removed. */
+  abandonedFiles: string[];
+}
+
+/**
+ * Removes the objects that no ledger references, directly or through trees, and the temporary
+ * files crashed writes left. Objects written within `graceMs` (default one hour) are spared,
+ * since a writer may be about to record the entry that references them. With `dryRun`, only
+ * reports. Refuses (`TREE_INVALID`, `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`) when a referenced tree
+ * cannot be read, since what lies under it would be unknown; nothing is removed then.
+ */
+export async function gc(
+  options: WorkspaceOptions & { dryRun?: boolean; graceMs?: number; now?: () => Date },
+): Promise<GcReport> {
+  const location = await openStore(options.workspace);
+  const store = createObjectStore(location.directory);
+  const graceMs = options.graceMs ?? 60 * 60 * 1000;
+  const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const { roots } = collectReferences(await readAllSessions(location));
+  const reachable = new Set<Digest>();
+  await walkReferences(
+    store,
+    roots,
+    (reference) => {
+      reachable.add(reference.digest);
+    },
+    (reference, error) => {
+      throw new RewindError(
+        isRewindError(error) ? error.code : 'IO_FAILED',
+        `gc stopped before removing anything: the referenced tree ${reference.digest} cannot be read, so what it keeps alive is unknown. ` +
+          'Run `rewind verify` for details.',
+        { data: { digest: reference.digest }, cause: error },
+      );
+    },
+  );
+  const report: GcReport = {
+    isDryRun: options.dryRun === true,
+    removed: [],
+    freedBytes: 0,
+    keptCount: 0,
+    recentCount: 0,
+    abandonedFiles: [],
+  };
+  for await (const object of store.list()) {
+    if (reachable.has(object.digest)) {
+      report.keptCount += 1;
+    } else if (nowMs - object.modifiedAtMs < graceMs) {
+      report.recentCount += 1;
+    } else {
+      if (!report.isDryRun) await store.remove(object.digest);
+      report.removed.push({ digest: object.digest, sizeBytes: object.sizeBytes });
+      report.freedBytes += object.sizeBytes;
+    }
+  }
+  for (const abandoned of await store.listAbandoned(graceMs)) {
+    if (!report.isDryRun) await store.removeAbandoned(abandoned.file);
+    report.abandonedFiles.push(abandoned.file);
+    report.freedBytes += abandoned.sizeBytes;
+  }
+  return report;
+}

@@ -1,0 +1,27 @@
+export {
+  findStore,
+  initStore,
+  openStore,
+  STORE_DIRECTORY_NAME,
+  STORE_FORMAT_VERSION,
+  STORE_MARKER_FILE,
+  type StoreLocation,
+} from './layout.js';
+export {
+  createObjectStore,
+  type ObjectInfo,
+  type ObjectSource,
+  type ObjectStore,
+  type StoredObject,
+} from './objects.js';
+export {
+  decodeTree,
+  encodeTree,
+  type ObjectReference,
+  putTree,
+  readTree,
+  TREE_FORMAT_VERSION,
+  type Tree,
+  type TreeEntry,
+  walkReferences,
+} from './tree.js';

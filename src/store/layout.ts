@@ -1,0 +1,143 @@
+import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { isSystemError, RewindError } from '../errors.js';
+import { writeFileAtomic } from '../lib/index.js';
+
+/** The name of the store directory at a workspace root, like `.git`. */
+export const STORE_DIRECTORY_NAME = '.rewind';
+
+/** The file that marks a `.rewind/` directory as Rewind's, and says which format it holds. */
+export const STORE_MARKER_FILE = 'rewind.json';
+
+/** The store format this version reads and writes. */
+export const STORE_FORMAT_VERSION = 1;
+
+const STORE_FORMAT = 'rewind-store';
+
+/** An opened store: where it lives and the workspace it belongs to. */
+export interface StoreLocation {
+  /** The workspace root: the directory that holds `.rewind/`. */
+  workspace: string;
+  /** The `.rewind/` directory itself. */
+  directory: string;
+}
+
+interface StoreMarker {
+  format: string;
+  version: number;
+  createdAt: string;
+}
+
+async function readMarker(directory: string): Promise<StoreMarker | 'missing'> {
+  let text: string;
+  try {
+    text = await readFile(join(directory, STORE_MARKER_FILE), 'utf8');
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'missing';
+    throw error;
+  }
+  try {
+    const marker = JSON.parse(text) as StoreMarker;
+    if (marker.format === STORE_FORMAT && Number.isInteger(marker.version)) return marker;
+  } catch {}
+  throw notOurs(directory, `its ${STORE_MARKER_FILE} is not a Rewind store marker`);
+}
+
+function notOurs(directory: string, why: string): RewindError {
+  return new RewindError(
+    'STORE_NOT_OURS',
+    `${directory} exists but is not a Rewind store (${why}). ` +
+      'Rewind will not touch it: move it aside, or run Rewind in another directory.',
+    { data: { directory } },
+  );
+}
+
+async function checkMarker(directory: string): Promise<boolean> {
+  const marker = await readMarker(directory);
+  if (marker === 'missing') {
+    const names = await readdir(directory);
+    if (names.length === 0) return false;
+    throw notOurs(directory, `it has no ${STORE_MARKER_FILE}`);
+  }
+  if (marker.version > STORE_FORMAT_VERSION) {
+    throw new RewindError(
+      'STORE_VERSION_UNSUPPORTED',
+      `${directory} holds store format ${marker.version}, written by a newer Rewind; ` +
+        `this version reads format ${STORE_FORMAT_VERSION}. Upgrade Rewind to use this store.`,
+      { data: { directory, version: marker.version } },
+    );
+  }
+  return true;
+}
+
+/**
+ * Creates the store `.rewind/` in `workspace` (created too if missing), or checks the one that
+ * is there. Returns whether it was created. Throws `STORE_NOT_OURS` when a `.rewind/` exists that
+ * Rewind did not make, and `STORE_VERSION_UNSUPPORTED` when a newer Rewind made it.
+ */
+export async function initStore(
+  workspace: string,
+  options: { now?: () => Date } = {},
+): Promise<StoreLocation & { isNew: boolean }> {
+  const root = resolve(workspace);
+  const directory = join(root, STORE_DIRECTORY_NAME);
+  await mkdir(directory, { recursive: true });
+  const exists = await checkMarker(directory);
+  if (!exists) {
+    const marker: StoreMarker = {
+      format: STORE_FORMAT,
+      version: STORE_FORMAT_VERSION,
+      createdAt: (options.now ?? (() => new Date()))().toISOString(),
+    };
+    await writeFileAtomic(
+      join(directory, STORE_MARKER_FILE),
+      `${JSON.stringify(marker, null, 2)}\n`,
+    );
+  }
+  // Made on every init, so an init interrupted after the marker is finished by the next one.
+  await mkdir(join(directory, 'objects'), { recursive: true });
+  await mkdir(join(directory, 'sessions'), { recursive: true });
+  return { workspace: root, directory, isNew: !exists };
+}
+
+/**
+ * Opens the store of `workspace` exactly (no search upward). Throws `STORE_NOT_FOUND` when there
+ * is none, and the errors of {@link initStore} when it is not a usable one.
+ */
+export async function openStore(workspace: string): Promise<StoreLocation> {
+  const root = resolve(workspace);
+  const directory = join(root, STORE_DIRECTORY_NAME);
+  let isDirectory = false;
+  try {
+    isDirectory = (await stat(directory)).isDirectory();
+  } catch (error) {
+    if (!isSystemError(error, 'ENOENT')) throw error;
+  }
+  if (!isDirectory || !(await checkMarker(directory))) {
+    throw new RewindError(
+      'STORE_NOT_FOUND',
+      `There is no Rewind store in ${root}. Run \`rewind init\` there first, or pass --dir.`,
+      { data: { workspace: root } },
+    );
+  }
+  return { workspace: root, directory };
+}
+
+/**
+ * Finds the nearest directory at or above `start` that holds a `.rewind/`, like git finds `.git`.
+ * Returns undefined when there is none up to the filesystem root.
+ */
+export async function findStore(start: string): Promise<StoreLocation | undefined> {
+  let current = resolve(start);
+  for (;;) {
+    try {
+      if ((await stat(join(current, STORE_DIRECTORY_NAME))).isDirectory())
+        return openStore(current);
+    } catch (error) {
+      if (!isSystemError(error, 'ENOENT') && !isSystemError(error, 'ENOTDIR')) throw error;
+    }
+    const parent = dirname(current);
+    if (parent === current) return undefined;
+    current = parent;
+  }
+}

@@ -1,0 +1,328 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, readdir, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { isSystemError, RewindError } from '../errors.js';
+import {
+  createDigester,
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  isDigest,
+  STREAM_CHUNK_BYTES,
+  syncDirectory,
+} from '../lib/index.js';
+
+/** What {@link ObjectStore.put} accepts: bytes, a stream of bytes, or a file to copy. */
+export type ObjectSource = Uint8Array | { stream: AsyncIterable<Uint8Array> } | { file: string };
+
+/** An object's name and size. */
+export interface ObjectInfo {
+  digest: Digest;
+  sizeBytes: number;
+}
+
+/** An object as found on disk by {@link ObjectStore.list}. */
+export interface StoredObject extends ObjectInfo {
+  /** The object file's path. */
+  file: string;
+  /** Last time the object was written or put again; garbage collection spares recent objects. */
+  modifiedAtMs: number;
+}
+
+/**
+ * Immutable content addressed by its SHA-256 digest. One local implementation today
+ * ({@link createObjectStore}); the interface leaves room for object storage elsewhere.
+ */
+export interface ObjectStore {
+  /**
+   * Stores content and returns its digest and size. Idempotent: storing content that exists
+   * already writes nothing (it only marks the object as recently used). Atomic: a crash leaves
+   * either no object or the whole object, never a partial one.
+   */
+  put(source: ObjectSource): Promise<ObjectInfo>;
+  /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
+  get(digest: Digest): Promise<Buffer>;
+  /**
+   * The object's bytes as a stream in 1 MiB chunks, for objects too large to hold in memory. The
+   * digest is checked at the end: a mismatch throws `OBJECT_CORRUPT` from the iterator.
+   */
+  read(digest: Digest): AsyncIterable<Buffer>;
+  /** True when the object is present (its content is not checked). */
+  has(digest: Digest): Promise<boolean>;
+  /** The object's size, or undefined when it is not present. */
+  stat(digest: Digest): Promise<ObjectInfo | undefined>;
+  /** Re-hashes the object. Throws `OBJECT_NOT_FOUND` or `OBJECT_CORRUPT`. */
+  verify(digest: Digest): Promise<ObjectInfo>;
+  /** Every object present, in no particular order. */
+  list(): AsyncIterable<StoredObject>;
+  /** Temporary files older than `olderThanMs` left by writes that crashed. */
+  listAbandoned(olderThanMs: number): Promise<{ file: string; sizeBytes: number }[]>;
+  /** Removes a temporary file that {@link ObjectStore.listAbandoned} returned. */
+  removeAbandoned(file: string): Promise<void>;
+  /** Removes an object (garbage collection only). Removing a missing object is a no-op. */
+  remove(digest: Digest): Promise<void>;
+}
+
+const HEX_PATTERN = /^[0-9a-f]{64}$/;
+
+function objectPath(objectsDirectory: string, digest: Digest): string {
+  if (!isDigest(digest)) {
+    throw new RewindError('INVALID_ARGUMENT', `"${String(digest)}" is not a sha256 digest.`, {
+      data: { digest },
+    });
+  }
+  const hex = digest.slice(DIGEST_PREFIX.length);
+  return join(objectsDirectory, hex.slice(0, 2), hex.slice(2));
+}
+
+function notFound(digest: Digest, file: string): RewindError {
+  return new RewindError(
+    'OBJECT_NOT_FOUND',
+    `Object ${digest} is missing from the store (expected at ${file}). ` +
+      'It may have been garbage-collected or deleted by hand; run `rewind verify` to see what refers to it.',
+    { data: { digest, file } },
+  );
+}
+
+function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
+  return new RewindError(
+    'OBJECT_CORRUPT',
+    `Object ${digest} is corrupt: the file ${file} now hashes to ${actual}. ` +
+      'Nothing was read from it. Run `rewind verify` to list every damaged object; restore the file from a backup if you have one.',
+    { data: { digest, file, actual } },
+  );
+}
+
+async function* chunksOfBytes(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
+}
+
+async function* chunksOfFile(file: string): AsyncIterable<Buffer> {
+  const handle = await open(file, 'r');
+  try {
+    for (;;) {
+      const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) return;
+      yield buffer.subarray(0, bytesRead);
+    }
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The local object store: each object is a read-only file `objects/<2 hex>/<62 hex>` under the
+ * store directory, written to a temporary file in the same directory, fsynced, renamed into
+ * place, and its directory fsynced.
+ */
+export function createObjectStore(storeDirectory: string): ObjectStore {
+  const objectsDirectory = join(storeDirectory, 'objects');
+
+  async function ensureFanout(file: string): Promise<string> {
+    const directory = join(file, '..');
+    try {
+      await mkdir(directory);
+      await syncDirectory(objectsDirectory);
+    } catch (error) {
+      if (!isSystemError(error, 'EEXIST')) throw error;
+    }
+    return directory;
+  }
+
+  async function freshen(file: string): Promise<boolean> {
+    const now = new Date();
+    try {
+      await utimes(file, now, now);
+      return true;
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) return false;
+      throw error;
+    }
+  }
+
+  async function putChunks(chunks: AsyncIterable<Uint8Array>): Promise<ObjectInfo> {
+    await mkdir(objectsDirectory, { recursive: true });
+    const temporary = join(
+      objectsDirectory,
+      `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`,
+    );
+    const handle = await open(temporary, 'wx', 0o444);
+    const digester = createDigester();
+    let sizeBytes = 0;
+    try {
+      try {
+        for await (const chunk of chunks) {
+          digester.update(chunk);
+          sizeBytes += chunk.byteLength;
+          await handle.write(chunk);
+        }
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      const digest = digester.digest();
+      const file = objectPath(objectsDirectory, digest);
+      if (await freshen(file)) {
+        await unlink(temporary);
+      } else {
+        const directory = await ensureFanout(file);
+        await rename(temporary, file);
+        await syncDirectory(directory);
+      }
+      return { digest, sizeBytes };
+    } catch (error) {
+      await unlink(temporary).catch(() => {});
+      throw error;
+    }
+  }
+
+  async function verifyFile(digest: Digest, file: string): Promise<ObjectInfo> {
+    const digester = createDigester();
+    let sizeBytes = 0;
+    try {
+      for await (const chunk of chunksOfFile(file)) {
+        digester.update(chunk);
+        sizeBytes += chunk.byteLength;
+      }
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
+      throw error;
+    }
+    const actual = digester.digest();
+    if (actual !== digest) throw corrupt(digest, file, actual);
+    return { digest, sizeBytes };
+  }
+
+  async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
+    try {
+      const stats = await stat(objectPath(objectsDirectory, digest));
+      return { digest, sizeBytes: stats.size };
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) return undefined;
+      throw error;
+    }
+  }
+
+  return {
+    async put(source) {
+      if (source instanceof Uint8Array) {
+        // Small content is hashed first, so content already stored costs no write at all.
+        const digest = digestBytes(source);
+        if (await freshen(objectPath(objectsDirectory, digest))) {
+          return { digest, sizeBytes: source.byteLength };
+        }
+        return putChunks(chunksOfBytes(source));
+      }
+      return putChunks('stream' in source ? source.stream : chunksOfFile(source.file));
+    },
+
+    async get(digest) {
+      const file = objectPath(objectsDirectory, digest);
+      let bytes: Buffer;
+      try {
+        bytes = await readFile(file);
+      } catch (error) {
+        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
+        throw error;
+      }
+      const actual = digestBytes(bytes);
+      if (actual !== digest) throw corrupt(digest, file, actual);
+      return bytes;
+    },
+
+    async *read(digest) {
+      const file = objectPath(objectsDirectory, digest);
+      const digester = createDigester();
+      try {
+        for await (const chunk of chunksOfFile(file)) {
+          digester.update(chunk);
+          yield chunk;
+        }
+      } catch (error) {
+        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
+        throw error;
+      }
+      const actual = digester.digest();
+      if (actual !== digest) throw corrupt(digest, file, actual);
+    },
+
+    async has(digest) {
+      return (await statObject(digest)) !== undefined;
+    },
+
+    stat: statObject,
+
+    verify(digest) {
+      return verifyFile(digest, objectPath(objectsDirectory, digest));
+    },
+
+    async *list() {
+      let fanouts: string[];
+      try {
+        fanouts = await readdir(objectsDirectory);
+      } catch (error) {
+        if (isSystemError(error, 'ENOENT')) return;
+        throw error;
+      }
+      for (const fanout of fanouts.sort()) {
+        if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
+        for (const rest of (await readdir(join(objectsDirectory, fanout))).sort()) {
+          const hex = fanout + rest;
+          if (!HEX_PATTERN.test(hex)) continue;
+          const file = join(objectsDirectory, fanout, rest);
+          const stats = await stat(file);
+          yield {
+            digest: `${DIGEST_PREFIX}${hex}`,
+            sizeBytes: stats.size,
+            file,
+            modifiedAtMs: stats.mtimeMs,
+          };
+        }
+      }
+    },
+
+    async listAbandoned(olderThanMs) {
+      const abandoned: { file: string; sizeBytes: number }[] = [];
+      const now = Date.now();
+      let names: string[];
+      try {
+        names = await readdir(objectsDirectory);
+      } catch (error) {
+        if (isSystemError(error, 'ENOENT')) return abandoned;
+        throw error;
+      }
+      for (const name of names) {
+        if (!name.startsWith('.put-')) continue;
+        const file = join(objectsDirectory, name);
+        const stats = await stat(file).catch(() => undefined);
+        if (stats && now - stats.mtimeMs > olderThanMs)
+          abandoned.push({ file, sizeBytes: stats.size });
+      }
+      return abandoned;
+    },
+
+    async removeAbandoned(file) {
+      if (join(file, '..') !== objectsDirectory || !/^\.put-.*\.tmp$/.test(basename(file))) {
+        throw new RewindError(
+          'INVALID_ARGUMENT',
+          `${file} is not a temporary file of this object store.`,
+          {
+            data: { file },
+          },
+        );
+      }
+      await unlink(file).catch((error: unknown) => {
+        if (!isSystemError(error, 'ENOENT')) throw error;
+      });
+    },
+
+    async remove(digest) {
+      try {
+        await unlink(objectPath(objectsDirectory, digest));
+      } catch (error) {
+        if (!isSystemError(error, 'ENOENT')) throw error;
+      }
+    },
+  };
+}

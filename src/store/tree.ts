@@ -1,0 +1,197 @@
+import { RewindError } from '../errors.js';
+import { canonicalJson, type Digest, isDigest } from '../lib/index.js';
+import type { ObjectStore } from './objects.js';
+
+/** The tree encoding version this Rewind reads and writes. */
+export const TREE_FORMAT_VERSION = 1;
+
+/** One entry of a directory listing. Symbolic links are recorded, never followed. */
+export type TreeEntry =
+  | { name: string; type: 'file'; mode: number; sizeBytes: number; digest: Digest }
+  | { name: string; type: 'directory'; mode: number; digest: Digest }
+  | { name: string; type: 'symlink'; target: string };
+
+/** A directory listing, sorted by name (UTF-8 byte order), as decoded from a tree object. */
+export interface Tree {
+  entries: TreeEntry[];
+}
+
+function invalid(message: string, data: Record<string, unknown>): RewindError {
+  return new RewindError(
+    'TREE_INVALID',
+    `${message} The tree cannot be used; run \`rewind verify\`.`,
+    {
+      data,
+    },
+  );
+}
+
+function compareNames(a: string, b: string): number {
+  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+}
+
+function checkName(name: unknown): string {
+  if (
+    typeof name !== 'string' ||
+    name === '' ||
+    name === '.' ||
+    name === '..' ||
+    name.includes('/') ||
+    name.includes('\0')
+  ) {
+    throw invalid(`A tree entry has the invalid name ${JSON.stringify(name)}.`, { name });
+  }
+  return name;
+}
+
+function checkMode(mode: unknown, name: string): number {
+  if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
+    throw invalid(`The tree entry "${name}" has the invalid mode ${JSON.stringify(mode)}.`, {
+      name,
+      mode,
+    });
+  }
+  return mode;
+}
+
+function checkDigest(digest: unknown, name: string): Digest {
+  if (!isDigest(digest)) {
+    throw invalid(`The tree entry "${name}" has the invalid digest ${JSON.stringify(digest)}.`, {
+      name,
+    });
+  }
+  return digest;
+}
+
+function checkEntry(value: unknown): TreeEntry {
+  const raw = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  const name = checkName(raw.name);
+  switch (raw.type) {
+    case 'file': {
+      const sizeBytes = raw.sizeBytes;
+      if (typeof sizeBytes !== 'number' || !Number.isSafeInteger(sizeBytes) || sizeBytes < 0) {
+        throw invalid(`The tree entry "${name}" has an invalid size.`, { name });
+      }
+      return {
+        name,
+        type: 'file',
+        mode: checkMode(raw.mode, name),
+        sizeBytes,
+        digest: checkDigest(raw.digest, name),
+      };
+    }
+    case 'directory':
+      return {
+        name,
+        type: 'directory',
+        mode: checkMode(raw.mode, name),
+        digest: checkDigest(raw.digest, name),
+      };
+    case 'symlink':
+      if (typeof raw.target !== 'string' || raw.target === '' || raw.target.includes('\0')) {
+        throw invalid(`The symbolic link "${name}" has an invalid target.`, { name });
+      }
+      return { name, type: 'symlink', target: raw.target };
+    default:
+      throw invalid(`The tree entry "${name}" has the unknown type ${JSON.stringify(raw.type)}.`, {
+        name,
+      });
+  }
+}
+
+/**
+ * Encodes a directory listing canonically: entries sorted by name in UTF-8 byte order, each with
+ * exactly the fields of its type, as canonical JSON. The same listing always gives the same
+ * bytes, so a tree's digest names the whole state of a directory. Throws `TREE_INVALID` on a bad
+ * or duplicate name, mode, size or digest.
+ */
+export function encodeTree(entries: readonly TreeEntry[]): Buffer {
+  const checked = entries
+    .map((entry) => checkEntry(entry))
+    .sort((a, b) => compareNames(a.name, b.name));
+  for (let index = 1; index < checked.length; index++) {
+    const name = checked[index]?.name;
+    if (name === checked[index - 1]?.name) {
+      throw invalid(`The tree lists "${name}" twice.`, { name });
+    }
+  }
+  return Buffer.from(canonicalJson({ type: 'tree', v: TREE_FORMAT_VERSION, entries: checked }));
+}
+
+/**
+ * Decodes a tree object, accepting only the exact canonical encoding (so a tree has one digest).
+ * Throws `TREE_INVALID` otherwise.
+ */
+export function decodeTree(bytes: Uint8Array, digest?: Digest): Tree {
+  let value: unknown;
+  try {
+    value = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch {
+    throw invalid(`Object ${digest ?? ''} is not a tree: it is not JSON.`, { digest });
+  }
+  const raw = (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown>;
+  if (raw.type !== 'tree' || !Array.isArray(raw.entries)) {
+    throw invalid(`Object ${digest ?? ''} is not a tree.`, { digest });
+  }
+  if (typeof raw.v !== 'number' || raw.v > TREE_FORMAT_VERSION) {
+    throw invalid(
+      `Tree ${digest ?? ''} has version ${String(raw.v)}, which this Rewind cannot read.`,
+      {
+        digest,
+      },
+    );
+  }
+  const entries = raw.entries.map((entry) => checkEntry(entry));
+  if (!Buffer.from(bytes).equals(encodeTree(entries))) {
+    throw invalid(`Tree ${digest ?? ''} is not in canonical form.`, { digest });
+  }
+  return { entries };
+}
+
+/** Stores a directory listing as a tree object and returns its digest. */
+export async function putTree(store: ObjectStore, entries: readonly TreeEntry[]): Promise<Digest> {
+  return (await store.put(encodeTree(entries))).digest;
+}
+
+/** Reads and decodes a tree object. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`. */
+export async function readTree(store: ObjectStore, digest: Digest): Promise<Tree> {
+  return decodeTree(await store.get(digest), digest);
+}
+
+/** What a ledger entry says it refers to: a blob, or a tree and everything under it. */
+export interface ObjectReference {
+  type: 'blob' | 'tree';
+  digest: Digest;
+}
+
+/**
+ * Visits every object reachable from `roots` once: each root, and for trees every sub-tree and
+ * file under them. `visit` sees each object before its children; for a tree that cannot be read,
+ * `onUnreadableTree` receives the error and its children are skipped.
+ */
+export async function walkReferences(
+  store: ObjectStore,
+  roots: Iterable<ObjectReference>,
+  visit: (reference: ObjectReference) => Promise<void> | void,
+  onUnreadableTree: (reference: ObjectReference, error: unknown) => void,
+): Promise<void> {
+  const seen = new Set<Digest>();
+  const pending: ObjectReference[] = [...roots];
+  for (let reference = pending.pop(); reference !== undefined; reference = pending.pop()) {
+    if (seen.has(reference.digest)) continue;
+    seen.add(reference.digest);
+    await visit(reference);
+    if (reference.type !== 'tree') continue;
+    let tree: Tree;
+    try {
+      tree = await readTree(store, reference.digest);
+    } catch (error) {
+      onUnreadableTree(reference, error);
+      continue;
+    }
+    for (const entry of tree.entries) {
+      if (entry.type === 'file') pending.push({ type: 'blob', digest: entry.digest });
+      if (entry.type === 'directory') pending.push({ type: 'tree', digest: entry.digest });
+    }
+  }
+}

@@ -1,0 +1,55 @@
+import { createHash } from 'node:crypto';
+import { open, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { digestBytes, digestFile, isDigest } from '../../src/lib/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+describe('digests', () => {
+  it('hashes bytes and text to sha256-prefixed lowercase hex', () => {
+    expect(digestBytes('abc')).toBe(
+      'sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad',
+    );
+    expect(digestBytes(Buffer.from('abc'))).toBe(digestBytes('abc'));
+    expect(isDigest(digestBytes(''))).toBe(true);
+    expect(isDigest('sha256:ABC')).toBe(false);
+  });
+
+  it('hashes a file to the same digest as its bytes, with its size', async () => {
+    const directory = await makeTempDirectory();
+    const file = join(directory, 'f');
+    const content = Buffer.alloc(3 * 1024 * 1024 + 7, 'xyz');
+    await writeFile(file, content);
+    expect(await digestFile(file)).toEqual({
+      digest: digestBytes(content),
+      sizeBytes: content.length,
+    });
+  });
+
+  it('hashes a 1 GiB file in constant memory, never reading it whole', async () => {
+    const directory = await makeTempDirectory();
+    const file = join(directory, 'big');
+    const sizeBytes = 1024 ** 3;
+    const handle = await open(file, 'w');
+    await handle.truncate(sizeBytes); // sparse: 1 GiB of zeros without writing 1 GiB
+    await handle.write(Buffer.from('end'), 0, 3, sizeBytes - 3);
+    await handle.close();
+
+    const expected = createHash('sha256');
+    const zeros = Buffer.alloc(64 * 1024 * 1024);
+    for (let left = sizeBytes - 3; left > 0; left -= Math.min(left, zeros.length)) {
+      expected.update(zeros.subarray(0, Math.min(left, zeros.length)));
+    }
+    expected.update('end');
+
+    const before = process.memoryUsage().rss;
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, process.memoryUsage().rss);
+    }, 5);
+    const result = await digestFile(file);
+    clearInterval(sampler);
+    expect(result).toEqual({ digest: `sha256:${expected.digest('hex')}`, sizeBytes });
+    expect(peak - before).toBeLessThan(128 * 1024 * 1024);
+  }, 60_000);
+});

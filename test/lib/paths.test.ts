@@ -1,0 +1,62 @@
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { normalizeWorkspacePath, resolveWorkspacePath } from '../../src/lib/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+describe('normalizeWorkspacePath', () => {
+  it('normalizes a relative path', () => {
+    expect(normalizeWorkspacePath('./src//a/../b.ts')).toBe('src/b.ts');
+    expect(normalizeWorkspacePath('dir/')).toBe('dir');
+  });
+
+  it.each([
+    ['/etc/passwd', 'is absolute'],
+    ['../outside', 'leads out of the workspace'],
+    ['a/../../outside', 'leads out of the workspace'],
+    ['a\0b', 'contains a NUL byte'],
+    ['', 'is empty'],
+    ['.', 'names the workspace root itself'],
+  ])('refuses %j because it %s', (path, why) => {
+    expect(() => normalizeWorkspacePath(path)).toThrow(
+      expect.objectContaining({ code: 'PATH_INVALID' }),
+    );
+    expect(() => normalizeWorkspacePath(path)).toThrow(why);
+  });
+});
+
+describe('resolveWorkspacePath', () => {
+  it('resolves existing and not-yet-existing paths inside the root', async () => {
+    const root = await makeTempDirectory();
+    await mkdir(join(root, 'src'));
+    await writeFile(join(root, 'src', 'a.ts'), '');
+    expect(await resolveWorkspacePath(root, 'src/a.ts')).toBe(join(root, 'src', 'a.ts'));
+    expect(await resolveWorkspacePath(root, 'new/dir/file.ts')).toBe(
+      join(root, 'new', 'dir', 'file.ts'),
+    );
+  });
+
+  it('refuses a symbolic link in the middle of the path before following it', async () => {
+    const root = await makeTempDirectory();
+    const outside = await makeTempDirectory();
+    await symlink(outside, join(root, 'escape'));
+    await expect(resolveWorkspacePath(root, 'escape/secret.txt')).rejects.toMatchObject({
+      code: 'SYMLINK_REFUSED',
+      data: { path: 'escape/secret.txt', link: 'escape' },
+    });
+  });
+
+  it('refuses a symbolic link as the last component, even one pointing inside', async () => {
+    const root = await makeTempDirectory();
+    await writeFile(join(root, 'real.txt'), 'x');
+    await symlink('real.txt', join(root, 'alias.txt'));
+    await expect(resolveWorkspacePath(root, 'alias.txt')).rejects.toMatchObject({
+      code: 'SYMLINK_REFUSED',
+    });
+    // A dangling link is refused too: it could be created to point anywhere.
+    await symlink('/etc/shadow', join(root, 'dangling'));
+    await expect(resolveWorkspacePath(root, 'dangling')).rejects.toMatchObject({
+      code: 'SYMLINK_REFUSED',
+    });
+  });
+});

@@ -1,0 +1,58 @@
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findStore, initStore, openStore } from '../../src/store/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+describe('store layout', () => {
+  it('creates .rewind/ with its marker, objects/ and sessions/', async () => {
+    const workspace = await makeTempDirectory();
+    const result = await initStore(workspace);
+    expect(result).toMatchObject({ workspace, directory: join(workspace, '.rewind'), isNew: true });
+    expect((await readdir(result.directory)).sort()).toEqual([
+      'objects',
+      'rewind.json',
+      'sessions',
+    ]);
+    expect(JSON.parse(await readFile(join(result.directory, 'rewind.json'), 'utf8'))).toMatchObject(
+      {
+        format: 'rewind-store',
+        version: 1,
+      },
+    );
+    expect((await initStore(workspace)).isNew).toBe(false);
+  });
+
+  it('refuses a .rewind/ that Rewind did not make, and leaves it as it was', async () => {
+    const workspace = await makeTempDirectory();
+    await mkdir(join(workspace, '.rewind'));
+    await writeFile(join(workspace, '.rewind', 'notes.txt'), 'mine');
+    await expect(initStore(workspace)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
+    await expect(openStore(workspace)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
+    expect(await readdir(join(workspace, '.rewind'))).toEqual(['notes.txt']);
+
+    await writeFile(join(workspace, '.rewind', 'rewind.json'), '{"format":"something-else"}');
+    await expect(initStore(workspace)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
+  });
+
+  it('refuses a store written in a newer format', async () => {
+    const workspace = await makeTempDirectory();
+    const { directory } = await initStore(workspace);
+    await writeFile(join(directory, 'rewind.json'), '{"format":"rewind-store","version":2}');
+    await expect(openStore(workspace)).rejects.toMatchObject({ code: 'STORE_VERSION_UNSUPPORTED' });
+  });
+
+  it('finds the nearest store above a directory, and nothing where there is none', async () => {
+    const workspace = await makeTempDirectory();
+    await initStore(workspace);
+    await mkdir(join(workspace, 'a', 'b'), { recursive: true });
+    expect(await findStore(join(workspace, 'a', 'b'))).toEqual({
+      workspace,
+      directory: join(workspace, '.rewind'),
+    });
+    expect(await findStore(await makeTempDirectory())).toBeUndefined();
+    await expect(openStore(join(workspace, 'a'))).rejects.toMatchObject({
+      code: 'STORE_NOT_FOUND',
+    });
+  });
+});
