@@ -32,6 +32,8 @@ export {
   type LogReport,
   locateWorkspace,
   log,
+  type NoteResult,
+  note,
   type SessionSummary,
   type StatusReport,
   status,

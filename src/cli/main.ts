@@ -9,6 +9,7 @@ import {
   type LogReport,
   locateWorkspace,
   log,
+  note,
   REWIND_VERSION,
   type StatusReport,
   status,
@@ -238,6 +239,31 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
         ...(session !== undefined && { session }),
       });
       emit(options, report, renderLog, logWarnings(report));
+    });
+
+  program
+    .command('note')
+    .description('add a note to the session timeline, with files attached')
+    .argument('<text...>', 'the note')
+    .option(
+      '--attach <file>',
+      'attach a file (repeatable)',
+      (file: string, files: string[]) => [...files, file],
+      [],
+    )
+    .option('--session <id>', 'the session to annotate (default: the current one)')
+    .action(async (words: string[], _options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ attach: string[]; session?: string }>();
+      const result = await note({
+        workspace: await workspaceOf(options),
+        text: words.join(' '),
+        attachments: own.attach.map((file) => resolve(io.cwd, file)),
+        ...(own.session !== undefined && { session: own.session }),
+      });
+      emit(options, result, (value) =>
+        options.quiet ? '' : `Added note #${value.entry.seq} to session ${value.session}.\n`,
+      );
     });
 
   program

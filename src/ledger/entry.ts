@@ -11,6 +11,8 @@ export const LEDGER_FORMAT_VERSION = 1;
 export const ENTRY_KINDS = {
   'session-started':
     'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`.',
+  'note-added':
+    'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
 } as const;
 
 /** A ledger entry kind that this Rewind knows. */
@@ -92,6 +94,12 @@ export function describeEntry(entry: LedgerEntry): string {
         typeof body.rewindVersion === 'string' ? ` by rewind ${body.rewindVersion}` : '';
       const where = typeof body.workspace === 'string' ? ` in ${body.workspace}` : '';
       return `session started${where}${version}${chain}`;
+    }
+    case 'note-added': {
+      const attachments = Array.isArray(body.attachments) ? body.attachments.length : 0;
+      const suffix =
+        attachments > 0 ? ` (${attachments} attachment${attachments === 1 ? '' : 's'})` : '';
+      return `note: ${String(body.text)}${suffix}`;
     }
   }
 }

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { basename } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import {
   checkLedger,
@@ -217,6 +218,62 @@ export async function log(options: WorkspaceOptions & { session?: string }): Pro
     })),
     unreadable: reading.unreadable,
   };
+}
+
+/** What {@link note} recorded. */
+export interface NoteResult {
+  session: string;
+  entry: LedgerEntry;
+}
+
+/**
+ * Adds a note to a session's timeline (the current session unless `session` names another),
+ * with files attached: each is stored as an object first, so the entry never names content the
+ * store does not hold. Throws `STORE_NOT_FOUND`, `SESSION_NOT_FOUND`, `INVALID_ARGUMENT` (empty
+ * text, an attachment that is not a readable file), and `ENTRY_KIND_UNKNOWN` /
+ * `LEDGER_VERSION_UNSUPPORTED` when a newer Rewind wrote to the session.
+ */
+export async function note(
+  options: WorkspaceOptions & {
+    text: string;
+    attachments?: readonly string[];
+    session?: string;
+    now?: () => Date;
+  },
+): Promise<NoteResult> {
+  if (options.text.trim() === '') {
+    throw new RewindError('INVALID_ARGUMENT', 'A note needs some text.', {
+      data: { field: 'text' },
+    });
+  }
+  const location = await openStore(options.workspace);
+  const session = await pickSession(location, options.session);
+  const ledger = await Ledger.open(session, { ...(options.now && { now: options.now }) });
+  try {
+    const store = createObjectStore(location.directory);
+    const attachments: { name: string; digest: Digest; sizeBytes: number }[] = [];
+    for (const path of options.attachments ?? []) {
+      const info = await store.put({ file: path }).catch((error: unknown) => {
+        throw new RewindError(
+          'INVALID_ARGUMENT',
+          `Cannot attach ${path}: ${(error as Error).message}. Attach a readable file.`,
+          {
+            data: { path },
+            cause: error,
+          },
+        );
+      });
+      attachments.push({ name: basename(path), ...info });
+    }
+    const entry = await ledger.append(
+      'note-added',
+      { text: options.text, ...(attachments.length > 0 && { attachments }) },
+      attachments.map(({ digest }) => ({ type: 'blob', digest })),
+    );
+    return { session: session.id, entry };
+  } finally {
+    await ledger.close();
+  }
 }
 
 /** A problem {@link verify} found. */

@@ -1,0 +1,225 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { builtinModules } from 'node:module';
+import { join, posix, relative } from 'node:path';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from './helpers/processes.js';
+
+/**
+ * The layer rules of DESIGN.md, checked on the real imports of src/**\/*.ts:
+ * - imports point downward only; modules of one layer do not import each other;
+ * - `src/errors.ts` is the foundation every module may import;
+ * - a module is imported only through its `index.ts`;
+ * - edges (CLI, MCP, adapters, UI) import only `src/index.ts`, the public API;
+ * - each third-party package is imported by exactly one module, named here.
+ */
+const LAYER_OF_MODULE: Record<string, number> = {
+  errors: 0,
+  lib: 0,
+  store: 1,
+  ledger: 2,
+  workspace: 2,
+  conversation: 2,
+  sandbox: 2,
+  verifier: 2,
+  session: 3,
+  index: 4,
+  cli: 4,
+  mcp: 4,
+  ui: 4,
+};
+const EDGES = new Set(['cli', 'mcp', 'ui']);
+
+/** The one module allowed to import each third-party package. */
+const PACKAGE_OWNERS: Record<string, string> = {
+  commander: 'cli',
+};
+
+type Sources = Record<string, string>;
+
+function moduleOf(file: string): string {
+  const parts = file.split('/');
+  if (parts.length === 1) return (parts[0] ?? '').replace(/\.ts$/, '');
+  if (parts[0] === 'adapters') return `adapters/${parts[1]}`;
+  return parts[0] ?? '';
+}
+
+function layerOf(module: string): number | undefined {
+  return module.startsWith('adapters/') ? 4 : LAYER_OF_MODULE[module];
+}
+
+function isEdge(module: string): boolean {
+  return EDGES.has(module) || module.startsWith('adapters/');
+}
+
+function packageName(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] ?? specifier);
+}
+
+function importsOf(source: string): string[] {
+  return ts.preProcessFile(source, true, true).importedFiles.map((imported) => imported.fileName);
+}
+
+/** Every layer-rule violation in a set of sources keyed by path relative to src/. */
+function findViolations(sources: Sources): string[] {
+  const violations: string[] = [];
+  for (const [file, source] of Object.entries(sources)) {
+    const module = moduleOf(file);
+    const layer = layerOf(module);
+    if (layer === undefined) {
+      violations.push(`${file}: not in any layer of DESIGN.md`);
+      continue;
+    }
+    for (const specifier of importsOf(source)) {
+      if (specifier.startsWith('node:') || builtinModules.includes(specifier)) continue;
+      if (!specifier.startsWith('.')) {
+        const name = packageName(specifier);
+        const owner = PACKAGE_OWNERS[name];
+        if (owner === undefined)
+          violations.push(`${file}: imports ${name}, which has no owning module in this test`);
+        else if (owner !== module)
+          violations.push(`${file}: imports ${name}, which only ${owner} may import`);
+        continue;
+      }
+      const target = posix
+        .normalize(posix.join(posix.dirname(file), specifier))
+        .replace(/\.js$/, '.ts');
+      const targetModule = moduleOf(target);
+      if (targetModule === module) continue;
+      if (targetModule === 'errors') continue;
+      const targetLayer = layerOf(targetModule);
+      if (isEdge(module)) {
+        if (target !== 'index.ts')
+          violations.push(`${file}: an edge may import only src/index.ts, not ${target}`);
+        continue;
+      }
+      if (targetLayer === undefined || targetLayer >= layer) {
+        violations.push(`${file}: imports ${target} (layer ${targetLayer}) from layer ${layer}`);
+      } else if (target !== `${targetModule}/index.ts`) {
+        violations.push(`${file}: imports ${target} instead of ${targetModule}/index.ts`);
+      }
+    }
+  }
+  return violations;
+}
+
+/** Every package reachable through static imports from `entry`. */
+function packagesReachableFrom(sources: Sources, entry: string): Set<string> {
+  const packages = new Set<string>();
+  const seen = new Set<string>();
+  const pending = [entry];
+  for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+    if (seen.has(file)) continue;
+    seen.add(file);
+    for (const specifier of importsOf(sources[file] ?? '')) {
+      if (specifier.startsWith('.')) {
+        pending.push(
+          posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, '.ts'),
+        );
+      } else if (!specifier.startsWith('node:')) {
+        packages.add(packageName(specifier));
+      }
+    }
+  }
+  return packages;
+}
+
+function readSources(directory: string): Sources {
+  const sources: Sources = {};
+  const walk = (current: string): void => {
+    for (const entry of readdirSync(current, { withFileTypes: true })) {
+      const path = join(current, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts'))
+        sources[relative(directory, path)] = readFileSync(path, 'utf8');
+    }
+  };
+  walk(directory);
+  return sources;
+}
+
+describe('architecture', () => {
+  const sources = readSources(join(ROOT, 'src'));
+
+  it('has sources to check', () => {
+    expect(Object.keys(sources)).toEqual(
+      expect.arrayContaining(['index.ts', 'errors.ts', 'lib/index.ts', 'cli/main.ts']),
+    );
+  });
+
+  it('keeps every import of src/ within the layer rules of DESIGN.md', () => {
+    expect(findViolations(sources)).toEqual([]);
+  });
+
+  it('loads no third-party package when a program imports the public API', () => {
+    expect([...packagesReachableFrom(sources, 'index.ts')]).toEqual([]);
+  });
+
+  it('declares every third-party package it allows as a dependency', () => {
+    const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+    const declared = {
+      ...manifest.dependencies,
+      ...manifest.optionalDependencies,
+      ...manifest.peerDependencies,
+    };
+    for (const name of Object.keys(PACKAGE_OWNERS)) expect(declared).toHaveProperty([name]);
+  });
+
+  describe('the checker itself', () => {
+    it.each([
+      [
+        'an upward import',
+        { 'store/objects.ts': "import { x } from '../session/index.js';" },
+        'from layer 1',
+      ],
+      [
+        'a sideways import',
+        { 'ledger/a.ts': "import { x } from '../workspace/index.js';" },
+        'from layer 2',
+      ],
+      [
+        'a reach past an index',
+        { 'session/a.ts': "import { x } from '../store/objects.js';" },
+        'instead of store/index.ts',
+      ],
+      [
+        'an edge reaching into a module',
+        { 'cli/main.ts': "import { x } from '../session/index.js';" },
+        'an edge may import only',
+      ],
+      [
+        'a package in the wrong module',
+        { 'store/a.ts': "import { Command } from 'commander';" },
+        'only cli may import',
+      ],
+      [
+        'an unowned package',
+        { 'lib/a.ts': "import picocolors from 'picocolors';" },
+        'no owning module',
+      ],
+      [
+        'a dynamic upward import',
+        { 'lib/a.ts': "const m = await import('../store/index.js');" },
+        'from layer 0',
+      ],
+      ['a file outside every layer', { 'helpers/a.ts': '' }, 'not in any layer'],
+    ])('catches %s', (_name, files, message) => {
+      expect(findViolations(files)).toEqual([expect.stringContaining(message)]);
+    });
+
+    it('accepts downward imports through an index, errors.ts from anywhere, and node builtins', () => {
+      expect(
+        findViolations({
+          'session/a.ts':
+            "import { x } from '../store/index.js';\nimport { y } from '../lib/index.js';",
+          'lib/a.ts':
+            "import { RewindError } from '../errors.js';\nimport { open } from 'node:fs/promises';",
+          'cli/main.ts':
+            "import { init } from '../index.js';\nimport { Command } from 'commander';",
+          'index.ts': "export { init } from './session/index.js';",
+        }),
+      ).toEqual([]);
+    });
+  });
+});

@@ -1,0 +1,152 @@
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main.js';
+import { ROOT, runNode } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+async function rewind(cwd: string, ...argv: string[]) {
+  let stdout = '';
+  let stderr = '';
+  const code = await runCli(argv, {
+    cwd,
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
+  });
+  return { code, stdout, stderr };
+}
+
+describe('rewind CLI', () => {
+  it('initializes a directory, then logs, notes, verifies and collects garbage in it', async () => {
+    const cwd = await makeTempDirectory();
+    const initialized = await rewind(cwd, 'init', '--hash-chain');
+    expect(initialized).toMatchObject({ code: 0, stderr: '' });
+    expect(initialized.stdout).toMatch(
+      /^Initialized a Rewind store in .*\nStarted session [0-9a-z]+ \(hash-chained\)\.\n$/,
+    );
+
+    const evidence = join(cwd, 'build.log');
+    await writeFile(evidence, 'all green\n');
+    expect(await rewind(cwd, 'note', 'build', 'passed', '--attach', 'build.log')).toMatchObject({
+      code: 0,
+    });
+
+    const logged = await rewind(cwd, 'log');
+    expect(logged.code).toBe(0);
+    const lines = logged.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/^Session [0-9a-z]+: 2 entries$/);
+    expect(lines[1]).toMatch(
+      /^1 {2}\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} {2}session-started {2}session started in /,
+    );
+    expect(lines[2]).toMatch(/^2 {2}.* note-added {7}note: build passed \(1 attachment\)$/);
+
+    expect(await rewind(cwd, 'verify')).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('no problems'),
+    });
+    expect(await rewind(cwd, 'gc', '--dry-run')).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('Would remove 0 unreferenced objects'),
+    });
+  });
+
+  it('finds the store in an ancestor directory, or uses --dir', async () => {
+    const workspace = await makeTempDirectory();
+    await rewind(workspace, 'init');
+    const deep = join(workspace, 'a', 'b');
+    await mkdir(deep, { recursive: true });
+    expect((await rewind(deep, 'status')).stdout).toContain(`Workspace  ${workspace}`);
+    const elsewhere = await makeTempDirectory();
+    expect((await rewind(elsewhere, '--dir', workspace, 'status')).code).toBe(0);
+    expect(await rewind(elsewhere, 'status')).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('rewind init'),
+    });
+  });
+
+  it('prints exactly one JSON document on stdout with --json, errors included', async () => {
+    const cwd = await makeTempDirectory();
+    const initialized = await rewind(cwd, '--json', 'init');
+    expect(JSON.parse(initialized.stdout)).toMatchObject({
+      isNewStore: true,
+      session: { entryCount: 1 },
+    });
+    const status = await rewind(cwd, 'status', '--json');
+    expect(JSON.parse(status.stdout)).toMatchObject({
+      sessions: [{ entryCount: 1 }],
+      objects: { count: 0 },
+    });
+    const failed = await rewind(cwd, '--json', 'log', '--session', 'nosuch');
+    expect(failed.code).toBe(1);
+    expect(JSON.parse(failed.stdout)).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
+  });
+
+  it('exits 2 with usage help on a usage error, and 1 with code and advice on a refusal', async () => {
+    const cwd = await makeTempDirectory();
+    expect(await rewind(cwd, 'frobnicate')).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining("unknown command 'frobnicate'"),
+    });
+    expect(await rewind(cwd, 'gc', '--grace-seconds', 'soon')).toMatchObject({ code: 2 });
+    expect(await rewind(cwd, 'note')).toMatchObject({ code: 2 });
+    await mkdir(join(cwd, '.rewind'));
+    await writeFile(join(cwd, '.rewind', 'x'), '');
+    const refused = await rewind(cwd, 'init');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(
+      /^rewind: .* is not a Rewind store .* move it aside.* \[STORE_NOT_OURS\]\n$/,
+    );
+  });
+
+  it('adds the stack and cause chain with --debug', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, 'init');
+    const failed = await rewind(cwd, '--debug', 'note', 'x', '--attach', 'missing.txt');
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('[INVALID_ARGUMENT]');
+    expect(failed.stderr).toContain('caused by:');
+    expect(failed.stderr).toContain('ENOENT');
+  });
+
+  it('fails verify with exit 1 and names the first chain break', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, 'init', '--hash-chain');
+    await rewind(cwd, 'note', 'one');
+    await rewind(cwd, 'note', 'two');
+    const status = JSON.parse((await rewind(cwd, 'status', '--json')).stdout);
+    const file = status.sessions[0].file as string;
+    await writeFile(
+      file,
+      (await readFile(file, 'utf8')).replace('note: one', 'x').replace('"one"', '"uno"'),
+    );
+    const verified = await rewind(cwd, 'verify');
+    expect(verified.code).toBe(1);
+    expect(verified.stdout).toContain('The hash chain first breaks at entry #3');
+  });
+
+  it('prints only what was asked for with --quiet', async () => {
+    const cwd = await makeTempDirectory();
+    expect(await rewind(cwd, '--quiet', 'init')).toMatchObject({ code: 0, stdout: '', stderr: '' });
+    expect(await rewind(cwd, '-q', 'verify')).toMatchObject({ code: 0, stdout: '' });
+  });
+
+  it('runs as the installed bin, with the exit codes of the contract', async () => {
+    const cwd = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    expect(await runNode([bin, 'init'], { cwd })).toMatchObject({ code: 0 });
+    expect(await runNode([bin, 'log'], { cwd })).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('session-started'),
+    });
+    expect(await runNode([bin, '--version'], { cwd })).toMatchObject({
+      code: 0,
+      stdout: '0.1.0\n',
+    });
+    expect(await runNode([bin, 'nonsense'], { cwd })).toMatchObject({ code: 2 });
+    expect(await runNode([bin, 'log', '--session', 'zzzz'], { cwd })).toMatchObject({ code: 1 });
+  });
+});

@@ -1,0 +1,206 @@
+import { appendFile, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  checkLedger,
+  digestEntry,
+  Ledger,
+  type LedgerEntry,
+  readLedgerFile,
+  sessionFileOf,
+} from '../../src/ledger/index.js';
+import { initStore } from '../../src/store/index.js';
+import { ROOT, runNode } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+function fixedClock(start = Date.UTC(2026, 10, 29, 12, 0, 0)) {
+  let tick = 0;
+  return () => new Date(start + tick++ * 1000);
+}
+
+async function newLedger(options: { hashChain?: boolean } = {}) {
+  const { directory } = await initStore(await makeTempDirectory());
+  const ledger = await Ledger.create(directory, {
+    ...options,
+    now: fixedClock(),
+    generateId: () => 'abc123',
+  });
+  return { directory, ledger };
+}
+
+describe('ledger', () => {
+  it('creates sessions/<UTC date>_<id>.jsonl starting with session-started', async () => {
+    const { directory, ledger } = await newLedger();
+    expect(ledger.session).toEqual({
+      id: 'abc123',
+      stem: '2026-11-29_abc123',
+      file: join(directory, 'sessions', '2026-11-29_abc123.jsonl'),
+    });
+    await ledger.close();
+    expect(await readFile(ledger.session.file, 'utf8')).toBe(
+      '{"at":"2026-11-29T12:00:01.000Z","body":{"hashChain":false},"kind":"session-started","seq":1,"v":1}\n',
+    );
+  });
+
+  it('appends canonical lines with seq 1, 2, 3 and millisecond UTC times, in call order', async () => {
+    const { ledger } = await newLedger();
+    const appended = await Promise.all(
+      Array.from({ length: 50 }, (_, index) => ledger.append('note-added', { text: `n${index}` })),
+    );
+    expect(appended.map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 50 }, (_, index) => index + 2),
+    );
+    await ledger.close();
+    const reading = await readLedgerFile(ledger.session.file);
+    expect(reading.entries.map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 51 }, (_, index) => index + 1),
+    );
+    expect(reading.entries[1]).toEqual({
+      v: 1,
+      seq: 2,
+      at: '2026-11-29T12:00:02.000Z',
+      kind: 'note-added',
+      body: { text: 'n0' },
+    });
+  });
+
+  it('records the objects an entry references in refs', async () => {
+    const { ledger } = await newLedger();
+    const digest = `sha256:${'a'.repeat(64)}` as const;
+    const entry = await ledger.append('note-added', { text: 'x' }, [{ type: 'blob', digest }]);
+    expect(entry.refs).toEqual([{ type: 'blob', digest }]);
+    await ledger.close();
+  });
+
+  it('chains every entry to the previous one when the session is hash-chained', async () => {
+    const { ledger } = await newLedger({ hashChain: true });
+    await ledger.append('note-added', { text: 'one' });
+    await ledger.append('note-added', { text: 'two' });
+    await ledger.close();
+    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
+    expect(entries[0]?.prev).toBeUndefined();
+    expect(entries[1]?.prev).toBe(digestEntry(entries[0] as LedgerEntry));
+    expect(entries[2]?.prev).toBe(digestEntry(entries[1] as LedgerEntry));
+    expect(checkLedger(entries, unreadable, true)).toEqual([]);
+  });
+
+  it('detects an edited entry at the first broken link of the chain', async () => {
+    const { ledger } = await newLedger({ hashChain: true });
+    for (const text of ['a', 'b', 'c', 'd']) await ledger.append('note-added', { text });
+    await ledger.close();
+    const content = await readFile(ledger.session.file, 'utf8');
+    await writeFile(ledger.session.file, content.replace('"text":"b"', '"text":"B"'));
+    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
+    const problems = checkLedger(entries, unreadable, true);
+    expect(problems).toEqual([expect.objectContaining({ type: 'chain-broken', seq: 4 })]);
+  });
+
+  it('detects a deleted entry as a seq gap', async () => {
+    const { ledger } = await newLedger();
+    for (const text of ['a', 'b', 'c']) await ledger.append('note-added', { text });
+    await ledger.close();
+    const lines = (await readFile(ledger.session.file, 'utf8')).split('\n');
+    lines.splice(2, 1);
+    await writeFile(ledger.session.file, lines.join('\n'));
+    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
+    expect(checkLedger(entries, unreadable, false)).toEqual([
+      expect.objectContaining({ type: 'seq-broken', seq: 4 }),
+    ]);
+  });
+
+  it('ignores and reports a torn final line, and starts the next entry on a fresh line', async () => {
+    const { ledger } = await newLedger({ hashChain: true });
+    await ledger.append('note-added', { text: 'kept' });
+    await ledger.close();
+    await appendFile(ledger.session.file, '{"at":"2026-11-29T12:00:09.000Z","body":{"te');
+    const torn = await readLedgerFile(ledger.session.file);
+    expect(torn.entries).toHaveLength(2);
+    expect(torn.unreadable).toEqual([expect.objectContaining({ line: 3, isTorn: true })]);
+
+    const reopened = await Ledger.open(ledger.session, {
+      now: fixedClock(Date.UTC(2026, 10, 29, 13)),
+    });
+    const entry = await reopened.append('note-added', { text: 'after the crash' });
+    await reopened.close();
+    expect(entry.seq).toBe(3);
+    const reading = await readLedgerFile(ledger.session.file);
+    expect(reading.entries.map((each) => each.seq)).toEqual([1, 2, 3]);
+    expect(reading.unreadable).toEqual([expect.objectContaining({ line: 3, isTorn: false })]);
+    expect(checkLedger(reading.entries, [], true)).toEqual([]);
+  });
+
+  it('refuses an unknown kind or a body JSON cannot hold, and writes nothing', async () => {
+    const { ledger } = await newLedger();
+    const before = (await stat(ledger.session.file)).size;
+    await expect(ledger.append('made-up' as never, {})).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    await expect(ledger.append('note-added', { text: Number.NaN })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect((await ledger.append('note-added', { text: 'still works' })).seq).toBe(2);
+    await ledger.close();
+    expect((await stat(ledger.session.file)).size).toBeGreaterThan(before);
+  });
+
+  it.each([
+    [
+      'an entry of a kind this version does not know',
+      { kind: 'checkpoint-teleported', v: 1 },
+      'ENTRY_KIND_UNKNOWN',
+    ],
+    [
+      'an entry in a newer ledger format',
+      { kind: 'note-added', v: 2 },
+      'LEDGER_VERSION_UNSUPPORTED',
+    ],
+  ])('refuses to open a session holding %s, and changes nothing', async (_why, fields, code) => {
+    const { ledger } = await newLedger();
+    await ledger.close();
+    const line = JSON.stringify({ at: '2026-11-29T12:00:05.000Z', body: {}, seq: 2, ...fields });
+    await appendFile(ledger.session.file, `${line}\n`);
+    const before = await readFile(ledger.session.file, 'utf8');
+    const error = await Ledger.open(ledger.session).catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code, data: { seq: 2 } });
+    expect(String(error)).toContain('Upgrade Rewind');
+    expect(await readFile(ledger.session.file, 'utf8')).toBe(before);
+  });
+
+  it('refuses to open a file that does not start with session-started', async () => {
+    const { directory } = await newLedger();
+    const session = sessionFileOf(directory, '2026-11-29_zzzz');
+    if (!session) throw new Error('bad name');
+    await writeFile(session.file, '{"hello":"world"}\n');
+    await expect(Ledger.open(session)).rejects.toMatchObject({ code: 'LEDGER_CORRUPT' });
+  });
+
+  it('serializes 4 processes appending 500 entries each: every seq once, no torn or lost line', async () => {
+    const { directory, ledger } = await newLedger({ hashChain: true });
+    await ledger.close();
+    const child = join(ROOT, 'test/helpers/ledger-child.mjs');
+    const runs = await Promise.all(
+      ['w0', 'w1', 'w2', 'w3'].map((writer) =>
+        runNode([child, directory, ledger.session.stem, writer, '500']),
+      ),
+    );
+    for (const run of runs) expect(run).toMatchObject({ code: 0, stderr: '' });
+
+    const content = await readFile(ledger.session.file, 'utf8');
+    const lines = content.split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines).toHaveLength(2001);
+    const reading = await readLedgerFile(ledger.session.file);
+    expect(reading.unreadable).toEqual([]);
+    const appended = reading.entries.slice(1);
+    expect(appended.map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 2000 }, (_, index) => index + 2),
+    );
+    for (const writer of ['w0', 'w1', 'w2', 'w3']) {
+      const texts = appended
+        .map((entry) => String(entry.body.text))
+        .filter((text) => text.startsWith(`${writer}:`));
+      expect(texts).toEqual(Array.from({ length: 500 }, (_, index) => `${writer}:${index}`));
+    }
+    expect(checkLedger(reading.entries, reading.unreadable, true)).toEqual([]);
+  }, 120_000);
+});
