@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { fstatSync, writeSync } from 'node:fs';
 import { mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
@@ -34,6 +35,11 @@ export interface LedgerReading {
   unreadable: UnreadableLine[];
   /** True when the file ends without a newline (a torn final line). */
   endsMidLine: boolean;
+  /**
+   * The last line when it is complete (newline-terminated) yet not an entry: damage, not a torn
+   * write, since an append writes its newline last in the same write.
+   */
+  damagedLastLine: UnreadableLine | undefined;
 }
 
 /** Options shared by the functions that write a ledger. */
@@ -64,17 +70,14 @@ export function sessionFileOf(storeDirectory: string, name: string): SessionFile
 /** Reads a whole ledger file. Never throws on bad lines: they are reported in `unreadable`. */
 export async function readLedgerFile(file: string): Promise<LedgerReading> {
   const parsed = parseJsonLines(await readFile(file, 'utf8'));
-  const reading: LedgerReading = {
-    entries: [],
-    unreadable: parsed.unreadable,
-    endsMidLine: parsed.endsMidLine,
-  };
+  const entries: LedgerEntry[] = [];
+  const unreadable = [...parsed.unreadable];
   for (const record of parsed.records) {
     const reason = checkEnvelope(record.value);
     if (reason === undefined) {
-      reading.entries.push(record.value as LedgerEntry);
+      entries.push(record.value as LedgerEntry);
     } else {
-      reading.unreadable.push({
+      unreadable.push({
         line: record.line,
         offset: -1,
         text: record.text.slice(0, 200),
@@ -83,8 +86,11 @@ export async function readLedgerFile(file: string): Promise<LedgerReading> {
       });
     }
   }
-  reading.unreadable.sort((a, b) => a.line - b.line);
-  return reading;
+  unreadable.sort((a, b) => a.line - b.line);
+  const lastLine = Math.max(parsed.records.at(-1)?.line ?? 0, parsed.unreadable.at(-1)?.line ?? 0);
+  const last = unreadable.at(-1);
+  const damagedLastLine = last && last.line === lastLine && !last.isTorn ? last : undefined;
+  return { entries, unreadable, endsMidLine: parsed.endsMidLine, damagedLastLine };
 }
 
 /**
@@ -117,30 +123,40 @@ interface Tail {
   sizeBytes: number;
   last: LedgerEntry | undefined;
   endsMidLine: boolean;
+  /** The last complete line is not an entry: damage that an append must not bury. */
+  isLastLineDamaged: boolean;
+}
+
+function parseEntryLine(line: string): LedgerEntry | undefined {
+  try {
+    const value: unknown = JSON.parse(line);
+    return checkEnvelope(value) === undefined ? (value as LedgerEntry) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Finds the last valid entry of an open ledger by reading backwards from its end. */
 async function readTail(handle: FileHandle, sizeBytes: number): Promise<Tail> {
-  if (sizeBytes === 0) return { sizeBytes, last: undefined, endsMidLine: false };
+  const tail: Tail = { sizeBytes, last: undefined, endsMidLine: false, isLastLineDamaged: false };
+  if (sizeBytes === 0) return tail;
   for (let window = TAIL_WINDOW_BYTES; ; window *= 2) {
     const start = Math.max(0, sizeBytes - window);
     const buffer = Buffer.alloc(sizeBytes - start);
     await handle.read(buffer, 0, buffer.length, start);
-    const text = buffer.toString('utf8');
-    const endsMidLine = !text.endsWith('\n');
-    const lines = text.split('\n');
+    const lines = buffer.toString('utf8').split('\n');
+    // The last piece is '' after a final newline, or a torn write: never an entry.
+    tail.endsMidLine = lines.pop() !== '';
     // A window that starts mid-file may cut its first line: never trust it.
     const first = start === 0 ? 0 : 1;
     for (let index = lines.length - 1; index >= first; index--) {
       const line = lines[index];
       if (!line) continue;
-      try {
-        const value: unknown = JSON.parse(line);
-        if (checkEnvelope(value) === undefined)
-          return { sizeBytes, last: value as LedgerEntry, endsMidLine };
-      } catch {}
+      tail.last = parseEntryLine(line);
+      if (tail.last) return tail;
+      if (index === lines.length - 1) tail.isLastLineDamaged = true;
     }
-    if (start === 0) return { sizeBytes, last: undefined, endsMidLine };
+    if (start === 0) return tail;
   }
 }
 
@@ -273,9 +289,18 @@ export class Ledger {
     return withLock(
       join(this.session.file, '..', `${this.session.stem}.lock`),
       async () => {
-        const { size } = await this.#handle.stat();
+        // fstat and a one-line write take microseconds: done synchronously; only the sync waits.
+        const { size } = fstatSync(this.#handle.fd);
         const tail =
           this.#tail?.sizeBytes === size ? this.#tail : await readTail(this.#handle, size);
+        if (tail.isLastLineDamaged) {
+          throw new RewindError(
+            'LEDGER_CORRUPT',
+            `The last line of ${this.session.file} is complete but is not a ledger entry, so the newest entry may be damaged. ` +
+              'Nothing was written. Run `rewind verify`, and restore the file from a backup or move the damaged line aside.',
+            { data: { file: this.session.file } },
+          );
+        }
         const entry: LedgerEntry = {
           v: LEDGER_FORMAT_VERSION,
           seq: (tail.last?.seq ?? 0) + 1,
@@ -300,7 +325,7 @@ export class Ledger {
           );
         }
         const bytes = Buffer.from(line);
-        const { bytesWritten } = await this.#handle.write(bytes, 0, bytes.length);
+        const bytesWritten = writeSync(this.#handle.fd, bytes, 0, bytes.length);
         if (bytesWritten !== bytes.length) {
           throw new RewindError(
             'IO_FAILED',
@@ -311,7 +336,12 @@ export class Ledger {
           );
         }
         await this.#handle.datasync();
-        this.#tail = { sizeBytes: size + bytes.length, last: entry, endsMidLine: false };
+        this.#tail = {
+          sizeBytes: size + bytes.length,
+          last: entry,
+          endsMidLine: false,
+          isLastLineDamaged: false,
+        };
         return entry;
       },
       { timeoutMs: this.#lockTimeoutMs, purpose: `appending to session ${this.session.id}` },

@@ -1,5 +1,5 @@
-import type { UnreadableLine } from '../lib/index.js';
 import { digestEntry, type LedgerEntry } from './entry.js';
+import type { LedgerReading } from './ledger.js';
 
 /** A problem found in a ledger. */
 export interface LedgerProblem {
@@ -13,27 +13,27 @@ export interface LedgerProblem {
 
 /**
  * Checks a ledger's entries: seq runs 1, 2, 3... without gaps, and in a hash-chained session
- * every entry after the first carries the digest of the one before. Lines that are not entries
- * are reported too, except a torn final line, which a crash leaves and the reader ignores.
- * Returns the problems in file order; the first `chain-broken` is where tampering or damage
- * begins.
+ * every entry after the first carries the digest of the one before. A line that is not an entry
+ * is damage only when it is the last line and complete (a torn write never ends with a newline);
+ * elsewhere it is a torn write that a later append sealed, or junk, and any entry it destroyed
+ * shows as a seq gap. Returns the problems in file order; the first `chain-broken` is where
+ * tampering or damage begins.
  */
 export function checkLedger(
-  entries: readonly LedgerEntry[],
-  unreadable: readonly UnreadableLine[],
+  reading: Pick<LedgerReading, 'entries' | 'damagedLastLine'>,
   isHashChained: boolean,
 ): LedgerProblem[] {
   const problems: LedgerProblem[] = [];
-  for (const line of unreadable) {
-    if (line.isTorn) continue;
+  const damaged = reading.damagedLastLine;
+  if (damaged) {
     problems.push({
       type: 'line-unreadable',
-      line: line.line,
-      message: `line ${line.line} is not a ledger entry (${line.reason})`,
+      line: damaged.line,
+      message: `the last line (${damaged.line}) is complete but is not a ledger entry (${damaged.reason}): the newest entry may be damaged`,
     });
   }
   let previous: LedgerEntry | undefined;
-  for (const entry of entries) {
+  for (const entry of reading.entries) {
     const expectedSeq = (previous?.seq ?? 0) + 1;
     if (entry.seq !== expectedSeq) {
       problems.push({

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { link, readdir, readFile, stat, unlink, writeFile } from 'node:fs/promises';
+import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdir, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -50,6 +50,21 @@ function readProcessStart(pid: number): string | undefined {
   }
 }
 
+let cachedOwnStart: { value: string | undefined } | undefined;
+
+function ownProcessStart(): string | undefined {
+  cachedOwnStart ??= { value: readProcessStart(process.pid) };
+  return cachedOwnStart.value;
+}
+
+function removeFile(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if (!isSystemError(error, 'ENOENT')) throw error;
+  }
+}
+
 /**
  * True unless the holder is certainly gone: same host, and its pid no longer exists or now
  * belongs to a process that started at another time. A holder on another host is presumed alive.
@@ -80,9 +95,11 @@ function parseHolder(text: string): LockHolder | undefined {
   return undefined;
 }
 
-async function readHolder(path: string): Promise<LockHolder | 'missing' | 'unreadable'> {
+// Lock files are tiny and local: the lock's own I/O is synchronous, a few microseconds per call,
+// which costs far less than a round trip through the thread pool on every append.
+function readHolder(path: string): LockHolder | 'missing' | 'unreadable' {
   try {
-    return parseHolder(await readFile(path, 'utf8')) ?? 'unreadable';
+    return parseHolder(readFileSync(path, 'utf8')) ?? 'unreadable';
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return 'missing';
     throw error;
@@ -94,17 +111,17 @@ async function readHolder(path: string): Promise<LockHolder | 'missing' | 'unrea
  * written to a temporary file and hard-linked into place, which fails if the lock exists, so
  * no reader ever sees an empty lock file.
  */
-async function tryCreate(path: string, holder: LockHolder): Promise<boolean> {
+function tryCreate(path: string, holder: LockHolder): boolean {
   const temporary = temporaryPathBeside(path);
-  await writeFile(temporary, JSON.stringify(holder), { flag: 'wx' });
+  writeFileSync(temporary, JSON.stringify(holder), { flag: 'wx' });
   try {
-    await link(temporary, path);
+    linkSync(temporary, path);
     return true;
   } catch (error) {
     if (isSystemError(error, 'EEXIST')) return false;
     throw error;
   } finally {
-    await unlink(temporary).catch(() => {});
+    unlinkSync(temporary);
   }
 }
 
@@ -121,19 +138,15 @@ async function takeOver(
   me: LockHolder,
   tombstone: string,
 ): Promise<void> {
-  if (!(await tryCreate(tombstone, me))) {
-    const taker = await readHolder(tombstone);
+  if (!tryCreate(tombstone, me)) {
+    const taker = readHolder(tombstone);
     if (typeof taker === 'object' && !isHolderAlive(taker)) {
       await takeOver(path, dead, me, `${tombstone}-${taker.token}`);
     }
     return;
   }
-  const current = await readHolder(path);
-  if (typeof current === 'object' && current.token === dead.token) {
-    await unlink(path).catch((error: unknown) => {
-      if (!isSystemError(error, 'ENOENT')) throw error;
-    });
-  }
+  const current = readHolder(path);
+  if (typeof current === 'object' && current.token === dead.token) removeFile(path);
   await removeOldTombstones(path);
 }
 
@@ -171,15 +184,15 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
     acquiredAt: new Date().toISOString(),
     token: randomBytes(12).toString('hex'),
   };
-  const processStart = readProcessStart(process.pid);
+  const processStart = ownProcessStart();
   if (processStart !== undefined) holder.processStart = processStart;
   if (options.purpose !== undefined) holder.purpose = options.purpose;
 
   const deadline = Date.now() + timeoutMs;
   let delayMs = 1;
   for (;;) {
-    if (await tryCreate(path, holder)) return createLock(path, holder);
-    const current = await readHolder(path);
+    if (tryCreate(path, holder)) return createLock(path, holder);
+    const current = readHolder(path);
     if (current === 'missing') continue;
     if (current !== 'unreadable' && !isHolderAlive(current)) {
       await takeOver(path, current, holder, `${path}.taken-${current.token}`);
@@ -204,11 +217,9 @@ function createLock(path: string, holder: LockHolder): Lock {
   const release = async (): Promise<void> => {
     if (isReleased) return;
     isReleased = true;
-    const current = await readHolder(path);
+    const current = readHolder(path);
     // Only remove our own record: never the lock of a process that took over after us.
-    if (typeof current === 'object' && current.token === holder.token) {
-      await unlink(path).catch(() => {});
-    }
+    if (typeof current === 'object' && current.token === holder.token) removeFile(path);
   };
   return { path, holder, release, [Symbol.asyncDispose]: release };
 }

@@ -348,13 +348,15 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
   for (const { session, reading } of sessions) {
     const isHashChained = reading.entries[0]?.body.hashChain === true;
     report.sessions.push({ id: session.id, entryCount: reading.entries.length, isHashChained });
-    for (const problem of checkLedger(reading.entries, reading.unreadable, isHashChained)) {
+    for (const problem of checkLedger(reading, isHashChained)) {
       report.problems.push({ ...problem, session: session.id });
     }
-    const torn = reading.unreadable.find((line) => line.isTorn);
-    if (torn) {
+    for (const line of reading.unreadable) {
+      if (line === reading.damagedLastLine) continue;
       report.warnings.push(
-        `session ${session.id}: line ${torn.line} is a torn write left by a crash; it is ignored and the next entry starts on a new line`,
+        line.isTorn
+          ? `session ${session.id}: line ${line.line} is a torn write left by a crash; it is ignored and the next entry starts on a new line`
+          : `session ${session.id}: line ${line.line} is not a ledger entry and was ignored (a torn write that a later append sealed, or junk); an entry lost with it would show as a seq gap`,
       );
     }
     const unsupported = findUnsupportedEntry(reading.entries);

@@ -1,5 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import {
+  chmod,
+  copyFile,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  stat,
+  unlink,
+  utimes,
+} from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
@@ -7,6 +19,7 @@ import {
   DIGEST_PREFIX,
   type Digest,
   digestBytes,
+  digestFile,
   isDigest,
   STREAM_CHUNK_BYTES,
   syncDirectory,
@@ -65,6 +78,11 @@ export interface ObjectStore {
 
 const HEX_PATTERN = /^[0-9a-f]{64}$/;
 
+/** Files up to this size are read whole and hashed before anything is written. */
+const SMALL_FILE_BYTES = 1024 * 1024;
+
+type FileHandle = Awaited<ReturnType<typeof open>>;
+
 function objectPath(objectsDirectory: string, digest: Digest): string {
   if (!isDigest(digest)) {
     throw new RewindError('INVALID_ARGUMENT', `"${String(digest)}" is not a sha256 digest.`, {
@@ -91,10 +109,6 @@ function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
       'Nothing was read from it. Run `rewind verify` to list every damaged object; restore the file from a backup if you have one.',
     { data: { digest, file, actual } },
   );
-}
-
-async function* chunksOfBytes(bytes: Uint8Array): AsyncIterable<Uint8Array> {
-  yield bytes;
 }
 
 async function* chunksOfFile(file: string): AsyncIterable<Buffer> {
@@ -141,35 +155,106 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     }
   }
 
-  async function putChunks(chunks: AsyncIterable<Uint8Array>): Promise<ObjectInfo> {
-    await mkdir(objectsDirectory, { recursive: true });
-    const temporary = join(
-      objectsDirectory,
-      `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`,
-    );
-    const handle = await open(temporary, 'wx', 0o444);
-    const digester = createDigester();
-    let sizeBytes = 0;
+  function temporaryPath(): string {
+    return join(objectsDirectory, `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`);
+  }
+
+  /** Moves a fully written, fsynced temporary file to its object name (or drops it if stored). */
+  async function commitTemporary(temporary: string, digest: Digest): Promise<void> {
+    const file = objectPath(objectsDirectory, digest);
+    if (await freshen(file)) {
+      await unlink(temporary);
+      return;
+    }
+    const directory = await ensureFanout(file);
+    await rename(temporary, file);
+    await syncDirectory(directory);
+  }
+
+  async function writeTemporary(
+    write: (handle: FileHandle) => Promise<void>,
+  ): Promise<{ temporary: string }> {
+    const temporary = temporaryPath();
+    const handle = await open(temporary, 'wx', 0o444).catch(async (error: unknown) => {
+      if (!isSystemError(error, 'ENOENT')) throw error;
+      await mkdir(objectsDirectory, { recursive: true });
+      return open(temporary, 'wx', 0o444);
+    });
     try {
       try {
-        for await (const chunk of chunks) {
-          digester.update(chunk);
-          sizeBytes += chunk.byteLength;
-          await handle.write(chunk);
-        }
+        await write(handle);
         await handle.sync();
       } finally {
         await handle.close();
       }
-      const digest = digester.digest();
-      const file = objectPath(objectsDirectory, digest);
-      if (await freshen(file)) {
-        await unlink(temporary);
-      } else {
-        const directory = await ensureFanout(file);
-        await rename(temporary, file);
-        await syncDirectory(directory);
+    } catch (error) {
+      await unlink(temporary).catch(() => {});
+      throw error;
+    }
+    return { temporary };
+  }
+
+  async function putBytes(bytes: Uint8Array): Promise<ObjectInfo> {
+    // Hashed first, so content already stored costs no write at all.
+    const digest = digestBytes(bytes);
+    const info = { digest, sizeBytes: bytes.byteLength };
+    if (await freshen(objectPath(objectsDirectory, digest))) return info;
+    const { temporary } = await writeTemporary(async (handle) => {
+      await handle.writeFile(bytes);
+    });
+    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+      await unlink(temporary).catch(() => {});
+      throw error;
+    });
+    return info;
+  }
+
+  async function putChunks(chunks: AsyncIterable<Uint8Array>): Promise<ObjectInfo> {
+    const digester = createDigester();
+    let sizeBytes = 0;
+    const { temporary } = await writeTemporary(async (handle) => {
+      for await (const chunk of chunks) {
+        digester.update(chunk);
+        sizeBytes += chunk.byteLength;
+        await handle.write(chunk);
       }
+    });
+    const digest = digester.digest();
+    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+      await unlink(temporary).catch(() => {});
+      throw error;
+    });
+    return { digest, sizeBytes };
+  }
+
+  async function putFile(path: string): Promise<ObjectInfo> {
+    const handle = await open(path, 'r');
+    let bytes: Buffer | undefined;
+    try {
+      if ((await handle.stat()).size <= SMALL_FILE_BYTES) bytes = await handle.readFile();
+    } finally {
+      await handle.close();
+    }
+    return bytes ? putBytes(bytes) : putLargeFile(path);
+  }
+
+  /**
+   * Copies a large file in the kernel (a reflink where the filesystem has them), then hashes the
+   * copy: the digest is always that of the bytes stored, even if the source changes meanwhile.
+   */
+  async function putLargeFile(path: string): Promise<ObjectInfo> {
+    const temporary = temporaryPath();
+    try {
+      await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
+      const { digest, sizeBytes } = await digestFile(temporary);
+      const handle = await open(temporary, 'r');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await chmod(temporary, 0o444);
+      await commitTemporary(temporary, digest);
       return { digest, sizeBytes };
     } catch (error) {
       await unlink(temporary).catch(() => {});
@@ -206,15 +291,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
 
   return {
     async put(source) {
-      if (source instanceof Uint8Array) {
-        // Small content is hashed first, so content already stored costs no write at all.
-        const digest = digestBytes(source);
-        if (await freshen(objectPath(objectsDirectory, digest))) {
-          return { digest, sizeBytes: source.byteLength };
-        }
-        return putChunks(chunksOfBytes(source));
-      }
-      return putChunks('stream' in source ? source.stream : chunksOfFile(source.file));
+      if (source instanceof Uint8Array) return putBytes(source);
+      return 'stream' in source ? putChunks(source.stream) : putFile(source.file);
     },
 
     async get(digest) {

@@ -77,11 +77,12 @@ describe('ledger', () => {
     await ledger.append('note-added', { text: 'one' });
     await ledger.append('note-added', { text: 'two' });
     await ledger.close();
-    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
+    const reading = await readLedgerFile(ledger.session.file);
+    const { entries } = reading;
     expect(entries[0]?.prev).toBeUndefined();
     expect(entries[1]?.prev).toBe(digestEntry(entries[0] as LedgerEntry));
     expect(entries[2]?.prev).toBe(digestEntry(entries[1] as LedgerEntry));
-    expect(checkLedger(entries, unreadable, true)).toEqual([]);
+    expect(checkLedger(reading, true)).toEqual([]);
   });
 
   it('detects an edited entry at the first broken link of the chain', async () => {
@@ -90,8 +91,7 @@ describe('ledger', () => {
     await ledger.close();
     const content = await readFile(ledger.session.file, 'utf8');
     await writeFile(ledger.session.file, content.replace('"text":"b"', '"text":"B"'));
-    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
-    const problems = checkLedger(entries, unreadable, true);
+    const problems = checkLedger(await readLedgerFile(ledger.session.file), true);
     expect(problems).toEqual([expect.objectContaining({ type: 'chain-broken', seq: 4 })]);
   });
 
@@ -102,8 +102,7 @@ describe('ledger', () => {
     const lines = (await readFile(ledger.session.file, 'utf8')).split('\n');
     lines.splice(2, 1);
     await writeFile(ledger.session.file, lines.join('\n'));
-    const { entries, unreadable } = await readLedgerFile(ledger.session.file);
-    expect(checkLedger(entries, unreadable, false)).toEqual([
+    expect(checkLedger(await readLedgerFile(ledger.session.file), false)).toEqual([
       expect.objectContaining({ type: 'seq-broken', seq: 4 }),
     ]);
   });
@@ -126,7 +125,25 @@ describe('ledger', () => {
     const reading = await readLedgerFile(ledger.session.file);
     expect(reading.entries.map((each) => each.seq)).toEqual([1, 2, 3]);
     expect(reading.unreadable).toEqual([expect.objectContaining({ line: 3, isTorn: false })]);
-    expect(checkLedger(reading.entries, [], true)).toEqual([]);
+    expect(checkLedger(reading, true)).toEqual([]);
+  });
+
+  it('refuses to append after a complete last line that is not an entry, and writes nothing', async () => {
+    const { ledger } = await newLedger();
+    await ledger.append('note-added', { text: 'fine' });
+    await ledger.close();
+    await appendFile(ledger.session.file, '{"garbled": tru}\n');
+    const before = await readFile(ledger.session.file, 'utf8');
+    const reading = await readLedgerFile(ledger.session.file);
+    expect(checkLedger(reading, false)).toEqual([
+      expect.objectContaining({ type: 'line-unreadable', line: 3 }),
+    ]);
+    const reopened = await Ledger.open(ledger.session);
+    await expect(reopened.append('note-added', { text: 'x' })).rejects.toMatchObject({
+      code: 'LEDGER_CORRUPT',
+    });
+    await reopened.close();
+    expect(await readFile(ledger.session.file, 'utf8')).toBe(before);
   });
 
   it('refuses an unknown kind or a body JSON cannot hold, and writes nothing', async () => {
@@ -201,6 +218,6 @@ describe('ledger', () => {
         .filter((text) => text.startsWith(`${writer}:`));
       expect(texts).toEqual(Array.from({ length: 500 }, (_, index) => `${writer}:${index}`));
     }
-    expect(checkLedger(reading.entries, reading.unreadable, true)).toEqual([]);
+    expect(checkLedger(reading, true)).toEqual([]);
   }, 120_000);
 });
