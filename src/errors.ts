@@ -33,6 +33,18 @@ export const ERROR_CODES = [
   'PATH_INVALID',
   /** A workspace path goes through a symbolic link. `data.path`, `data.link`. */
   'SYMLINK_REFUSED',
+  /** The workspace is not a directory Rewind can work in (missing, a file). `data.path`. */
+  'WORKSPACE_INVALID',
+  /** The workspace is too broad to snapshot (`/`, a home directory). `data.path`. */
+  'WORKSPACE_REFUSED',
+  /** A file or directory inside the workspace cannot be read. `data.path`. */
+  'PATH_UNREADABLE',
+  /** A checkpoint label is taken already. `data.label`. */
+  'CHECKPOINT_EXISTS',
+  /** No checkpoint has this label. `data.label`. */
+  'CHECKPOINT_NOT_FOUND',
+  /** No action has this id, or it cannot be undone. `data.id`. */
+  'ACTION_NOT_FOUND',
   /** The operating system refused a file operation. `cause` holds the system error. */
   'IO_FAILED',
 ] as const;

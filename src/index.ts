@@ -24,6 +24,9 @@ export {
   resolveWorkspacePath,
 } from './lib/index.js';
 export {
+  type CheckpointInfo,
+  type CheckpointResult,
+  type DiffResult,
   type GcReport,
   gc,
   type InitResult,
@@ -34,9 +37,15 @@ export {
   log,
   type NoteResult,
   note,
+  type OpenSessionOptions,
+  openSession,
+  type PlannedChange,
+  type RollbackResult,
+  Session,
   type SessionSummary,
   type StatusReport,
   status,
+  type UndoResult,
   type VerifyProblem,
   type VerifyReport,
   verify,
@@ -56,3 +65,15 @@ export {
   type Tree,
   type TreeEntry,
 } from './store/index.js';
+export {
+  type ApplyProgress,
+  type ApplyResult,
+  applyChanges,
+  diffTrees,
+  IGNORE_FILE,
+  renderDiff,
+  type SnapshotOptions,
+  type SnapshotResult,
+  snapshot,
+  type TreeChange,
+} from './workspace/index.js';

@@ -1,6 +1,8 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import {
+  type CheckpointInfo,
+  type CheckpointResult,
   type GcReport,
   gc,
   type InitResult,
@@ -10,9 +12,13 @@ import {
   locateWorkspace,
   log,
   note,
+  openSession,
   REWIND_VERSION,
+  type RollbackResult,
+  type Session,
   type StatusReport,
   status,
+  type UndoResult,
   type VerifyReport,
   verify,
 } from '../index.js';
@@ -76,6 +82,74 @@ function renderInit(result: InitResult): string {
   }
   const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
   return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n`;
+}
+
+function renderCheckpoint(result: CheckpointResult): string {
+  return (
+    `Checkpoint ${result.label} (#${result.seq}): ${plural(result.fileCount, 'file')}, ${formatBytes(result.sizeBytes)}; ` +
+    `${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous checkpoint ` +
+    `(${plural(result.readCount, 'file')} read).\n`
+  );
+}
+
+function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
+  if (checkpoints.length === 0)
+    return 'No checkpoints yet. Create one with `rewind checkpoint LABEL`.\n';
+  const width = Math.max(5, ...checkpoints.map((checkpoint) => checkpoint.label.length));
+  const lines = [
+    `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,
+  ];
+  for (const checkpoint of checkpoints) {
+    lines.push(
+      `${checkpoint.label.padEnd(width)}  ${String(checkpoint.seq).padStart(5)}  ${formatLocalTime(checkpoint.at)}  ` +
+        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function renderRollback(result: RollbackResult): string {
+  if (!result.isDryRun) {
+    const applied = result.applied;
+    const skipped =
+      applied && applied.skipped.length > 0
+        ? `; left alone (ignored): ${applied.skipped.join(', ')}`
+        : '';
+    return (
+      `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
+      `${applied?.deleted ?? 0} deleted${skipped}. The previous state is saved: \`rewind undo ${result.id}\` brings it back.\n`
+    );
+  }
+  if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
+  const lines = [
+    `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+  ];
+  for (const change of result.changes) {
+    const note = change.isUnrecorded
+      ? '   (never recorded by this session: saved before the rollback)'
+      : '';
+    lines.push(`  ${change.action.padEnd(7)}  ${change.path}${note}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function renderUndo(result: UndoResult): string {
+  if (result.status === 'undone') {
+    return (
+      `Undid #${result.undoes}: ${result.applied.written} written, ${result.applied.created} created, ` +
+      `${result.applied.deleted} deleted. Redo with \`rewind undo ${result.id}\`.\n`
+    );
+  }
+  const shown = result.conflicts.slice(0, 20).map((path) => `  ${path}`);
+  const more =
+    result.conflicts.length > 20 ? [`  ... and ${result.conflicts.length - 20} more`] : [];
+  return [
+    `Refused to undo #${result.undoes}: ${plural(result.conflicts.length, 'path')} it changed ${result.conflicts.length === 1 ? 'has' : 'have'} been edited since, and undoing would overwrite those edits:`,
+    ...shown,
+    ...more,
+    'Nothing was changed. Save or revert those edits first, or roll back to a checkpoint instead.',
+    '',
+  ].join('\n');
 }
 
 function renderStatus(report: StatusReport): string {
@@ -239,6 +313,115 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
         ...(session !== undefined && { session }),
       });
       emit(options, report, renderLog, logWarnings(report));
+    });
+
+  const withSession = async <T>(
+    options: GlobalOptions,
+    session: string | undefined,
+    fn: (opened: Session) => Promise<T>,
+  ): Promise<T> => {
+    const opened = await openSession({
+      workspace: await workspaceOf(options),
+      ...(session !== undefined && { session }),
+    });
+    try {
+      return await fn(opened);
+    } finally {
+      await opened.close();
+    }
+  };
+
+  program
+    .command('checkpoint')
+    .description('record the workspace under a label')
+    .argument('<label>', 'letters, digits, ".", "_" and "-", unique in the session')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (label: string, _options, command: Command) => {
+      const options = globals(command);
+      const result = await withSession(options, command.opts().session, (session) =>
+        session.checkpoint(label),
+      );
+      emit(
+        options,
+        result,
+        (value) => (options.quiet ? '' : renderCheckpoint(value)),
+        result.warnings,
+      );
+    });
+
+  program
+    .command('checkpoints')
+    .description('list the checkpoints of a session')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const checkpoints = await withSession(options, command.opts().session, (session) =>
+        session.checkpoints(),
+      );
+      emit(options, checkpoints, renderCheckpoints);
+    });
+
+  program
+    .command('rollback')
+    .description('restore the workspace to a checkpoint (the current state is saved first)')
+    .argument('<label>', 'the checkpoint, or "latest"')
+    .option('--dry-run', 'list what would be written, created and deleted, and change nothing')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (label: string, _options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ dryRun?: boolean; session?: string }>();
+      const result = await withSession(options, own.session, (session) =>
+        session.rollback(label, { dryRun: own.dryRun === true }),
+      );
+      emit(
+        options,
+        result,
+        (value) => (options.quiet && !value.isDryRun ? '' : renderRollback(value)),
+        result.warnings,
+      );
+    });
+
+  program
+    .command('undo')
+    .description('undo an action (a rollback or an undo) unless later edits would be trampled')
+    .argument('<id>', 'the action id, as `rewind log` shows it')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (id: string, _options, command: Command) => {
+      const options = globals(command);
+      if (!/^\d+$/.test(id))
+        throw new InvalidArgumentError(
+          `"${id}" is not an action id: give the number that \`rewind log\` shows.`,
+        );
+      const result = await withSession(options, command.opts().session, (session) =>
+        session.undo(Number(id)),
+      );
+      emit(options, result, (value) =>
+        options.quiet && value.status === 'undone' ? '' : renderUndo(value),
+      );
+      if (result.status === 'refused') state.exitCode = EXIT_FAILED;
+    });
+
+  program
+    .command('diff')
+    .description(
+      'show what changed between two states (checkpoint labels, action ids, or the working tree)',
+    )
+    .argument(
+      '<from>',
+      'a checkpoint label, "latest", or an action id (alone: the changes that action made)',
+    )
+    .argument('[to]', 'a checkpoint label or action id (default: the working tree)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (from: string, to: string | undefined, _options, command: Command) => {
+      const options = globals(command);
+      const result = await withSession(options, command.opts().session, (session) =>
+        session.diff(from, to),
+      );
+      emit(
+        options,
+        result,
+        (value) => value.text || `No differences between ${value.from} and ${value.to}.\n`,
+      );
     });
 
   program

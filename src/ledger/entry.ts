@@ -13,6 +13,18 @@ export const ENTRY_KINDS = {
     'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`.',
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
+  'checkpoint-created':
+    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`.',
+  'rollback-started':
+    'Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`.',
+  'rollback-completed':
+    'The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
+  'undo-started':
+    'Intent: an action is about to be undone. Body: `undoes` (its seq), `beforeTree`, `afterTree`: every path that differs between them is set to its afterTree state.',
+  'undo-completed':
+    'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
+  'undo-refused':
+    'An undo was refused because paths the action touched changed since. Body: `undoes`, `paths` (up to 50), `pathCount`.',
 } as const;
 
 /** A ledger entry kind that this Rewind knows. */
@@ -101,5 +113,20 @@ export function describeEntry(entry: LedgerEntry): string {
         attachments > 0 ? ` (${attachments} attachment${attachments === 1 ? '' : 's'})` : '';
       return `note: ${String(body.text)}${suffix}`;
     }
+    case 'checkpoint-created':
+      return `checkpoint ${String(body.label)}: ${String(body.fileCount)} files, ${String(body.added)} added, ${String(body.modified)} modified, ${String(body.deleted)} deleted since the previous one`;
+    case 'rollback-started':
+      return `rollback to ${String(body.label)} started: ${String(body.changeCount)} paths to restore (undo with \`rewind undo ${entry.seq}\`)`;
+    case 'rollback-completed':
+    case 'undo-completed': {
+      const what =
+        entry.kind === 'rollback-completed' ? 'rollback' : `undo of #${String(body.undoes)}`;
+      const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
+      return `${what} #${String(body.startedSeq)} completed: ${String(body.written)} written, ${String(body.created)} created, ${String(body.deleted)} deleted${recovery}`;
+    }
+    case 'undo-started':
+      return `undo of #${String(body.undoes)} started`;
+    case 'undo-refused':
+      return `undo of #${String(body.undoes)} refused: ${String(body.pathCount)} paths it touched changed since`;
   }
 }

@@ -29,19 +29,21 @@ export function temporaryPathBeside(target: string): string {
 /**
  * Replaces `target` with `content` so that a crash leaves either the old file or the new one,
  * never a torn one: writes a temporary file beside it, fsyncs it, renames it over the target, and
- * fsyncs the directory. The parent directory must exist.
+ * fsyncs the directory. The parent directory must exist. `isDurable: false` skips both fsyncs,
+ * for files that may be lost in a crash but must never be torn (caches).
  */
 export async function writeFileAtomic(
   target: string,
   content: string | Uint8Array,
-  options: { mode?: number } = {},
+  options: { mode?: number; isDurable?: boolean } = {},
 ): Promise<void> {
+  const isDurable = options.isDurable ?? true;
   const temporary = temporaryPathBeside(target);
   const handle = await open(temporary, 'wx', options.mode ?? 0o644);
   try {
     try {
       await handle.writeFile(content);
-      await handle.sync();
+      if (isDurable) await handle.sync();
     } finally {
       await handle.close();
     }
@@ -50,5 +52,5 @@ export async function writeFileAtomic(
     await unlink(temporary).catch(() => {});
     throw error;
   }
-  await syncDirectory(dirname(target));
+  if (isDurable) await syncDirectory(dirname(target));
 }

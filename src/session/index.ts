@@ -17,3 +17,15 @@ export {
   verify,
   type WorkspaceOptions,
 } from './repository.js';
+export {
+  type CheckpointInfo,
+  type CheckpointResult,
+  checkLabel,
+  type DiffResult,
+  type OpenSessionOptions,
+  openSession,
+  type PlannedChange,
+  type RollbackResult,
+  Session,
+  type UndoResult,
+} from './session.js';

@@ -182,7 +182,7 @@ export interface LogReport {
   unreadable: UnreadableLine[];
 }
 
-async function pickSession(
+export async function pickSession(
   location: StoreLocation,
   session: string | undefined,
 ): Promise<SessionFile> {

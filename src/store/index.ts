@@ -9,6 +9,7 @@ export {
 } from './layout.js';
 export {
   createObjectStore,
+  type ObjectBatch,
   type ObjectInfo,
   type ObjectSource,
   type ObjectStore,

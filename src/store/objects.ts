@@ -42,6 +42,12 @@ export interface StoredObject extends ObjectInfo {
   modifiedAtMs: number;
 }
 
+/** See {@link ObjectStore.batch}. */
+export interface ObjectBatch {
+  put(source: ObjectSource): Promise<ObjectInfo>;
+  commit(): Promise<void>;
+}
+
 /**
  * Immutable content addressed by its SHA-256 digest. One local implementation today
  * ({@link createObjectStore}); the interface leaves room for object storage elsewhere.
@@ -53,6 +59,12 @@ export interface ObjectStore {
    * either no object or the whole object, never a partial one.
    */
   put(source: ObjectSource): Promise<ObjectInfo>;
+  /**
+   * A batch of puts for many objects at once: each object's content is fsynced as it is written,
+   * but the directory syncs that make the new names durable are done once per directory by
+   * `commit()`, which must resolve before anything refers to the objects.
+   */
+  batch(): ObjectBatch;
   /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
   get(digest: Digest): Promise<Buffer>;
   /**
@@ -160,7 +172,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   /** Moves a fully written, fsynced temporary file to its object name (or drops it if stored). */
-  async function commitTemporary(temporary: string, digest: Digest): Promise<void> {
+  async function commitTemporary(
+    temporary: string,
+    digest: Digest,
+    pending?: Set<string>,
+  ): Promise<void> {
     const file = objectPath(objectsDirectory, digest);
     if (await freshen(file)) {
       await unlink(temporary);
@@ -168,7 +184,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     }
     const directory = await ensureFanout(file);
     await rename(temporary, file);
-    await syncDirectory(directory);
+    if (pending) pending.add(directory);
+    else await syncDirectory(directory);
   }
 
   async function writeTemporary(
@@ -194,7 +211,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return { temporary };
   }
 
-  async function putBytes(bytes: Uint8Array): Promise<ObjectInfo> {
+  async function putBytes(bytes: Uint8Array, pending?: Set<string>): Promise<ObjectInfo> {
     // Hashed first, so content already stored costs no write at all.
     const digest = digestBytes(bytes);
     const info = { digest, sizeBytes: bytes.byteLength };
@@ -202,14 +219,17 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const { temporary } = await writeTemporary(async (handle) => {
       await handle.writeFile(bytes);
     });
-    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+    await commitTemporary(temporary, digest, pending).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
     return info;
   }
 
-  async function putChunks(chunks: AsyncIterable<Uint8Array>): Promise<ObjectInfo> {
+  async function putChunks(
+    chunks: AsyncIterable<Uint8Array>,
+    pending?: Set<string>,
+  ): Promise<ObjectInfo> {
     const digester = createDigester();
     let sizeBytes = 0;
     const { temporary } = await writeTemporary(async (handle) => {
@@ -220,14 +240,14 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       }
     });
     const digest = digester.digest();
-    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+    await commitTemporary(temporary, digest, pending).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
     return { digest, sizeBytes };
   }
 
-  async function putFile(path: string): Promise<ObjectInfo> {
+  async function putFile(path: string, pending?: Set<string>): Promise<ObjectInfo> {
     const handle = await open(path, 'r');
     let bytes: Buffer | undefined;
     try {
@@ -235,14 +255,14 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     } finally {
       await handle.close();
     }
-    return bytes ? putBytes(bytes) : putLargeFile(path);
+    return bytes ? putBytes(bytes, pending) : putLargeFile(path, pending);
   }
 
   /**
    * Copies a large file in the kernel (a reflink where the filesystem has them), then hashes the
    * copy: the digest is always that of the bytes stored, even if the source changes meanwhile.
    */
-  async function putLargeFile(path: string): Promise<ObjectInfo> {
+  async function putLargeFile(path: string, pending?: Set<string>): Promise<ObjectInfo> {
     const temporary = temporaryPath();
     try {
       await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
@@ -254,7 +274,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         await handle.close();
       }
       await chmod(temporary, 0o444);
-      await commitTemporary(temporary, digest);
+      await commitTemporary(temporary, digest, pending);
       return { digest, sizeBytes };
     } catch (error) {
       await unlink(temporary).catch(() => {});
@@ -279,6 +299,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return { digest, sizeBytes };
   }
 
+  function putSource(source: ObjectSource, pending?: Set<string>): Promise<ObjectInfo> {
+    if (source instanceof Uint8Array) return putBytes(source, pending);
+    return 'stream' in source ? putChunks(source.stream, pending) : putFile(source.file, pending);
+  }
+
   async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
     try {
       const stats = await stat(objectPath(objectsDirectory, digest));
@@ -290,9 +315,17 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   return {
-    async put(source) {
-      if (source instanceof Uint8Array) return putBytes(source);
-      return 'stream' in source ? putChunks(source.stream) : putFile(source.file);
+    put: (source) => putSource(source),
+
+    batch() {
+      const pending = new Set<string>();
+      return {
+        put: (source) => putSource(source, pending),
+        async commit() {
+          for (const directory of pending) await syncDirectory(directory);
+          pending.clear();
+        },
+      };
     },
 
     async get(digest) {

@@ -184,7 +184,8 @@ describe('ledger', () => {
   });
 
   it('refuses to open a file that does not start with session-started', async () => {
-    const { directory } = await newLedger();
+    const { directory, ledger } = await newLedger();
+    await ledger.close();
     const session = sessionFileOf(directory, '2026-11-29_zzzz');
     if (!session) throw new Error('bad name');
     await writeFile(session.file, '{"hello":"world"}\n');

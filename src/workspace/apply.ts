@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import { lstatSync } from 'node:fs';
+import { chmod, mkdir, open, readlink, rename, rmdir, symlink, unlink } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { isSystemError, RewindError } from '../errors.js';
+import { type Digest, resolveWorkspacePath, syncDirectory } from '../lib/index.js';
+import type { ObjectStore, TreeEntry } from '../store/index.js';
+import { IgnoreRules } from './ignore-rules.js';
+import { checkWorkspace } from './snapshot.js';
+import type { TreeChange } from './tree-diff.js';
+
+/** Progress of {@link applyChanges}, reported after each path. */
+export interface ApplyProgress {
+  done: number;
+  total: number;
+  path: string;
+}
+
+/** What {@link applyChanges} did. */
+export interface ApplyResult {
+  written: number;
+  created: number;
+  deleted: number;
+  /** Paths left alone: ignored by `.rewindignore`, or directories still holding ignored files. */
+  skipped: string[];
+}
+
+type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
+
+function currentType(absolute: string): Current {
+  try {
+    const stats = lstatSync(absolute);
+    if (stats.isFile()) return 'file';
+    if (stats.isDirectory()) return 'directory';
+    if (stats.isSymbolicLink()) return 'symlink';
+    return 'other';
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return undefined;
+    throw error;
+  }
+}
+
+function depth(path: string): number {
+  let count = 0;
+  for (const character of path) if (character === '/') count += 1;
+  return count;
+}
+
+/** Memoized ignore rules per directory, read from the `.rewindignore` files on disk now. */
+function createIgnoreCheck(root: string): (path: string, isDirectory: boolean) => boolean {
+  const rulesByDirectory = new Map<string, IgnoreRules>([['', IgnoreRules.root(root)]]);
+  const rulesFor = (directory: string): IgnoreRules => {
+    const known = rulesByDirectory.get(directory);
+    if (known) return known;
+    const parent = posix.dirname(directory);
+    const rules = rulesFor(parent === '.' ? '' : parent).enter(`${root}/${directory}`, directory);
+    rulesByDirectory.set(directory, rules);
+    return rules;
+  };
+  return (path, isDirectory) => {
+    const parts = path.split('/');
+    let directory = '';
+    for (let index = 0; index < parts.length; index++) {
+      const name = parts[index] as string;
+      const relative = directory === '' ? name : `${directory}/${name}`;
+      const isLast = index === parts.length - 1;
+      if (rulesFor(directory).isIgnored(relative, name, isLast ? isDirectory : true)) return true;
+      directory = relative;
+    }
+    return false;
+  };
+}
+
+async function removeEntry(
+  absolute: string,
+  type: Current,
+): Promise<'removed' | 'not-empty' | 'absent'> {
+  try {
+    if (type === 'directory') await rmdir(absolute);
+    else await unlink(absolute);
+    return 'removed';
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isSystemError(error, 'ENOTEMPTY') || isSystemError(error, 'EEXIST')) return 'not-empty';
+    throw error;
+  }
+}
+
+async function writeFromStore(
+  store: ObjectStore,
+  absolute: string,
+  digest: Digest,
+  mode: number,
+): Promise<void> {
+  const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}`;
+  const handle = await open(temporary, 'wx', 0o600);
+  try {
+    try {
+      for await (const chunk of store.read(digest)) await handle.write(chunk);
+      await handle.chmod(mode);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temporary, absolute);
+  } catch (error) {
+    await unlink(temporary).catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * Makes each changed path of a workspace hold its `after` state (or nothing), whatever it holds
+ * now: files are written to a temporary file beside them, fsynced and renamed into place;
+ * directories are created or removed; modes fixed; symbolic links recreated, never followed. It
+ * is idempotent, so running it again after a crash finishes the job. Paths that `.rewindignore`
+ * now excludes are never touched, nor is anything found under them.
+ *
+ * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
+ * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
+ * torn is written: a file is replaced only by a complete, verified copy).
+ */
+export async function applyChanges(
+  workspace: string,
+  store: ObjectStore,
+  changes: readonly TreeChange[],
+  options: { onProgress?: (progress: ApplyProgress) => void } = {},
+): Promise<ApplyResult> {
+  const root = checkWorkspace(workspace);
+  const isIgnored = createIgnoreCheck(root);
+  const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [] };
+  const removals = changes
+    .filter((change) => !change.after)
+    .sort((a, b) => depth(b.path) - depth(a.path));
+  const placements = changes
+    .filter((change) => change.after)
+    .sort((a, b) => depth(a.path) - depth(b.path));
+  const directoriesToSync = new Set<string>();
+  const modes: { absolute: string; mode: number; depth: number }[] = [];
+  const total = changes.length;
+  let done = 0;
+  const report = (path: string): void => {
+    done += 1;
+    options.onProgress?.({ done, total, path });
+  };
+
+  const locate = async (path: string): Promise<string> => {
+    const parent = posix.dirname(path);
+    if (parent !== '.') await resolveWorkspacePath(root, parent);
+    return `${root}/${path}`;
+  };
+
+  for (const change of removals) {
+    if (isIgnored(change.path, change.before?.type === 'directory')) {
+      result.skipped.push(change.path);
+    } else {
+      const absolute = await locate(change.path);
+      const outcome = await removeEntry(absolute, currentType(absolute));
+      if (outcome === 'removed') {
+        result.deleted += 1;
+        directoriesToSync.add(posix.dirname(absolute));
+      }
+      if (outcome === 'not-empty') result.skipped.push(change.path);
+    }
+    report(change.path);
+  }
+
+  for (const change of placements) {
+    const after = change.after as TreeEntry;
+    if (isIgnored(change.path, after.type === 'directory')) {
+      result.skipped.push(change.path);
+      report(change.path);
+      continue;
+    }
+    const absolute = await locate(change.path);
+    let type = currentType(absolute);
+    if (type !== undefined && type !== after.type && !(type === 'file' && after.type === 'file')) {
+      if (type === 'directory' || after.type === 'directory' || after.type === 'symlink') {
+        if ((await removeEntry(absolute, type)) === 'not-empty') {
+          throw new RewindError(
+            'PATH_UNREADABLE',
+            `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
+              '(ignored by .rewindignore). Move them away, then retry.',
+            { data: { path: change.path } },
+          );
+        }
+        type = undefined;
+      }
+    }
+    if (after.type === 'directory') {
+      if (type !== 'directory') {
+        await mkdir(absolute, { mode: 0o700 });
+        result.created += 1;
+      }
+      modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
+    } else if (after.type === 'file') {
+      await writeFromStore(store, absolute, after.digest, after.mode);
+      if (type === undefined) result.created += 1;
+      else result.written += 1;
+    } else {
+      if (type === 'symlink') {
+        if ((await readlink(absolute)) !== after.target) {
+          await unlink(absolute);
+          await symlink(after.target, absolute);
+          result.written += 1;
+        }
+      } else {
+        await symlink(after.target, absolute);
+        result.created += 1;
+      }
+    }
+    directoriesToSync.add(posix.dirname(absolute));
+    report(change.path);
+  }
+
+  for (const { absolute, mode } of modes.sort((a, b) => b.depth - a.depth))
+    await chmod(absolute, mode);
+  for (const directory of directoriesToSync) {
+    // A directory emptied and then removed by this same call has nothing left to sync.
+    await syncDirectory(directory).catch((error: unknown) => {
+      if (!isSystemError(error, 'ENOENT')) throw error;
+    });
+  }
+  return result;
+}

@@ -1,0 +1,72 @@
+import { createTwoFilesPatch } from 'diff';
+import type { ObjectStore, TreeEntry } from '../store/index.js';
+import type { TreeChange } from './tree-diff.js';
+
+/** Text files larger than this are summarized instead of diffed line by line. */
+const MAX_TEXT_DIFF_BYTES = 1024 * 1024;
+
+async function textOf(
+  store: ObjectStore,
+  entry: TreeEntry | undefined,
+): Promise<string | undefined> {
+  if (!entry) return '';
+  if (entry.type !== 'file' || entry.sizeBytes > MAX_TEXT_DIFF_BYTES) return undefined;
+  const bytes = await store.get(entry.digest);
+  if (bytes.subarray(0, 8192).includes(0)) return undefined;
+  const text = bytes.toString('utf8');
+  return Buffer.byteLength(text) === bytes.length && !text.includes('\uFFFD') ? text : undefined;
+}
+
+function describe(entry: TreeEntry | undefined): string {
+  if (!entry) return 'nothing';
+  if (entry.type === 'symlink') return `a symbolic link to ${entry.target}`;
+  if (entry.type === 'directory') return `a directory (mode ${entry.mode.toString(8)})`;
+  return `a file of ${entry.sizeBytes} bytes (mode ${entry.mode.toString(8)})`;
+}
+
+/**
+ * Renders changes as a unified diff, like `git diff`: text files line by line, binary and large
+ * files summarized, mode changes and symbolic links described. Directories are implied by the
+ * files in them.
+ */
+export async function renderDiff(
+  store: ObjectStore,
+  changes: readonly TreeChange[],
+): Promise<string> {
+  const parts: string[] = [];
+  for (const { path, before, after } of changes) {
+    if (before?.type === 'directory' || after?.type === 'directory') {
+      if (before?.type === 'directory' && after?.type === 'directory') {
+        parts.push(
+          `mode of directory ${path}: ${before.mode.toString(8)} -> ${after.mode.toString(8)}\n`,
+        );
+      }
+      continue;
+    }
+    const oldName = before ? `a/${path}` : '/dev/null';
+    const newName = after ? `b/${path}` : '/dev/null';
+    if (before?.type !== 'file' || after?.type !== 'file') {
+      if (before?.type === 'symlink' || after?.type === 'symlink') {
+        parts.push(`${path}: ${describe(before)} -> ${describe(after)}\n`);
+        continue;
+      }
+    }
+    if (before?.type === 'file' && after?.type === 'file' && before.digest === after.digest) {
+      parts.push(`mode of ${path}: ${before.mode.toString(8)} -> ${after.mode.toString(8)}\n`);
+      continue;
+    }
+    const [oldText, newText] = await Promise.all([textOf(store, before), textOf(store, after)]);
+    if (oldText === undefined || newText === undefined) {
+      parts.push(
+        `Binary files ${oldName} and ${newName} differ (${describe(before)} -> ${describe(after)})\n`,
+      );
+      continue;
+    }
+    parts.push(
+      createTwoFilesPatch(oldName, newName, oldText, newText, undefined, undefined, {
+        context: 3,
+      }).replace(/^=+\n/, ''),
+    );
+  }
+  return parts.join('');
+}

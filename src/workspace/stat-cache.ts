@@ -1,0 +1,99 @@
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isSystemError } from '../errors.js';
+import { writeFileAtomic } from '../lib/index.js';
+
+const CACHE_FILE = join('cache', 'snapshot-v1');
+const HEADER = 'rewind-snapshot-cache 1';
+const RECORD_SEPARATOR = '\0\n';
+
+/**
+ * A file whose timestamps fall this close to when the cache was recorded may have changed again
+ * within the filesystem's timestamp granularity, so its entry is not trusted (git's "racily
+ * clean" problem). Two seconds covers coarse filesystems too.
+ */
+const RACY_WINDOW_NS = 2_000_000_000n;
+
+/** What a snapshot remembers about one path: its stat fingerprint and what it held. */
+export interface CachedEntry {
+  fingerprint: string;
+  /** The content digest of a file, the target of a symbolic link, the tree digest of a directory. */
+  payload: string;
+}
+
+/**
+ * The stat cache of the last snapshot (`.rewind/cache/snapshot-v1`): for each path, the
+ * fingerprint (size, mtime and ctime in ns, inode, mode) it had and its digest, so unchanged files
+ * are not read again. It is a cache: losing it costs one full re-read, never a wrong snapshot,
+ * and entries recorded too close to their file's last change are never trusted.
+ */
+export class StatCache {
+  readonly #entries: Map<string, string>;
+  readonly #trustedBeforeNs: bigint;
+  readonly #next = new Map<string, string>();
+  #isChanged = false;
+
+  private constructor(entries: Map<string, string>, recordedAtNs: bigint) {
+    this.#entries = entries;
+    this.#trustedBeforeNs = recordedAtNs - RACY_WINDOW_NS;
+  }
+
+  /** Loads the cache of a store; an absent or unreadable cache is an empty one. */
+  static async load(storeDirectory: string): Promise<StatCache> {
+    let text: string;
+    try {
+      text = await readFile(join(storeDirectory, CACHE_FILE), 'utf8');
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) return new StatCache(new Map(), 0n);
+      throw error;
+    }
+    const records = text.split(RECORD_SEPARATOR);
+    const [header, recordedAt] = (records[0] ?? '').split('\0');
+    if (header !== HEADER || !/^\d+$/.test(recordedAt ?? '') || records.at(-1) !== 'end') {
+      return new StatCache(new Map(), 0n);
+    }
+    const entries = new Map<string, string>();
+    for (let index = 1; index < records.length - 1; index++) {
+      const record = records[index] as string;
+      const separator = record.indexOf('\0');
+      entries.set(record.slice(0, separator), record.slice(separator + 1));
+    }
+    return new StatCache(entries, BigInt(recordedAt as string));
+  }
+
+  /** True when the cache holds nothing: the next snapshot reads every file. */
+  get isEmpty(): boolean {
+    return this.#entries.size === 0;
+  }
+
+  /**
+   * What was cached for `key` if its fingerprint is still `fingerprint` and the entry can be
+   * trusted (its file's timestamps are older than the racy window); undefined otherwise.
+   */
+  lookup(key: string, fingerprint: string, changedAtNs: bigint): string | undefined {
+    const value = this.#entries.get(key);
+    if (value === undefined || changedAtNs >= this.#trustedBeforeNs) return undefined;
+    const separator = value.indexOf('\0');
+    if (value.slice(0, separator) !== fingerprint) return undefined;
+    return value.slice(separator + 1);
+  }
+
+  /** Records what `key` holds now, for the next snapshot. */
+  record(key: string, fingerprint: string, payload: string): void {
+    const value = `${fingerprint}\0${payload}`;
+    if (this.#entries.get(key) !== value) this.#isChanged = true;
+    this.#next.set(key, value);
+  }
+
+  /** Writes the recorded entries (only those seen in this snapshot) if anything changed. */
+  async save(storeDirectory: string, recordedAtNs: bigint): Promise<void> {
+    if (!this.#isChanged && this.#next.size === this.#entries.size) return;
+    const parts: string[] = [`${HEADER}\0${recordedAtNs}`];
+    for (const [key, value] of this.#next) parts.push(`${key}\0${value}`);
+    parts.push('end');
+    await mkdir(join(storeDirectory, 'cache'), { recursive: true });
+    await writeFileAtomic(join(storeDirectory, CACHE_FILE), parts.join(RECORD_SEPARATOR), {
+      isDurable: false,
+    });
+  }
+}

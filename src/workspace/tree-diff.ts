@@ -1,0 +1,95 @@
+import type { Digest } from '../lib/index.js';
+import { type ObjectStore, readTree, type TreeEntry } from '../store/index.js';
+
+/**
+ * One path whose state differs between two trees: `before` and `after` are its entries (with
+ * `name` the last component), absent where the path does not exist on that side. A directory
+ * that appears or disappears is listed along with everything under it.
+ */
+export interface TreeChange {
+  path: string;
+  before: TreeEntry | undefined;
+  after: TreeEntry | undefined;
+}
+
+/** `added`, `deleted`, or `modified` (content, mode, link target or type). */
+export function changeKind(change: TreeChange): 'added' | 'deleted' | 'modified' {
+  if (!change.before) return 'added';
+  if (!change.after) return 'deleted';
+  return 'modified';
+}
+
+function isSameEntry(a: TreeEntry, b: TreeEntry): boolean {
+  if (a.type !== b.type) return false;
+  if (a.type === 'symlink' && b.type === 'symlink') return a.target === b.target;
+  if (a.type === 'file' && b.type === 'file') return a.digest === b.digest && a.mode === b.mode;
+  return (
+    a.type === 'directory' && b.type === 'directory' && a.digest === b.digest && a.mode === b.mode
+  );
+}
+
+async function listAll(
+  store: ObjectStore,
+  prefix: string,
+  digest: Digest,
+  side: 'before' | 'after',
+  into: TreeChange[],
+): Promise<void> {
+  for (const entry of (await readTree(store, digest)).entries) {
+    const path = `${prefix}${entry.name}`;
+    into.push({
+      path,
+      before: side === 'before' ? entry : undefined,
+      after: side === 'after' ? entry : undefined,
+    });
+    if (entry.type === 'directory') await listAll(store, `${path}/`, entry.digest, side, into);
+  }
+}
+
+async function diffInto(
+  store: ObjectStore,
+  prefix: string,
+  from: Digest | undefined,
+  to: Digest | undefined,
+  into: TreeChange[],
+): Promise<void> {
+  if (from === to) return;
+  const before = new Map(
+    (from ? (await readTree(store, from)).entries : []).map((entry) => [entry.name, entry]),
+  );
+  const after = new Map(
+    (to ? (await readTree(store, to)).entries : []).map((entry) => [entry.name, entry]),
+  );
+  const names = [...new Set([...before.keys(), ...after.keys()])].sort((a, b) =>
+    Buffer.compare(Buffer.from(a), Buffer.from(b)),
+  );
+  for (const name of names) {
+    const a = before.get(name);
+    const b = after.get(name);
+    const path = `${prefix}${name}`;
+    if (a && b && isSameEntry(a, b)) continue;
+    if (a?.type === 'directory' && b?.type === 'directory') {
+      if (a.mode !== b.mode) into.push({ path, before: a, after: b });
+      await diffInto(store, `${path}/`, a.digest, b.digest, into);
+      continue;
+    }
+    into.push({ path, before: a, after: b });
+    if (a?.type === 'directory') await listAll(store, `${path}/`, a.digest, 'before', into);
+    if (b?.type === 'directory') await listAll(store, `${path}/`, b.digest, 'after', into);
+  }
+}
+
+/**
+ * Every path whose state differs from tree `from` to tree `to` (either may be undefined: an
+ * empty directory), in path order. Sub-trees with equal digests are skipped without being read,
+ * so the cost follows what changed, not the size of the trees.
+ */
+export async function diffTrees(
+  store: ObjectStore,
+  from: Digest | undefined,
+  to: Digest | undefined,
+): Promise<TreeChange[]> {
+  const changes: TreeChange[] = [];
+  await diffInto(store, '', from, to, changes);
+  return changes;
+}

@@ -1,0 +1,271 @@
+import { readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { readLedgerFile } from '../../src/ledger/index.js';
+import { gc, init, log, openSession } from '../../src/session/index.js';
+import { createObjectStore } from '../../src/store/index.js';
+import { snapshot } from '../../src/workspace/index.js';
+import { ROOT, runNode } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { type Layout, lay } from '../helpers/workspace.js';
+
+async function sessionOn(layout: Layout) {
+  const workspace = await makeTempDirectory();
+  await lay(workspace, layout);
+  await init({ workspace });
+  const session = await openSession({ workspace });
+  const store = createObjectStore(join(workspace, '.rewind'));
+  const stateOf = async () =>
+    (await snapshot(workspace, { store, storeDirectory: join(workspace, '.rewind') })).tree;
+  return { workspace, session, store, stateOf };
+}
+
+describe('checkpoints', () => {
+  it('records checkpoints with the files changed since the previous one', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
+    const first = await session.checkpoint('base');
+    expect(first).toMatchObject({
+      label: 'base',
+      seq: 2,
+      fileCount: 2,
+      added: 2,
+      modified: 0,
+      deleted: 0,
+    });
+    await writeFile(join(workspace, 'a.txt'), 'A');
+    await rm(join(workspace, 'b.txt'));
+    await lay(workspace, { 'c/d.txt': 'd' });
+    const second = await session.checkpoint('edited');
+    expect(second).toMatchObject({ fileCount: 2, added: 1, modified: 1, deleted: 1 });
+    expect((await session.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
+      'base',
+      'edited',
+    ]);
+    await session.close();
+  });
+
+  it.each([['has/slash'], ['..'], ['latest'], ['123'], [''], ['-leading-dash'], ['a b']])(
+    'refuses the malformed label %j and records nothing',
+    async (label) => {
+      const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
+      await expect(session.checkpoint(label)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        data: { label },
+      });
+      await session.close();
+      expect((await log({ workspace })).entries).toHaveLength(1);
+    },
+  );
+
+  it('refuses a label that exists', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'a' });
+    await session.checkpoint('base');
+    await expect(session.checkpoint('base')).rejects.toMatchObject({
+      code: 'CHECKPOINT_EXISTS',
+      data: { label: 'base', seq: 2 },
+    });
+    await session.close();
+  });
+});
+
+describe('rollback', () => {
+  it('restores the workspace exactly, saving what it replaces, and undo brings that back (redo)', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a', 'dir/b.txt': 'b' });
+    const base = await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'never checkpointed');
+    await rm(join(workspace, 'dir'), { recursive: true });
+    await lay(workspace, { 'new.txt': 'new' });
+    const edited = await stateOf();
+
+    const rollback = await session.rollback('base');
+    expect(rollback).toMatchObject({
+      isDryRun: false,
+      id: 3,
+      beforeTree: edited,
+      afterTree: base.tree,
+    });
+    expect(await stateOf()).toBe(base.tree);
+
+    const redo = await session.undo(3);
+    expect(redo).toMatchObject({ status: 'undone', undoes: 3 });
+    expect(await stateOf()).toBe(edited);
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('never checkpointed');
+
+    // The undo is an action too: undoing it rolls back again.
+    if (redo.status !== 'undone') throw new Error('unreachable');
+    expect(await session.undo(redo.id)).toMatchObject({ status: 'undone' });
+    expect(await stateOf()).toBe(base.tree);
+    await session.close();
+  });
+
+  it('rolls back to latest, the newest checkpoint', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': '1' });
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'a.txt'), '2');
+    const two = await session.checkpoint('two');
+    await writeFile(join(workspace, 'a.txt'), '3');
+    expect((await session.rollback('latest')).label).toBe('two');
+    expect(await stateOf()).toBe(two.tree);
+    await session.close();
+  });
+
+  it('lists in a dry run what would change, marks what the session never recorded, and changes nothing', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
+    await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'unsaved edit');
+    await rm(join(workspace, 'b.txt'));
+    await lay(workspace, { 'c.txt': 'c' });
+    await session.checkpoint('later');
+    await writeFile(join(workspace, 'c.txt'), 'edited after the last checkpoint');
+    const before = await stateOf();
+    const plan = await session.rollback('base', { dryRun: true });
+    expect(plan.changes).toEqual([
+      { path: 'a.txt', action: 'written', isUnrecorded: false },
+      { path: 'b.txt', action: 'created', isUnrecorded: false },
+      { path: 'c.txt', action: 'deleted', isUnrecorded: true },
+    ]);
+    expect(await stateOf()).toBe(before);
+    await session.close();
+  });
+
+  it('fails with CHECKPOINT_NOT_FOUND naming the known labels, and changes nothing', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
+    await session.checkpoint('base');
+    await expect(session.rollback('nope')).rejects.toThrow(
+      /no checkpoint "nope"\. Its checkpoints: base\./,
+    );
+    await session.close();
+    expect((await log({ workspace })).entries).toHaveLength(2);
+  });
+
+  it('keeps checkpoint and rollback states alive through gc', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a' });
+    const base = await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'edited');
+    const edited = await stateOf();
+    await session.rollback('base');
+    await session.close();
+    await gc({ workspace, graceMs: 0 });
+    const again = await openSession({ workspace });
+    await again.undo(3);
+    expect(await stateOf()).toBe(edited);
+    await again.rollback('base');
+    expect(await stateOf()).toBe(base.tree);
+    await again.close();
+  });
+});
+
+describe('undo', () => {
+  it('refuses, journals the refusal and changes nothing when a path it would restore was edited since', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
+    await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'A');
+    await session.rollback('base');
+    await writeFile(join(workspace, 'a.txt'), 'edited after the rollback');
+    const before = await stateOf();
+    expect(await session.undo(3)).toEqual({ status: 'refused', undoes: 3, conflicts: ['a.txt'] });
+    expect(await stateOf()).toBe(before);
+    await session.close();
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({ kind: 'undo-refused' });
+  });
+
+  it('keeps unrelated edits made after the rollback', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
+    await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'A');
+    await session.rollback('base');
+    await writeFile(join(workspace, 'b.txt'), 'unrelated edit');
+    expect(await session.undo(3)).toMatchObject({ status: 'undone' });
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('A');
+    expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('unrelated edit');
+    await session.close();
+  });
+
+  it('fails with ACTION_NOT_FOUND for an entry that is not an undoable action', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'a' });
+    await expect(session.undo(1)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await expect(session.undo(99)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await session.close();
+  });
+});
+
+describe('diff', () => {
+  it('compares checkpoints, an action, and the working tree', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one\n' });
+    await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'two\n');
+    await session.checkpoint('next');
+    expect((await session.diff('base', 'next')).changes).toEqual([
+      { path: 'a.txt', kind: 'modified' },
+    ]);
+    expect((await session.diff('next')).changes).toEqual([]);
+    await lay(workspace, { 'b.txt': 'b' });
+    expect((await session.diff('latest')).changes).toEqual([{ path: 'b.txt', kind: 'added' }]);
+    const rollback = await session.rollback('base');
+    const own = await session.diff(String(rollback.id));
+    expect(own.changes).toEqual([
+      { path: 'a.txt', kind: 'modified' },
+      { path: 'b.txt', kind: 'deleted' },
+    ]);
+    expect(own.text).toContain('-two\n+one\n');
+    await session.close();
+  });
+});
+
+describe('a rollback killed midway', () => {
+  const FILES = 400;
+
+  async function interruptedWorkspace(killAfter: number) {
+    const layout: Layout = {};
+    for (let index = 0; index < FILES; index++)
+      layout[`d${index % 20}/f${index}.txt`] = `original ${index}\n`;
+    const { workspace, session, stateOf } = await sessionOn(layout);
+    const base = await session.checkpoint('base');
+    for (let index = 0; index < FILES; index++) {
+      const path = join(workspace, `d${index % 20}/f${index}.txt`);
+      if (index % 3 === 0) await rm(path);
+      else await writeFile(path, `edited ${index}\n`);
+    }
+    await lay(
+      workspace,
+      Object.fromEntries(
+        Array.from({ length: 50 }, (_, index) => [`added/n${index}.txt`, `${index}`]),
+      ),
+    );
+    const edited = await stateOf();
+    await session.close();
+    const run = await runNode([
+      join(ROOT, 'test/helpers/rollback-child.mjs'),
+      workspace,
+      'base',
+      String(killAfter),
+    ]);
+    return { workspace, base, edited, run, stateOf };
+  }
+
+  it.each([1, 60, 250, 400, 450])(
+    'is finished by the next open, however far it got (killed after %i paths)',
+    async (killAfter) => {
+      const { workspace, base, edited, run, stateOf } = await interruptedWorkspace(killAfter);
+      expect(run.signal).toBe('SIGKILL');
+      const ledgerFile = (await log({ workspace })).session.file;
+      expect(
+        (await readLedgerFile(ledgerFile)).entries.map((entry) => entry.kind).slice(-1),
+      ).toEqual(['rollback-started']);
+      expect(await stateOf()).not.toBe(base.tree);
+
+      const reopened = await openSession({ workspace });
+      expect(await stateOf()).toBe(base.tree);
+      const last = (await readLedgerFile(ledgerFile)).entries.at(-1);
+      expect(last).toMatchObject({
+        kind: 'rollback-completed',
+        body: { startedSeq: 3, isRecovery: true },
+      });
+      // And nothing was lost: the state the rollback replaced comes back whole.
+      expect(await reopened.undo(3)).toMatchObject({ status: 'undone' });
+      expect(await stateOf()).toBe(edited);
+      await reopened.close();
+    },
+    60_000,
+  );
+});

@@ -1,0 +1,138 @@
+import { lstat, mkdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { applyChanges, diffTrees, renderDiff, snapshot } from '../../src/workspace/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay, makeWorkspace } from '../helpers/workspace.js';
+
+async function restoreTo(
+  workspace: string,
+  options: Parameters<typeof snapshot>[1],
+  target: string,
+) {
+  const current = await snapshot(workspace, options);
+  const changes = await diffTrees(options.store, current.tree, target as never);
+  return applyChanges(workspace, options.store, changes);
+}
+
+describe('diffTrees and applyChanges', () => {
+  it('brings a workspace back to a tree exactly: contents, modes, links, and type changes', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'keep.txt': 'same',
+      'edit.txt': 'before',
+      'gone.txt': 'will be deleted',
+      'bin/tool': { text: '#!/bin/sh\n', mode: 0o755 },
+      'becomes-dir': 'a file first',
+      'was-dir/inner/x.txt': 'x',
+      link: { link: 'keep.txt' },
+    });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+
+    await writeFile(join(workspace, 'edit.txt'), 'after');
+    await rm(join(workspace, 'gone.txt'));
+    await writeFile(join(workspace, 'new.txt'), 'new');
+    await import('node:fs/promises').then(({ chmod }) => chmod(join(workspace, 'bin/tool'), 0o644));
+    await rm(join(workspace, 'becomes-dir'));
+    await lay(workspace, { 'becomes-dir/child.txt': 'child' });
+    await rm(join(workspace, 'was-dir'), { recursive: true });
+    await writeFile(join(workspace, 'was-dir'), 'now a file');
+    await rm(join(workspace, 'link'));
+    await symlink('edit.txt', join(workspace, 'link'));
+    expect((await snapshot(workspace, options)).tree).not.toBe(target);
+
+    const result = await restoreTo(workspace, options, target);
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+    expect(await readFile(join(workspace, 'edit.txt'), 'utf8')).toBe('before');
+    expect((await lstat(join(workspace, 'bin/tool'))).mode & 0o777).toBe(0o755);
+    expect(await readlink(join(workspace, 'link'))).toBe('keep.txt');
+    expect(result.skipped).toEqual([]);
+  });
+
+  it('touches only what differs, and is idempotent', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'a.txt': 'a',
+      'b.txt': 'b',
+    });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    const untouched = (await lstat(join(workspace, 'a.txt'))).ino;
+    await writeFile(join(workspace, 'b.txt'), 'B');
+    const changes = await diffTrees(store, (await snapshot(workspace, options)).tree, target);
+    expect(changes.map((change) => change.path)).toEqual(['b.txt']);
+    await applyChanges(workspace, store, changes);
+    await applyChanges(workspace, store, changes);
+    expect((await lstat(join(workspace, 'a.txt'))).ino).toBe(untouched);
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
+
+  it('never touches ignored paths, even inside a directory it removes', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      '.rewindignore': '*.log\n',
+      'a.txt': 'a',
+    });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await lay(workspace, {
+      'build/out.js': 'out',
+      'build/trace.log': 'ignored log',
+      'a.log': 'ignored',
+    });
+    const result = await restoreTo(workspace, options, target);
+    expect(await readFile(join(workspace, 'build/trace.log'), 'utf8')).toBe('ignored log');
+    expect(await readFile(join(workspace, 'a.log'), 'utf8')).toBe('ignored');
+    await expect(lstat(join(workspace, 'build/out.js'))).rejects.toMatchObject({ code: 'ENOENT' });
+    expect(result.skipped).toEqual(['build']);
+  });
+
+  it('refuses to write through a directory that became a symbolic link', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({ 'src/a.txt': 'a' });
+    const options = { store, storeDirectory };
+    const before = (await snapshot(workspace, options)).tree;
+    await writeFile(join(workspace, 'src/a.txt'), 'changed');
+    const after = (await snapshot(workspace, options)).tree;
+    const outside = await makeTempDirectory();
+    await rm(join(workspace, 'src'), { recursive: true });
+    await symlink(outside, join(workspace, 'src'));
+    const changes = await diffTrees(store, after, before);
+    await expect(applyChanges(workspace, store, changes)).rejects.toMatchObject({
+      code: 'SYMLINK_REFUSED',
+    });
+    await expect(lstat(join(outside, 'a.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('reports progress after each path', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({ 'a.txt': 'a' });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await lay(workspace, { 'b.txt': 'b', 'c/d.txt': 'd' });
+    const changes = await diffTrees(store, (await snapshot(workspace, options)).tree, target);
+    const seen: string[] = [];
+    await applyChanges(workspace, store, changes, {
+      onProgress: ({ done, total, path }) => seen.push(`${done}/${total} ${path}`),
+    });
+    expect(seen).toEqual(['1/3 c/d.txt', '2/3 b.txt', '3/3 c']);
+  });
+
+  it('renders a unified diff for text and summarizes binary files', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'a.txt': 'one\ntwo\nthree\n',
+      'img.bin': 'x',
+    });
+    await writeFile(join(workspace, 'img.bin'), Buffer.from([0, 1, 2]));
+    const options = { store, storeDirectory };
+    const before = (await snapshot(workspace, options)).tree;
+    await writeFile(join(workspace, 'a.txt'), 'one\nTWO\nthree\n');
+    await writeFile(join(workspace, 'img.bin'), Buffer.from([0, 1, 2, 3]));
+    await mkdir(join(workspace, 'd'));
+    await writeFile(join(workspace, 'd/new.txt'), 'hello\n');
+    const changes = await diffTrees(store, before, (await snapshot(workspace, options)).tree);
+    expect(changes.map((change) => change.path)).toEqual(['a.txt', 'd', 'd/new.txt', 'img.bin']);
+    const text = await renderDiff(store, changes);
+    expect(text).toContain('--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n');
+    expect(text).toContain('--- /dev/null\n+++ b/d/new.txt\n@@ -0,0 +1,1 @@\n+hello\n');
+    expect(text).toContain(
+      'Binary files a/img.bin and b/img.bin differ (a file of 3 bytes (mode 644) -> a file of 4 bytes (mode 644))',
+    );
+  });
+});
