@@ -1,7 +1,7 @@
 // The end-to-end demo: copies examples/sample-project to a temporary directory and drives the
 // real `rewind` binary through it. Exits non-zero if any step does not behave as it should.
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -25,17 +25,55 @@ function rewind(args, expectedCode = 0) {
   return result.stdout;
 }
 
+const read = (path) => readFileSync(join(workspace, path), 'utf8');
+function check(condition, message) {
+  if (!condition) {
+    console.error(`\ndemo failed: ${message}`);
+    process.exit(1);
+  }
+}
+
 console.log(`Workspace: ${workspace}`);
 rewind(['init', '--hash-chain']);
 writeFileSync(join(workspace, 'test-output.txt'), 'greet: 1 passed, 0 failed\n');
 rewind(['note', 'baseline: tests pass', '--attach', 'test-output.txt']);
-rewind(['status']);
+rewind(['checkpoint', 'baseline']);
+
+console.log('\n# An agent "refactors": it rewrites greet.js, deletes the README, adds a file.');
+const original = read('src/greet.js');
+writeFileSync(
+  join(workspace, 'src/greet.js'),
+  'export function greet(name) {\n  return "Hi " + nme;\n}\n',
+);
+rmSync(join(workspace, 'README.md'));
+writeFileSync(join(workspace, 'src/helpers.js'), 'export const unused = true;\n');
+rewind(['diff', 'baseline']);
+rewind(['rollback', 'baseline', '--dry-run']);
+rewind(['rollback', 'baseline']);
+check(
+  read('src/greet.js') === original && existsSync(join(workspace, 'README.md')),
+  'the rollback did not restore the workspace',
+);
+check(
+  !existsSync(join(workspace, 'src/helpers.js')),
+  'the rollback left a file the checkpoint did not have',
+);
+
+console.log('\n# Changed our mind: undo the rollback (redo). Nothing was lost.');
+rewind(['undo', '4']);
+check(
+  existsSync(join(workspace, 'src/helpers.js')),
+  'the undo did not bring back the rolled-back state',
+);
+rewind(['rollback', 'latest']);
+rewind(['checkpoints']);
 rewind(['log']);
 rewind(['verify']);
 rewind(['gc', '--dry-run']);
+rewind(['status']);
 const status = JSON.parse(rewind(['status', '--json']));
-if (status.sessions[0]?.entryCount !== 2 || status.objects.count !== 1) {
-  console.error('\ndemo failed: the store does not hold the session and attachment it should');
-  process.exit(1);
-}
+check(
+  status.sessions[0]?.entryCount === 9,
+  `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 9`,
+);
 console.log(`\nDemo complete. Explore it yourself: cd ${workspace} && node ${bin} log`);

@@ -120,12 +120,14 @@ export function describeEntry(entry: LedgerEntry): string {
     case 'rollback-completed':
     case 'undo-completed': {
       const what =
-        entry.kind === 'rollback-completed' ? 'rollback' : `undo of #${String(body.undoes)}`;
+        entry.kind === 'rollback-completed'
+          ? `rollback #${String(body.startedSeq)}`
+          : `undo #${String(body.startedSeq)} (of #${String(body.undoes)})`;
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
-      return `${what} #${String(body.startedSeq)} completed: ${String(body.written)} written, ${String(body.created)} created, ${String(body.deleted)} deleted${recovery}`;
+      return `${what} completed: ${String(body.written)} written, ${String(body.created)} created, ${String(body.deleted)} deleted${recovery}`;
     }
     case 'undo-started':
-      return `undo of #${String(body.undoes)} started`;
+      return `undo of #${String(body.undoes)} started (redo with \`rewind undo ${entry.seq}\`)`;
     case 'undo-refused':
       return `undo of #${String(body.undoes)} refused: ${String(body.pathCount)} paths it touched changed since`;
   }

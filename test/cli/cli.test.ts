@@ -149,4 +149,68 @@ describe('rewind CLI', () => {
     expect(await runNode([bin, 'nonsense'], { cwd })).toMatchObject({ code: 2 });
     expect(await runNode([bin, 'log', '--session', 'zzzz'], { cwd })).toMatchObject({ code: 1 });
   });
+
+  it('checkpoints, lists, dry-runs, rolls back, diffs and undoes from the command line', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'app.js'), 'console.log(1);\n');
+    await rewind(cwd, 'init');
+    expect(await rewind(cwd, 'checkpoint', 'base')).toMatchObject({
+      code: 0,
+      stdout: expect.stringMatching(
+        /^Checkpoint base \(#2\): 1 file, 16 B; 1 added, 0 modified, 0 deleted/,
+      ),
+    });
+    await writeFile(join(cwd, 'app.js'), 'console.log(2);\n');
+    await writeFile(join(cwd, 'notes.txt'), 'unsaved\n');
+    const listed = await rewind(cwd, 'checkpoints');
+    expect(listed.stdout).toMatch(
+      /^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS\nbase +2 .* \+1 ~0 -0\n$/,
+    );
+
+    const planned = await rewind(cwd, 'rollback', 'base', '--dry-run');
+    expect(planned.stdout).toContain('written  app.js   (never recorded by this session');
+    expect(planned.stdout).toContain('deleted  notes.txt');
+    expect(await readFile(join(cwd, 'app.js'), 'utf8')).toBe('console.log(2);\n');
+
+    const diffed = await rewind(cwd, 'diff', 'base');
+    expect(diffed.stdout).toContain('-console.log(1);\n+console.log(2);');
+
+    const rolled = await rewind(cwd, 'rollback', 'base');
+    expect(rolled.stdout).toContain(
+      'Rolled back to base: 1 written, 0 created, 1 deleted. The previous state is saved: `rewind undo 3`',
+    );
+    expect(await readFile(join(cwd, 'app.js'), 'utf8')).toBe('console.log(1);\n');
+
+    expect((await rewind(cwd, 'undo', '3')).stdout).toContain('Undid #3');
+    expect(await readFile(join(cwd, 'notes.txt'), 'utf8')).toBe('unsaved\n');
+  });
+
+  it('reports a refused undo with exit 1 and the paths that block it', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'a.txt'), 'a');
+    await rewind(cwd, 'init');
+    await rewind(cwd, 'checkpoint', 'base');
+    await writeFile(join(cwd, 'a.txt'), 'b');
+    await rewind(cwd, 'rollback', 'base');
+    await writeFile(join(cwd, 'a.txt'), 'edited since');
+    const refused = await rewind(cwd, 'undo', '3');
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain('Refused to undo #3: 1 path it changed has been edited since');
+    expect(refused.stdout).toContain('  a.txt');
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('edited since');
+  });
+
+  it('gives clear errors for a bad label, an unknown checkpoint and a malformed action id', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, 'init');
+    expect(await rewind(cwd, 'checkpoint', 'a/b')).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('[INVALID_ARGUMENT]'),
+    });
+    expect(await rewind(cwd, 'rollback', 'nowhere')).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('[CHECKPOINT_NOT_FOUND]'),
+    });
+    expect(await rewind(cwd, 'undo', 'x1')).toMatchObject({ code: 2 });
+  });
 });
