@@ -1,6 +1,10 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+
+const execFileAsync = promisify(execFile);
 
 /**
  * Makes sure a directory entry (a create, a rename, an unlink) survives a crash by fsyncing the
@@ -53,4 +57,18 @@ export async function writeFileAtomic(
     throw error;
   }
   if (isDurable) await syncDirectory(dirname(target));
+}
+
+/**
+ * Flushes everything written to the filesystem that holds `path` in one call (`sync -f`, that is
+ * syncfs(2)): for many new files, far cheaper than one fsync each. Returns false where that is
+ * not available (no coreutils `sync -f`); the caller then fsyncs file by file.
+ */
+export async function syncFileSystem(path: string): Promise<boolean> {
+  try {
+    await execFileAsync('sync', ['-f', path]);
+    return true;
+  } catch {
+    return false;
+  }
 }

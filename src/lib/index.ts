@@ -1,4 +1,9 @@
-export { syncDirectory, temporaryPathBeside, writeFileAtomic } from './atomic-write.js';
+export {
+  syncDirectory,
+  syncFileSystem,
+  temporaryPathBeside,
+  writeFileAtomic,
+} from './atomic-write.js';
 export { canonicalJson, type JsonValue } from './canonical-json.js';
 export {
   createDigester,

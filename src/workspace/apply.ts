@@ -3,7 +3,7 @@ import { lstatSync } from 'node:fs';
 import { chmod, mkdir, open, readlink, rename, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { type Digest, resolveWorkspacePath, syncDirectory } from '../lib/index.js';
+import { type Digest, resolveWorkspacePath, syncDirectory, syncFileSystem } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
@@ -26,6 +26,20 @@ export interface ApplyResult {
 }
 
 type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
+
+/** Beyond this many paths to place, one filesystem sync beats one fsync per file. */
+const BULK_THRESHOLD = 32;
+
+async function syncFiles(files: readonly string[]): Promise<void> {
+  for (const file of files) {
+    const handle = await open(file, 'r').catch(() => undefined);
+    try {
+      await handle?.sync();
+    } finally {
+      await handle?.close();
+    }
+  }
+}
 
 function currentType(absolute: string): Current {
   try {
@@ -91,6 +105,7 @@ async function writeFromStore(
   absolute: string,
   digest: Digest,
   mode: number,
+  isSyncedNow: boolean,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}`;
   const handle = await open(temporary, 'wx', 0o600);
@@ -98,7 +113,7 @@ async function writeFromStore(
     try {
       for await (const chunk of store.read(digest)) await handle.write(chunk);
       await handle.chmod(mode);
-      await handle.sync();
+      if (isSyncedNow) await handle.sync();
     } finally {
       await handle.close();
     }
@@ -136,6 +151,8 @@ export async function applyChanges(
     .filter((change) => change.after)
     .sort((a, b) => depth(a.path) - depth(b.path));
   const directoriesToSync = new Set<string>();
+  // Many files: write them all, then make the whole filesystem durable in one call.
+  const isBulk = placements.length > BULK_THRESHOLD;
   const modes: { absolute: string; mode: number; depth: number }[] = [];
   const total = changes.length;
   let done = 0;
@@ -194,7 +211,7 @@ export async function applyChanges(
       }
       modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
     } else if (after.type === 'file') {
-      await writeFromStore(store, absolute, after.digest, after.mode);
+      await writeFromStore(store, absolute, after.digest, after.mode, !isBulk);
       if (type === undefined) result.created += 1;
       else result.written += 1;
     } else {
@@ -215,6 +232,13 @@ export async function applyChanges(
 
   for (const { absolute, mode } of modes.sort((a, b) => b.depth - a.depth))
     await chmod(absolute, mode);
+  if (isBulk && (await syncFileSystem(root))) directoriesToSync.clear();
+  else if (isBulk)
+    await syncFiles(
+      placements
+        .filter((change) => change.after?.type === 'file')
+        .map((change) => `${root}/${change.path}`),
+    );
   for (const directory of directoriesToSync) {
     // A directory emptied and then removed by this same call has nothing left to sync.
     await syncDirectory(directory).catch((error: unknown) => {
