@@ -72,3 +72,40 @@ export async function syncFileSystem(path: string): Promise<boolean> {
     return false;
   }
 }
+
+/**
+ * Beyond this many paths, one filesystem-wide sync beats fsyncing each. It is high on purpose:
+ * syncfs(2) also flushes every other process's dirty data on that filesystem, which can take
+ * seconds on a busy machine, so it is kept for bulk work such as a first snapshot.
+ */
+const SYNC_ALL_THRESHOLD = 2000;
+
+/** fsyncs in flight at once: enough to keep the thread pool and the device queue busy. */
+const SYNC_CONCURRENCY = 16;
+
+/**
+ * Makes files and directories durable together: fsyncs in parallel, or for a very large set one
+ * {@link syncFileSystem} of the filesystem holding `fileSystemPath`. Paths that no longer exist
+ * are skipped (nothing left to make durable).
+ */
+export async function syncPaths(paths: Iterable<string>, fileSystemPath: string): Promise<void> {
+  const unique = [...new Set(paths)];
+  if (unique.length === 0) return;
+  if (unique.length > SYNC_ALL_THRESHOLD && (await syncFileSystem(fileSystemPath))) return;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < unique.length) {
+      const path = unique[next++] as string;
+      let handle: Awaited<ReturnType<typeof open>> | undefined;
+      try {
+        handle = await open(path, 'r');
+        await handle.sync();
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      } finally {
+        await handle?.close();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(SYNC_CONCURRENCY, unique.length) }, worker));
+}

@@ -1,6 +1,7 @@
 export {
   syncDirectory,
   syncFileSystem,
+  syncPaths,
   temporaryPathBeside,
   writeFileAtomic,
 } from './atomic-write.js';

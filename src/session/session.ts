@@ -185,13 +185,17 @@ async function entryAt(
   store: ObjectStore,
   tree: Digest,
   path: string,
+  trees: Map<Digest, Promise<TreeEntry[]>>,
 ): Promise<TreeEntry | undefined> {
   let current: Digest = tree;
   const parts = path.split('/');
   for (let index = 0; index < parts.length; index++) {
-    const entry = (await readTree(store, current)).entries.find(
-      (candidate) => candidate.name === parts[index],
-    );
+    let entries = trees.get(current);
+    if (!entries) {
+      entries = readTree(store, current).then((decoded) => decoded.entries);
+      trees.set(current, entries);
+    }
+    const entry = (await entries).find((candidate) => candidate.name === parts[index]);
     if (!entry || index === parts.length - 1) return entry;
     if (entry.type !== 'directory') return undefined;
     current = entry.digest;
@@ -403,11 +407,14 @@ export class Session {
 
   async #plan(changes: readonly TreeChange[], isDryRun: boolean): Promise<PlannedChange[]> {
     const recordedTrees = isDryRun
-      ? (await this.#entries()).flatMap((entry) =>
-          (entry.refs ?? []).filter((ref) => ref.type === 'tree').map((ref) => ref.digest),
+      ? new Set(
+          (await this.#entries()).flatMap((entry) =>
+            (entry.refs ?? []).filter((ref) => ref.type === 'tree').map((ref) => ref.digest),
+          ),
         )
-      : [];
+      : new Set<Digest>();
     const planned: PlannedChange[] = [];
+    const trees = new Map<Digest, Promise<TreeEntry[]>>();
     for (const change of changes) {
       if (
         change.before?.type === 'directory' ||
@@ -419,7 +426,7 @@ export class Session {
       if (isDryRun && change.before) {
         isUnrecorded = true;
         for (const tree of recordedTrees) {
-          const seen = await entryAt(this.#store, tree, change.path);
+          const seen = await entryAt(this.#store, tree, change.path, trees);
           if (seen && JSON.stringify(seen) === JSON.stringify(change.before)) {
             isUnrecorded = false;
             break;

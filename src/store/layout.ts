@@ -107,11 +107,19 @@ export async function initStore(
 export async function openStore(workspace: string): Promise<StoreLocation> {
   const root = resolve(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
+  const rootStats = await stat(root).catch(() => undefined);
+  if (rootStats && !rootStats.isDirectory()) {
+    throw new RewindError(
+      'WORKSPACE_INVALID',
+      `The workspace ${root} is a file, not a directory. Give the directory of the project (or leave --dir out).`,
+      { data: { path: root } },
+    );
+  }
   let isDirectory = false;
   try {
     isDirectory = (await stat(directory)).isDirectory();
   } catch (error) {
-    if (!isSystemError(error, 'ENOENT')) throw error;
+    if (!isSystemError(error, 'ENOENT') && !isSystemError(error, 'ENOTDIR')) throw error;
   }
   if (!isDirectory || !(await checkMarker(directory))) {
     throw new RewindError(

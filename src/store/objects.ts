@@ -23,7 +23,7 @@ import {
   isDigest,
   STREAM_CHUNK_BYTES,
   syncDirectory,
-  syncFileSystem,
+  syncPaths,
 } from '../lib/index.js';
 
 /** What {@link ObjectStore.put} accepts: bytes, a stream of bytes, or a file to copy. */
@@ -46,7 +46,7 @@ export interface StoredObject extends ObjectInfo {
 interface BatchState {
   directories: Set<string>;
   /** In a bulk batch, the object files written, made durable together on commit. */
-  files: string[] | undefined;
+  files: string[];
 }
 
 /** See {@link ObjectStore.batch}. */
@@ -69,11 +69,11 @@ export interface ObjectStore {
   /**
    * A batch of puts for many objects at once: each object's content is fsynced as it is written,
    * but the directory syncs that make the new names durable are done once per directory by
-   * `commit()`, which must resolve before anything refers to the objects. With `isBulk`, even
-   * the content is made durable only on commit, for the whole filesystem at once: use it when
-   * storing many objects.
+   * `commit()`, which must resolve before anything refers to the objects. Content and names are
+   * made durable together on commit: a few objects by parallel fsyncs, many by one sync of the
+   * filesystem.
    */
-  batch(options?: { isBulk?: boolean }): ObjectBatch;
+  batch(): ObjectBatch;
   /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
   get(digest: Digest): Promise<Buffer>;
   /**
@@ -195,7 +195,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     await rename(temporary, file);
     if (batch) {
       batch.directories.add(directory);
-      batch.files?.push(file);
+      batch.files.push(file);
     } else {
       await syncDirectory(directory);
     }
@@ -215,7 +215,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       try {
         await write(handle);
         // A bulk batch makes everything durable at once when it commits.
-        if (!batch?.files) await handle.sync();
+        if (!batch) await handle.sync();
       } finally {
         await handle.close();
       }
@@ -230,11 +230,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
    * The bulk path for small content: synchronous calls, since a round trip through the thread
    * pool costs several times the system call itself and a bulk batch stores thousands of objects.
    */
-  function putBytesNow(
-    bytes: Uint8Array,
-    digest: Digest,
-    batch: BatchState & { files: string[] },
-  ): void {
+  function putBytesNow(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     const file = objectPath(objectsDirectory, digest);
     const now = new Date();
     try {
@@ -269,8 +265,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     // Hashed first, so content already stored costs no write at all.
     const digest = digestBytes(bytes);
     const info = { digest, sizeBytes: bytes.byteLength };
-    if (batch?.files) {
-      putBytesNow(bytes, digest, { ...batch, files: batch.files });
+    if (batch) {
+      putBytesNow(bytes, digest, batch);
       return info;
     }
     if (await freshen(objectPath(objectsDirectory, digest))) return info;
@@ -325,7 +321,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     try {
       await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
       const { digest, sizeBytes } = await digestFile(temporary);
-      if (!batch?.files) {
+      if (!batch) {
         const handle = await open(temporary, 'r');
         try {
           await handle.sync();
@@ -364,22 +360,6 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return 'stream' in source ? putChunks(source.stream, batch) : putFile(source.file, batch);
   }
 
-  /**
-   * Makes many new files durable at once: `sync -f` (syncfs(2)) flushes the whole filesystem in
-   * one call, far cheaper than one fsync per file; where it is missing, each file is fsynced.
-   */
-  async function syncAll(files: readonly string[]): Promise<void> {
-    if (await syncFileSystem(objectsDirectory)) return;
-    for (const file of files) {
-      const handle = await open(file, 'r');
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    }
-  }
-
   async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
     try {
       const stats = await stat(objectPath(objectsDirectory, digest));
@@ -393,15 +373,14 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   return {
     put: (source) => putSource(source),
 
-    batch(options = {}) {
-      const state: BatchState = { directories: new Set(), files: options.isBulk ? [] : undefined };
+    batch() {
+      const state: BatchState = { directories: new Set(), files: [] };
       return {
         put: (source) => putSource(source, state),
         async commit() {
-          if (state.files && state.files.length > 0) await syncAll(state.files);
-          for (const directory of state.directories) await syncDirectory(directory);
+          await syncPaths([...state.files, ...state.directories], objectsDirectory);
           state.directories.clear();
-          if (state.files) state.files.length = 0;
+          state.files.length = 0;
         },
       };
     },

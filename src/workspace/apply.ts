@@ -1,9 +1,9 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync } from 'node:fs';
+import { chmodSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, open, readlink, rename, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { type Digest, resolveWorkspacePath, syncDirectory, syncFileSystem } from '../lib/index.js';
+import { resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
@@ -26,20 +26,6 @@ export interface ApplyResult {
 }
 
 type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
-
-/** Beyond this many paths to place, one filesystem sync beats one fsync per file. */
-const BULK_THRESHOLD = 32;
-
-async function syncFiles(files: readonly string[]): Promise<void> {
-  for (const file of files) {
-    const handle = await open(file, 'r').catch(() => undefined);
-    try {
-      await handle?.sync();
-    } finally {
-      await handle?.close();
-    }
-  }
-}
 
 function currentType(absolute: string): Current {
   try {
@@ -100,20 +86,28 @@ async function removeEntry(
   }
 }
 
+/** Files up to this size are fetched whole and written with synchronous calls. */
+const SMALL_FILE_BYTES = 1024 * 1024;
+
 async function writeFromStore(
   store: ObjectStore,
   absolute: string,
-  digest: Digest,
-  mode: number,
-  isSyncedNow: boolean,
+  entry: TreeEntry & { type: 'file' },
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}`;
-  const handle = await open(temporary, 'wx', 0o600);
   try {
+    if (entry.sizeBytes <= SMALL_FILE_BYTES) {
+      // A thread-pool round trip per call costs more than these calls themselves.
+      const bytes = await store.get(entry.digest);
+      writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o600 });
+      chmodSync(temporary, entry.mode);
+      renameSync(temporary, absolute);
+      return;
+    }
+    const handle = await open(temporary, 'wx', 0o600);
     try {
-      for await (const chunk of store.read(digest)) await handle.write(chunk);
-      await handle.chmod(mode);
-      if (isSyncedNow) await handle.sync();
+      for await (const chunk of store.read(entry.digest)) await handle.write(chunk);
+      await handle.chmod(entry.mode);
     } finally {
       await handle.close();
     }
@@ -151,8 +145,9 @@ export async function applyChanges(
     .filter((change) => change.after)
     .sort((a, b) => depth(a.path) - depth(b.path));
   const directoriesToSync = new Set<string>();
-  // Many files: write them all, then make the whole filesystem durable in one call.
-  const isBulk = placements.length > BULK_THRESHOLD;
+  // Everything written is made durable together at the end: see syncPaths.
+  const written: string[] = [];
+
   const modes: { absolute: string; mode: number; depth: number }[] = [];
   const total = changes.length;
   let done = 0;
@@ -211,7 +206,8 @@ export async function applyChanges(
       }
       modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
     } else if (after.type === 'file') {
-      await writeFromStore(store, absolute, after.digest, after.mode, !isBulk);
+      await writeFromStore(store, absolute, after);
+      written.push(absolute);
       if (type === undefined) result.created += 1;
       else result.written += 1;
     } else {
@@ -232,18 +228,7 @@ export async function applyChanges(
 
   for (const { absolute, mode } of modes.sort((a, b) => b.depth - a.depth))
     await chmod(absolute, mode);
-  if (isBulk && (await syncFileSystem(root))) directoriesToSync.clear();
-  else if (isBulk)
-    await syncFiles(
-      placements
-        .filter((change) => change.after?.type === 'file')
-        .map((change) => `${root}/${change.path}`),
-    );
-  for (const directory of directoriesToSync) {
-    // A directory emptied and then removed by this same call has nothing left to sync.
-    await syncDirectory(directory).catch((error: unknown) => {
-      if (!isSystemError(error, 'ENOENT')) throw error;
-    });
-  }
+  // A directory emptied and then removed by this same call has nothing left to sync: skipped.
+  await syncPaths([...written, ...directoriesToSync], root);
   return result;
 }

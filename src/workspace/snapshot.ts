@@ -56,8 +56,6 @@ const DEFAULT_MAX_FILES = 200_000;
 const SMALL_FILE_BYTES = 1024 * 1024;
 const READ_ATTEMPTS = 4;
 const CONCURRENCY = 8;
-/** Beyond this many files to store, one filesystem sync beats one fsync per file. */
-const BULK_THRESHOLD = 32;
 
 type Kind = 'file' | 'directory' | 'symlink';
 
@@ -417,7 +415,7 @@ export async function snapshot(
   }
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
-  const batch = options.store.batch({ isBulk: toRead.length > BULK_THRESHOLD });
+  const batch = options.store.batch();
   await runPool(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
   const { digest } = await buildTree('', 0, entries, cache, batch);
   await batch.commit();

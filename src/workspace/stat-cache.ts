@@ -11,9 +11,12 @@ const RECORD_SEPARATOR = '\0\n';
 /**
  * A file whose timestamps fall this close to when the cache was recorded may have changed again
  * within the filesystem's timestamp granularity, so its entry is not trusted (git's "racily
- * clean" problem). Two seconds covers coarse filesystems too.
+ * clean" problem). Filesystems with whole-second timestamps (FAT, HFS+) get two seconds; those
+ * with finer ones (ext4, btrfs, xfs, apfs: the kernel's coarse clock ticks every few
+ * milliseconds) get 100 ms. A timestamp with nanoseconds tells which kind the file lives on.
  */
-const RACY_WINDOW_NS = 2_000_000_000n;
+const COARSE_WINDOW_NS = 2_000_000_000n;
+const FINE_WINDOW_NS = 100_000_000n;
 
 /** What a snapshot remembers about one path: its stat fingerprint and what it held. */
 export interface CachedEntry {
@@ -30,14 +33,14 @@ export interface CachedEntry {
  */
 export class StatCache {
   readonly #entries: Map<string, string>;
-  readonly #trustedBeforeNs: bigint;
+  readonly #recordedAtNs: bigint;
   readonly #keys: string[] = [];
   readonly #changes = new Map<string, string>();
   #hasRacyEntries = false;
 
   private constructor(entries: Map<string, string>, recordedAtNs: bigint) {
     this.#entries = entries;
-    this.#trustedBeforeNs = recordedAtNs - RACY_WINDOW_NS;
+    this.#recordedAtNs = recordedAtNs;
   }
 
   /** Loads the cache of a store; an absent or unreadable cache is an empty one. */
@@ -82,7 +85,8 @@ export class StatCache {
     ) {
       return undefined;
     }
-    if (changedAtNs >= this.#trustedBeforeNs) {
+    const window = changedAtNs % 1_000_000_000n === 0n ? COARSE_WINDOW_NS : FINE_WINDOW_NS;
+    if (changedAtNs >= this.#recordedAtNs - window) {
       // Saved again with a later time, so the entry is trusted next time.
       this.#hasRacyEntries = true;
       return undefined;

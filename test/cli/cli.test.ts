@@ -212,5 +212,10 @@ describe('rewind CLI', () => {
       stderr: expect.stringContaining('[CHECKPOINT_NOT_FOUND]'),
     });
     expect(await rewind(cwd, 'undo', 'x1')).toMatchObject({ code: 2 });
+    await writeFile(join(cwd, 'file.txt'), 'x');
+    expect(await rewind(cwd, '--dir', 'file.txt', 'checkpoints')).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/file\.txt is a file, not a directory.*\[WORKSPACE_INVALID\]/),
+    });
   });
 });

@@ -141,4 +141,20 @@ describe('object store', () => {
     const names = await readdir(join(directory, 'objects'));
     expect(names).toEqual([]);
   });
+
+  it('stores many objects in a batch, durable together on commit, with no temporary file left', async () => {
+    const { directory, store } = await newStore();
+    const batch = store.batch();
+    const infos = [];
+    for (let index = 0; index < 100; index++)
+      infos.push(await batch.put(Buffer.from(`object ${index}`)));
+    infos.push(await batch.put(Buffer.from('object 7')));
+    await batch.commit();
+    expect(new Set(infos.map((info) => info.digest)).size).toBe(100);
+    for (const info of infos)
+      expect((await store.get(info.digest)).toString()).toMatch(/^object \d+$/);
+    expect(
+      (await readdir(join(directory, 'objects'))).filter((name) => name.startsWith('.')),
+    ).toEqual([]);
+  });
 });

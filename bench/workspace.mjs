@@ -1,0 +1,246 @@
+// Checkpoint and rollback, measured side by side with the alternatives in one run:
+//   node bench/workspace.mjs            (sizes from BENCH_SIZES, default "S,M,L")
+// For each workspace size and each number of changed files (1, 10, 1000), it times:
+//   rewind    Session.checkpoint / Session.rollback in a resident process (how agents use it),
+//             and the `rewind checkpoint` command as a whole process
+//   git       a shadow repository: `git add -A && git commit`; restore with
+//             `git restore --source HEAD . && git clean -fdq` (as Gemini CLI and OpenCode do)
+//   cp -a     a full copy of the tree; restore by moving the tree aside and copying it back
+//   find      `find WS -printf '%s %T@\n'`: the stat walk, the floor for any approach that looks
+//             at every file
+// and reports medians, ratios to the stat walk, and store growth per checkpoint.
+import { execFileSync, spawnSync } from 'node:child_process';
+import {
+  appendFileSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { init, openSession } from '../dist/index.js';
+import { generateWorkspace, random } from './generate-workspace.mjs';
+
+const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
+const CHANGES = [1, 10, 1000];
+const selected = (process.env.BENCH_SIZES ?? 'S,M,L').split(',');
+const root = fileURLToPath(new URL('..', import.meta.url));
+const base = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-ws-'));
+const trash = join(base, 'trash');
+mkdirSync(trash);
+
+const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
+const median = (values) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+};
+async function timed(fn) {
+  const start = process.hrtime.bigint();
+  await fn();
+  return ms(start);
+}
+const sh = (command, cwd) =>
+  execFileSync('sh', ['-c', command], { cwd, stdio: ['ignore', 'ignore', 'inherit'] });
+const duBytes = (path) => Number(execFileSync('du', ['-sb', path]).toString().split('\t')[0]);
+const devNull = openSync('/dev/null', 'w');
+let trashCount = 0;
+const moveToTrash = (path) => renameSync(path, join(trash, String(trashCount++)));
+
+function modify(files, count, next, round) {
+  const text = files.filter((file) => !file.endsWith('.bin'));
+  const chosen = new Set();
+  while (chosen.size < Math.min(count, text.length))
+    chosen.add(text[Math.floor(next() * text.length)]);
+  for (const file of chosen) appendFileSync(file, `// change ${round}\n`);
+  return [...chosen];
+}
+
+const results = [];
+for (const size of selected) {
+  const fileCount = SIZES[size];
+  const workspace = join(base, `ws-${size}`);
+  mkdirSync(workspace);
+  const files = generateWorkspace(workspace, fileCount).map((file) => join(workspace, file));
+  const next = random(7);
+  const repeats = size === 'L' ? 3 : 5;
+  const git = (args) =>
+    `git --git-dir=${join(base, `git-${size}`)} --work-tree=${workspace} ${args}`;
+  const findArgs = [
+    workspace,
+    '-path',
+    `${workspace}/.rewind`,
+    '-prune',
+    '-o',
+    '-printf',
+    '%s %T@\n',
+  ];
+  const copies = join(base, `copies-${size}`);
+  mkdirSync(copies);
+  const row = { size, fileCount, first: {}, byChanges: [] };
+  console.error(`\n== ${size}: ${fileCount} files, ${(duBytes(workspace) / 1e6).toFixed(0)} MB`);
+
+  await init({ workspace });
+  const session = await openSession({ workspace });
+  row.first.rewindMs = await timed(() => session.checkpoint('first'));
+  sh(
+    `${git('init -q')} && ${git('config gc.auto 0')} && ${git('config user.email b@b')} && ${git('config user.name b')}`,
+  );
+  writeFileSync(join(base, `git-${size}`, 'info', 'exclude'), '.rewind\n');
+  row.first.gitMs = await timed(() =>
+    sh(`${git('add -A')} && ${git('commit -qm first --no-verify')}`),
+  );
+  row.first.cpMs = await timed(() =>
+    sh(`mkdir ${copies}/first && cp -a ${workspace}/* ${copies}/first/`),
+  );
+  row.first.rewindStoreBytes = duBytes(join(workspace, '.rewind'));
+  row.first.gitStoreBytes = duBytes(join(base, `git-${size}`));
+  console.error(
+    `first checkpoint: rewind ${row.first.rewindMs.toFixed(0)} ms, git ${row.first.gitMs.toFixed(0)} ms, cp -a ${row.first.cpMs.toFixed(0)} ms`,
+  );
+
+  let round = 0;
+  for (const changes of CHANGES) {
+    const samples = {
+      find: [],
+      rewind: [],
+      rewindCli: [],
+      git: [],
+      cp: [],
+      rewindRollback: [],
+      gitRollback: [],
+      cpRollback: [],
+    };
+    const growth = { rewind: [], git: [], changedBytes: [] };
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      samples.find.push(
+        await timed(() =>
+          execFileSync('find', findArgs, { stdio: ['ignore', devNull, 'inherit'] }),
+        ),
+      );
+
+      let changed = modify(files, changes, next, ++round);
+      growth.changedBytes.push(changed.length * 1);
+      let before = duBytes(join(workspace, '.rewind', 'objects'));
+      samples.rewind.push(await timed(() => session.checkpoint(`r${round}`)));
+      growth.rewind.push(duBytes(join(workspace, '.rewind', 'objects')) - before);
+
+      modify(files, changes, next, ++round);
+      samples.rewindCli.push(
+        await timed(() => {
+          const result = spawnSync(
+            process.execPath,
+            [join(root, 'bin/rewind.js'), '-q', 'checkpoint', `c${round}`],
+            { cwd: workspace },
+          );
+          if (result.status !== 0) throw new Error(result.stderr.toString());
+        }),
+      );
+
+      changed = modify(files, changes, next, ++round);
+      before = duBytes(join(base, `git-${size}`, 'objects'));
+      samples.git.push(
+        await timed(() => sh(`${git('add -A')} && ${git(`commit -qm r${round} --no-verify`)}`)),
+      );
+      growth.git.push(duBytes(join(base, `git-${size}`, 'objects')) - before);
+
+      samples.cp.push(
+        await timed(() =>
+          sh(`mkdir ${copies}/${round} && cp -a ${workspace}/* ${copies}/${round}/`),
+        ),
+      );
+
+      // Rollback: break N files, then return to the latest checkpoint of each approach.
+      modify(files, changes, next, ++round);
+      samples.rewindRollback.push(await timed(() => session.rollback('latest')));
+      modify(files, changes, next, ++round);
+      samples.gitRollback.push(
+        await timed(() => sh(`${git('restore --source HEAD -- .')} && ${git('clean -fdq')}`)),
+      );
+      const latestCopy = `${copies}/${round - 2}`;
+      modify(files, changes, next, ++round);
+      samples.cpRollback.push(
+        await timed(() => {
+          for (const entry of execFileSync('ls', ['-A', workspace])
+            .toString()
+            .split('\n')
+            .filter(Boolean)) {
+            if (entry !== '.rewind') moveToTrash(join(workspace, entry));
+          }
+          sh(`cp -a ${latestCopy}/* ${workspace}/`);
+        }),
+      );
+      // cp -a restored file times and inodes differ: let the next rewind checkpoint see the truth.
+      await session.checkpoint(`resync${round}`);
+      moveToTrash(latestCopy);
+    }
+    const m = Object.fromEntries(
+      Object.entries(samples).map(([key, values]) => [key, median(values)]),
+    );
+    row.byChanges.push({
+      changes,
+      medians: m,
+      growth: { rewind: median(growth.rewind), git: median(growth.git) },
+    });
+    console.error(
+      `N=${changes}: find ${m.find.toFixed(0)} | checkpoint rewind ${m.rewind.toFixed(0)} (cli ${m.rewindCli.toFixed(0)}) git ${m.git.toFixed(0)} cp ${m.cp.toFixed(0)} | ` +
+        `rollback rewind ${m.rewindRollback.toFixed(0)} git ${m.gitRollback.toFixed(0)} cp ${m.cpRollback.toFixed(0)} | growth rewind ${median(growth.rewind)} B git ${median(growth.git)} B`,
+    );
+  }
+  await session.close();
+  results.push(row);
+  moveToTrash(workspace);
+}
+
+const fmt = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
+const ratio = (a, b) => `${(a / b).toFixed(2)}×`;
+console.log('### First checkpoint\n');
+console.log('| workspace | rewind | shadow git | cp -a | rewind store | git store |');
+console.log('|---|---|---|---|---|---|');
+for (const r of results) {
+  console.log(
+    `| ${r.size} (${r.fileCount} files) | ${fmt(r.first.rewindMs)} ms | ${fmt(r.first.gitMs)} ms | ${fmt(r.first.cpMs)} ms | ` +
+      `${(r.first.rewindStoreBytes / 1e6).toFixed(0)} MB | ${(r.first.gitStoreBytes / 1e6).toFixed(0)} MB |`,
+  );
+}
+console.log('\n### Checkpoint after N changed files (median ms; ratio to the stat walk)\n');
+console.log(
+  '| workspace | N | find (floor) | rewind | rewind CLI process | shadow git | cp -a | rewind vs git |',
+);
+console.log('|---|---|---|---|---|---|---|---|');
+for (const r of results) {
+  for (const c of r.byChanges) {
+    const m = c.medians;
+    console.log(
+      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewind)} (${ratio(m.rewind, m.find)}) | ${fmt(m.rewindCli)} (${ratio(m.rewindCli, m.find)}) | ` +
+        `${fmt(m.git)} (${ratio(m.git, m.find)}) | ${fmt(m.cp)} (${ratio(m.cp, m.find)}) | ${(m.git / m.rewind).toFixed(2)}× faster |`,
+    );
+  }
+}
+console.log('\n### Rollback with N changed files (median ms; ratio to the stat walk)\n');
+console.log('| workspace | N | find (floor) | rewind | shadow git | cp -a back |');
+console.log('|---|---|---|---|---|---|');
+for (const r of results) {
+  for (const c of r.byChanges) {
+    const m = c.medians;
+    console.log(
+      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewindRollback)} (${ratio(m.rewindRollback, m.find)}) | ` +
+        `${fmt(m.gitRollback)} (${ratio(m.gitRollback, m.find)}) | ${fmt(m.cpRollback)} (${ratio(m.cpRollback, m.find)}) |`,
+    );
+  }
+}
+console.log('\n### Store growth per checkpoint (median bytes on disk)\n');
+console.log('| workspace | N | rewind objects | git objects (loose, no gc) |');
+console.log('|---|---|---|---|');
+for (const r of results) {
+  for (const c of r.byChanges)
+    console.log(`| ${r.size} | ${c.changes} | ${c.growth.rewind} | ${c.growth.git} |`);
+}
+writeFileSync(
+  join(root, 'bench', 'last-workspace-run.json'),
+  `${JSON.stringify(results, null, 2)}\n`,
+);
+rmSync(base, { recursive: true, force: true });
