@@ -231,9 +231,8 @@ export class Session {
     const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
     const session = new Session(location, ledger, options);
     try {
-      await session.#withOperationLock('finishing an interrupted operation', () =>
-        session.#recover(),
-      );
+      // Taking the lock finishes any interrupted operation first.
+      await session.#withOperationLock('opening the session', async () => {});
     } catch (error) {
       await ledger.close();
       throw error;
@@ -247,6 +246,7 @@ export class Session {
       purpose: `${purpose} (session ${this.id})`,
     });
     try {
+      await this.#recover();
       return await fn();
     } finally {
       await lock.release();

@@ -120,9 +120,10 @@ async function writeFromStore(
 
 /**
  * Makes each changed path of a workspace hold its `after` state (or nothing), whatever it holds
- * now: files are written to a temporary file beside them, fsynced and renamed into place;
- * directories are created or removed; modes fixed; symbolic links recreated, never followed. It
- * is idempotent, so running it again after a crash finishes the job. Paths that `.rewindignore`
+ * now: files are written to a temporary file beside them and renamed into place (never torn);
+ * directories are created or removed; modes fixed; symbolic links recreated, never followed;
+ * everything written is fsynced before it returns. It is idempotent, so running it again after a
+ * crash finishes the job. Paths that `.rewindignore`
  * now excludes are never touched, nor is anything found under them.
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
@@ -156,9 +157,13 @@ export async function applyChanges(
     options.onProgress?.({ done, total, path });
   };
 
+  const checkedParents = new Set<string>();
   const locate = async (path: string): Promise<string> => {
     const parent = posix.dirname(path);
-    if (parent !== '.') await resolveWorkspacePath(root, parent);
+    if (parent !== '.' && !checkedParents.has(parent)) {
+      await resolveWorkspacePath(root, parent);
+      checkedParents.add(parent);
+    }
     return `${root}/${path}`;
   };
 
@@ -186,18 +191,21 @@ export async function applyChanges(
     }
     const absolute = await locate(change.path);
     let type = currentType(absolute);
-    if (type !== undefined && type !== after.type && !(type === 'file' && after.type === 'file')) {
-      if (type === 'directory' || after.type === 'directory' || after.type === 'symlink') {
-        if ((await removeEntry(absolute, type)) === 'not-empty') {
-          throw new RewindError(
-            'PATH_UNREADABLE',
-            `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
-              '(ignored by .rewindignore). Move them away, then retry.',
-            { data: { path: change.path } },
-          );
-        }
-        type = undefined;
+    // A file is renamed over whatever non-directory is there; anything else must go first.
+    if (
+      type !== undefined &&
+      type !== after.type &&
+      (type === 'directory' || after.type !== 'file')
+    ) {
+      if ((await removeEntry(absolute, type)) === 'not-empty') {
+        throw new RewindError(
+          'PATH_UNREADABLE',
+          `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
+            '(ignored by .rewindignore). Move them away, then retry.',
+          { data: { path: change.path } },
+        );
       }
+      type = undefined;
     }
     if (after.type === 'directory') {
       if (type !== 'directory') {

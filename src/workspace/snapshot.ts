@@ -16,7 +16,7 @@ import { dirname, sep } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import { encodeTree, type ObjectBatch, type ObjectStore, type TreeEntry } from '../store/index.js';
-import { IgnoreRules } from './ignore-rules.js';
+import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
 
 /** Options of {@link snapshot}. */
@@ -155,7 +155,9 @@ function scanDirectory(
   } catch (error) {
     throw unreadable(relative === '' ? absolute : relative, error);
   }
-  const inner = relative === '' ? rules : rules.enter(absolute, relative);
+  // Only directories that hold a .rewindignore add rules: no failed open in every directory.
+  const inner =
+    relative !== '' && names.includes(IGNORE_FILE) ? rules.enter(absolute, relative) : rules;
   const entries: ScannedEntry[] = [];
   for (const name of names) {
     const childRelative = relative === '' ? name : `${relative}/${name}`;
