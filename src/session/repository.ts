@@ -27,6 +27,7 @@ import {
   type StoreLocation,
   walkReferences,
 } from '../store/index.js';
+import { cachedReferences, clearStatCache } from '../workspace/index.js';
 
 /** Options every store operation takes. */
 export interface WorkspaceOptions {
@@ -420,7 +421,8 @@ export interface GcReport {
 }
 
 /**
- * Removes the objects that no ledger references, directly or through trees, and the temporary
+ * Removes the objects that no ledger references, directly or through trees (nor the stat cache
+ * of the last snapshot, which the next snapshot reuses without reading), and the temporary
  * files crashed writes left. Objects written within `graceMs` (default one hour) are spared,
  * since a writer may be about to record the entry that references them. With `dryRun`, only
  * reports. Refuses (`TREE_INVALID`, `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`) when a referenced tree
@@ -450,6 +452,20 @@ export async function gc(
       );
     },
   );
+  // The stat cache lets the next snapshot reuse objects without reading them: keep those too. A
+  // cache naming a tree that cannot be read is stale: dropped, so the next snapshot reads all.
+  let isCacheStale = false;
+  await walkReferences(
+    store,
+    await cachedReferences(location.directory),
+    (reference) => {
+      reachable.add(reference.digest);
+    },
+    () => {
+      isCacheStale = true;
+    },
+  );
+  if (isCacheStale && options.dryRun !== true) await clearStatCache(location.directory);
   const report: GcReport = {
     isDryRun: options.dryRun === true,
     removed: [],

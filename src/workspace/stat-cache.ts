@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { writeFileAtomic } from '../lib/index.js';
+import { isDigest, writeFileAtomic } from '../lib/index.js';
+import type { ObjectReference } from '../store/index.js';
 
 const CACHE_FILE = join('cache', 'snapshot-v1');
 const HEADER = 'rewind-snapshot-cache 1';
@@ -67,6 +68,21 @@ export class StatCache {
     return new StatCache(entries, BigInt(recordedAt as string));
   }
 
+  /**
+   * Every object the cache names: file contents and directory trees of the last snapshot. A
+   * snapshot reuses them without reading them, so they must outlive garbage collection even when
+   * no ledger entry refers to them (a snapshot taken only to diff the working tree).
+   */
+  references(): ObjectReference[] {
+    const references: ObjectReference[] = [];
+    for (const [key, value] of this.#entries) {
+      const payload = value.slice(value.indexOf('\0') + 1);
+      if (!isDigest(payload)) continue;
+      references.push({ type: key.endsWith('/') ? 'tree' : 'blob', digest: payload });
+    }
+    return references;
+  }
+
   /** True when the cache holds nothing: the next snapshot reads every file. */
   get isEmpty(): boolean {
     return this.#entries.size === 0;
@@ -120,4 +136,14 @@ export class StatCache {
       isDurable: false,
     });
   }
+}
+
+/** The objects the stat cache of a store refers to; see {@link StatCache.references}. */
+export async function cachedReferences(storeDirectory: string): Promise<ObjectReference[]> {
+  return (await StatCache.load(storeDirectory)).references();
+}
+
+/** Deletes the stat cache of a store: the next snapshot reads every file again. */
+export async function clearStatCache(storeDirectory: string): Promise<void> {
+  await rm(join(storeDirectory, CACHE_FILE), { force: true });
 }

@@ -2,7 +2,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
-import { gc, init, log, openSession } from '../../src/session/index.js';
+import { gc, init, log, openSession, verify } from '../../src/session/index.js';
 import { createObjectStore } from '../../src/store/index.js';
 import { snapshot } from '../../src/workspace/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
@@ -152,6 +152,28 @@ describe('rollback', () => {
     await again.rollback('base');
     expect(await stateOf()).toBe(base.tree);
     await again.close();
+  });
+});
+
+describe('gc and the stat cache', () => {
+  it('keeps what the stat cache names, so a later checkpoint never refers to a collected object', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a' });
+    await session.checkpoint('base');
+    // A working-tree diff stores the edited file without any ledger entry referring to it.
+    await writeFile(join(workspace, 'a.txt'), 'edited, only ever seen by a diff');
+    // Older than the racy window, so the next snapshot trusts the cache instead of re-reading.
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    await session.diff('base');
+    await gc({ workspace, graceMs: 0 });
+    const edited = await session.checkpoint('edited');
+    expect((await verify({ workspace })).problems).toEqual([]);
+    await session.rollback('base');
+    await session.rollback('edited');
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe(
+      'edited, only ever seen by a diff',
+    );
+    expect(await stateOf()).toBe(edited.tree);
+    await session.close();
   });
 });
 
