@@ -14,8 +14,8 @@ import {
   type ApplyProgress,
   type ApplyResult,
   applyChanges,
-  changeKind,
   diffTrees,
+  fileChangeKind,
   renderDiff,
   type SnapshotResult,
   snapshot,
@@ -173,10 +173,8 @@ function countFiles(changes: readonly TreeChange[]): {
 } {
   const counts = { added: 0, modified: 0, deleted: 0 };
   for (const change of changes) {
-    if (change.before?.type === 'directory' && change.after?.type === 'directory') continue;
-    if (!change.before && change.after?.type === 'directory') continue;
-    if (!change.after && change.before?.type === 'directory') continue;
-    counts[changeKind(change)] += 1;
+    const kind = fileChangeKind(change);
+    if (kind) counts[kind] += 1;
   }
   return counts;
 }
@@ -415,15 +413,13 @@ export class Session {
       : new Set<Digest>();
     const planned: PlannedChange[] = [];
     const trees = new Map<Digest, Promise<TreeEntry[]>>();
+    const actions = { added: 'created', deleted: 'deleted', modified: 'written' } as const;
     for (const change of changes) {
-      if (
-        change.before?.type === 'directory' ||
-        (!change.before && change.after?.type === 'directory')
-      )
-        continue;
-      const action = !change.before ? 'created' : !change.after ? 'deleted' : 'written';
+      const kind = fileChangeKind(change);
+      if (!kind) continue;
+      const action = actions[kind];
       let isUnrecorded = false;
-      if (isDryRun && change.before) {
+      if (isDryRun && kind !== 'added' && change.before) {
         isUnrecorded = true;
         for (const tree of recordedTrees) {
           const seen = await entryAt(this.#store, tree, change.path, trees);
@@ -546,17 +542,13 @@ export class Session {
         names = [a.name, b.name];
       }
       const changes = await diffTrees(this.#store, fromTree, toTree);
-      const files = changes.filter(
-        (change) =>
-          !(
-            change.before?.type === 'directory' ||
-            (!change.before && change.after?.type === 'directory')
-          ),
-      );
       return {
         from: names[0],
         to: names[1],
-        changes: files.map((change) => ({ path: change.path, kind: changeKind(change) })),
+        changes: changes.flatMap((change) => {
+          const kind = fileChangeKind(change);
+          return kind ? [{ path: change.path, kind }] : [];
+        }),
         text: await renderDiff(this.#store, changes),
       };
     });

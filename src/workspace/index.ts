@@ -3,4 +3,4 @@ export { IGNORE_FILE } from './ignore-rules.js';
 export { renderDiff } from './render-diff.js';
 export { checkWorkspace, type SnapshotOptions, type SnapshotResult, snapshot } from './snapshot.js';
 export { cachedReferences, clearStatCache } from './stat-cache.js';
-export { changeKind, diffTrees, type TreeChange } from './tree-diff.js';
+export { diffTrees, fileChangeKind, type TreeChange } from './tree-diff.js';

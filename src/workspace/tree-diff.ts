@@ -12,11 +12,18 @@ export interface TreeChange {
   after: TreeEntry | undefined;
 }
 
-/** `added`, `deleted`, or `modified` (content, mode, link target or type). */
-export function changeKind(change: TreeChange): 'added' | 'deleted' | 'modified' {
-  if (!change.before) return 'added';
-  if (!change.after) return 'deleted';
-  return 'modified';
+/**
+ * What a change means for files (and symbolic links), leaving directories out: `added` when a
+ * file appears where there was none (or a directory), `deleted` when one goes, `modified` when
+ * one is replaced, re-moded or re-linked. Undefined for a change to directories only.
+ */
+export function fileChangeKind(change: TreeChange): 'added' | 'deleted' | 'modified' | undefined {
+  const hadFile = change.before !== undefined && change.before.type !== 'directory';
+  const hasFile = change.after !== undefined && change.after.type !== 'directory';
+  if (hadFile && hasFile) return 'modified';
+  if (hasFile) return 'added';
+  if (hadFile) return 'deleted';
+  return undefined;
 }
 
 function isSameEntry(a: TreeEntry, b: TreeEntry): boolean {
