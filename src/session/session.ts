@@ -261,7 +261,9 @@ export class Session {
     for (const action of restoreActions(entries).values()) {
       if (action.completedSeq !== undefined) continue;
       const changes = await diffTrees(this.#store, action.beforeTree, action.afterTree);
-      const applied = await applyChanges(this.workspace, this.#store, changes);
+      const applied = await applyChanges(this.workspace, this.#store, changes, {
+        isRecovery: true,
+      });
       const started = entries.find((entry) => entry.seq === action.seq);
       await this.#ledger.append(
         action.kind === 'rollback' ? 'rollback-completed' : 'undo-completed',

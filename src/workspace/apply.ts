@@ -1,6 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { chmodSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
-import { chmod, mkdir, open, readlink, rename, rmdir, symlink, unlink } from 'node:fs/promises';
+import {
+  chmod,
+  mkdir,
+  open,
+  readdir,
+  readlink,
+  rename,
+  rmdir,
+  symlink,
+  unlink,
+} from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { resolveWorkspacePath, syncPaths } from '../lib/index.js';
@@ -86,6 +96,25 @@ async function removeEntry(
   }
 }
 
+/** Ends the name of a file being restored; one left by a crash is removed on recovery. */
+const TEMPORARY_SUFFIX = '.rewind-tmp';
+const TEMPORARY_PATTERN = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
+
+/** Removes the temporary files a killed restore may have left in these directories. */
+async function removeLeftovers(directories: Iterable<string>): Promise<void> {
+  for (const directory of directories) {
+    let names: string[];
+    try {
+      names = await readdir(directory);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (TEMPORARY_PATTERN.test(name)) await unlink(`${directory}/${name}`).catch(() => {});
+    }
+  }
+}
+
 /** Files up to this size are fetched whole and written with synchronous calls. */
 const SMALL_FILE_BYTES = 1024 * 1024;
 
@@ -94,7 +123,7 @@ async function writeFromStore(
   absolute: string,
   entry: TreeEntry & { type: 'file' },
 ): Promise<void> {
-  const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}`;
+  const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A thread-pool round trip per call costs more than these calls themselves.
@@ -134,7 +163,11 @@ export async function applyChanges(
   workspace: string,
   store: ObjectStore,
   changes: readonly TreeChange[],
-  options: { onProgress?: (progress: ApplyProgress) => void } = {},
+  options: {
+    onProgress?: (progress: ApplyProgress) => void;
+    /** After a crash: also remove temporary files an interrupted run left beside its paths. */
+    isRecovery?: boolean;
+  } = {},
 ): Promise<ApplyResult> {
   const root = checkWorkspace(workspace);
   const isIgnored = createIgnoreCheck(root);
@@ -236,6 +269,11 @@ export async function applyChanges(
 
   for (const { absolute, mode } of modes.sort((a, b) => b.depth - a.depth))
     await chmod(absolute, mode);
+  if (options.isRecovery) {
+    await removeLeftovers(
+      new Set(changes.map((change) => posix.dirname(`${root}/${change.path}`))),
+    );
+  }
   // A directory emptied and then removed by this same call has nothing left to sync: skipped.
   await syncPaths([...written, ...directoriesToSync], root);
   return result;

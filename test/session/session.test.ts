@@ -275,6 +275,8 @@ describe('a rollback killed midway', () => {
         (await readLedgerFile(ledgerFile)).entries.map((entry) => entry.kind).slice(-1),
       ).toEqual(['rollback-started']);
       expect(await stateOf()).not.toBe(base.tree);
+      // What a kill in the middle of writing one file leaves: its temporary file.
+      await writeFile(join(workspace, 'd1/.f1.txt.rewind-0123456789ab.rewind-tmp'), 'half a file');
 
       const reopened = await openSession({ workspace });
       expect(await stateOf()).toBe(base.tree);
