@@ -222,13 +222,16 @@ function sameStats(a: BigIntStats, b: BigIntStats): boolean {
 
 /**
  * Stores one file's content, making sure it did not change while it was read: the file's stat
- * before and after reading must match, else it is read again. Never stores a torn file.
+ * before and after reading must match, and so must the number of bytes read (a truncate and a
+ * rewrite within one tick of the filesystem clock leave the times as they were), else it is read
+ * again. Never stores a torn file.
  */
 async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     let before: BigIntStats;
     let after: BigIntStats;
     let digest: Digest;
+    let readBytes: number;
     try {
       before = lstatSync(entry.absolute, { bigint: true });
       if (!before.isFile())
@@ -243,9 +246,9 @@ async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promise<void>
         } finally {
           closeSync(descriptor);
         }
-        digest = (await batch.put(bytes)).digest;
+        ({ digest, sizeBytes: readBytes } = await batch.put(bytes));
       } else {
-        digest = (await batch.put({ file: entry.absolute })).digest;
+        ({ digest, sizeBytes: readBytes } = await batch.put({ file: entry.absolute }));
         after = lstatSync(entry.absolute, { bigint: true });
       }
     } catch (error) {
@@ -253,7 +256,7 @@ async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promise<void>
       if (isSystemError(error, 'ENOENT') && attempt < READ_ATTEMPTS) continue;
       throw unreadable(entry.relative, error);
     }
-    if (sameStats(before, after)) {
+    if (sameStats(before, after) && BigInt(readBytes) === after.size) {
       entry.payload = digest;
       entry.fingerprint = fingerprintOf(after);
       entry.changedAtNs = changedAtOf(after);
