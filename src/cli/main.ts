@@ -519,6 +519,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version')
         return EXIT_OK;
       if (error.code === 'commander.executeSubCommandAsync' || error.exitCode === 0) return EXIT_OK;
+      // Commander has already explained the mistake on stderr; --json still gets its document.
+      if (isJson) {
+        const message = error.message.replace(/^error: /, '');
+        io.stdout(`${JSON.stringify({ error: { code: 'USAGE', message, data: {} } }, null, 2)}\n`);
+      }
       return EXIT_USAGE;
     }
     if (isJson) io.stdout(`${JSON.stringify(errorDocument(error), null, 2)}\n`);

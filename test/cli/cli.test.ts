@@ -83,6 +83,14 @@ describe('rewind CLI', () => {
     const failed = await rewind(cwd, '--json', 'log', '--session', 'nosuch');
     expect(failed.code).toBe(1);
     expect(JSON.parse(failed.stdout)).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
+    const misused = await rewind(cwd, '--json', 'checkpoint');
+    expect(misused.code).toBe(2);
+    expect(JSON.parse(misused.stdout)).toMatchObject({
+      error: {
+        code: 'USAGE',
+        message: expect.stringContaining("missing required argument 'label'"),
+      },
+    });
   });
 
   it('exits 2 with usage help on a usage error, and 1 with code and advice on a refusal', async () => {
