@@ -23,6 +23,10 @@ export const ENTRY_KINDS = {
     'Intent: an action is about to be undone. Body: `undoes` (its seq), `beforeTree`, `afterTree`: every path that differs between them is set to its afterTree state.',
   'undo-completed':
     'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
+  'rollback-failed':
+    'The restore announced by a rollback-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
+  'undo-failed':
+    'The undo announced by an undo-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `undoes`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
   'undo-refused':
     'An undo was refused because paths the action touched changed since. Body: `undoes`, `paths` (up to 50), `pathCount`.',
 } as const;
@@ -125,6 +129,16 @@ export function describeEntry(entry: LedgerEntry): string {
           : `undo #${String(body.startedSeq)} (of #${String(body.undoes)})`;
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
       return `${what} completed: ${String(body.written)} written, ${String(body.created)} created, ${String(body.deleted)} deleted${recovery}`;
+    }
+    case 'rollback-failed':
+    case 'undo-failed': {
+      const what = entry.kind === 'rollback-failed' ? 'rollback' : 'undo';
+      const error = (body.error ?? {}) as { code?: unknown; message?: unknown };
+      const state =
+        body.isReverted === true
+          ? 'workspace put back as it was'
+          : 'workspace left partly restored';
+      return `${what} #${String(body.startedSeq)} failed (${String(error.code)}): ${state}`;
     }
     case 'undo-started':
       return `undo of #${String(body.undoes)} started (redo with \`rewind undo ${entry.seq}\`)`;

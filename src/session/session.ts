@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { RewindError } from '../errors.js';
+import { isRewindError, RewindError } from '../errors.js';
 import { Ledger, type LedgerEntry, type SessionFile } from '../ledger/index.js';
 import { acquireLock, type Digest } from '../lib/index.js';
 import {
@@ -107,7 +107,8 @@ interface RestoreAction {
   kind: 'rollback' | 'undo';
   beforeTree: Digest;
   afterTree: Digest;
-  completedSeq: number | undefined;
+  /** `open` until a completion or failure entry names it. */
+  outcome: 'open' | 'completed' | 'failed';
 }
 
 const LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -146,6 +147,13 @@ function checkpointOf(entry: LedgerEntry): CheckpointInfo {
   };
 }
 
+const CLOSING_KINDS: Record<string, 'completed' | 'failed' | undefined> = {
+  'rollback-completed': 'completed',
+  'undo-completed': 'completed',
+  'rollback-failed': 'failed',
+  'undo-failed': 'failed',
+};
+
 function restoreActions(entries: readonly LedgerEntry[]): Map<number, RestoreAction> {
   const actions = new Map<number, RestoreAction>();
   for (const entry of entries) {
@@ -155,12 +163,13 @@ function restoreActions(entries: readonly LedgerEntry[]): Map<number, RestoreAct
         kind: entry.kind === 'rollback-started' ? 'rollback' : 'undo',
         beforeTree: entry.body.beforeTree as Digest,
         afterTree: entry.body.afterTree as Digest,
-        completedSeq: undefined,
+        outcome: 'open',
       });
     }
-    if (entry.kind === 'rollback-completed' || entry.kind === 'undo-completed') {
+    const closed = CLOSING_KINDS[entry.kind];
+    if (closed) {
       const action = actions.get(Number(entry.body.startedSeq));
-      if (action) action.completedSeq = entry.seq;
+      if (action) action.outcome = closed;
     }
   }
   return actions;
@@ -259,20 +268,65 @@ export class Session {
   async #recover(): Promise<void> {
     const entries = await this.#entries();
     for (const action of restoreActions(entries).values()) {
-      if (action.completedSeq !== undefined) continue;
+      if (action.outcome !== 'open') continue;
+      const started = entries.find((entry) => entry.seq === action.seq) as LedgerEntry;
       const changes = await diffTrees(this.#store, action.beforeTree, action.afterTree);
+      await this.#finish(action.kind, started, changes, { isRecovery: true });
+    }
+  }
+
+  /**
+   * Applies an announced restore and journals how it ended. If it fails (a missing object, a
+   * path that became a link), the paths it touched are put back as they were, the failure is
+   * journaled (closing the intent, so it is not retried forever), and the error is rethrown
+   * saying whether the workspace is back as it was.
+   */
+  async #finish(
+    kind: 'rollback' | 'undo',
+    started: LedgerEntry,
+    changes: readonly TreeChange[],
+    options: { isRecovery: boolean; onProgress?: (progress: ApplyProgress) => void },
+  ): Promise<ApplyResult> {
+    const common = {
+      startedSeq: started.seq,
+      ...(kind === 'undo' && { undoes: started.body.undoes }),
+      isRecovery: options.isRecovery,
+    };
+    try {
       const applied = await applyChanges(this.workspace, this.#store, changes, {
-        isRecovery: true,
+        isRecovery: options.isRecovery,
+        ...(options.onProgress && { onProgress: options.onProgress }),
       });
-      const started = entries.find((entry) => entry.seq === action.seq);
-      await this.#ledger.append(
-        action.kind === 'rollback' ? 'rollback-completed' : 'undo-completed',
-        {
-          startedSeq: action.seq,
-          ...(action.kind === 'undo' && { undoes: started?.body.undoes }),
-          ...applied,
-          isRecovery: true,
-        },
+      await this.#ledger.append(kind === 'rollback' ? 'rollback-completed' : 'undo-completed', {
+        ...common,
+        ...applied,
+      });
+      return applied;
+    } catch (error) {
+      let isReverted = false;
+      try {
+        const back = changes.map((change) => ({
+          path: change.path,
+          before: change.after,
+          after: change.before,
+        }));
+        await applyChanges(this.workspace, this.#store, back, { isRecovery: true });
+        isReverted = true;
+      } catch {}
+      const code = isRewindError(error) ? error.code : 'IO_FAILED';
+      const message = error instanceof Error ? error.message : String(error);
+      await this.#ledger.append(kind === 'rollback' ? 'rollback-failed' : 'undo-failed', {
+        ...common,
+        error: { code, message },
+        isReverted,
+      });
+      throw new RewindError(
+        code,
+        `The ${kind} #${started.seq} failed: ${message} ` +
+          (isReverted
+            ? 'The workspace was put back as it was before; nothing was lost.'
+            : 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'),
+        { data: { id: started.seq, isReverted }, cause: error },
       );
     }
   }
@@ -393,13 +447,9 @@ export class Session {
           { type: 'tree', digest: target.tree },
         ],
       );
-      const applied = await applyChanges(this.workspace, this.#store, changes, {
-        ...(options.onProgress && { onProgress: options.onProgress }),
-      });
-      await this.#ledger.append('rollback-completed', {
-        startedSeq: started.seq,
-        ...applied,
+      const applied = await this.#finish('rollback', started, changes, {
         isRecovery: false,
+        ...(options.onProgress && { onProgress: options.onProgress }),
       });
       return { ...result, id: started.seq, applied };
     });
@@ -447,6 +497,13 @@ export class Session {
   async undo(id: number): Promise<UndoResult> {
     return this.#withOperationLock(`undoing #${id}`, async () => {
       const action = restoreActions(await this.#entries()).get(id);
+      if (action?.outcome === 'failed') {
+        throw new RewindError(
+          'ACTION_NOT_FOUND',
+          `Action #${id} of session ${this.id} failed and was put back, so there is nothing to undo. Run \`rewind log\` for what happened.`,
+          { data: { id } },
+        );
+      }
       if (!action) {
         throw new RewindError(
           'ACTION_NOT_FOUND',
@@ -482,13 +539,7 @@ export class Session {
         before: change.after,
         after: change.before,
       }));
-      const applied = await applyChanges(this.workspace, this.#store, reverse);
-      await this.#ledger.append('undo-completed', {
-        startedSeq: started.seq,
-        undoes: id,
-        ...applied,
-        isRecovery: false,
-      });
+      const applied = await this.#finish('undo', started, reverse, { isRecovery: false });
       return { status: 'undone', id: started.seq, undoes: id, applied };
     });
   }

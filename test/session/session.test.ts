@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
 import { gc, init, log, openSession, verify } from '../../src/session/index.js';
-import { createObjectStore } from '../../src/store/index.js';
+import { createObjectStore, readTree } from '../../src/store/index.js';
 import { snapshot } from '../../src/workspace/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -174,6 +174,35 @@ describe('gc and the stat cache', () => {
     );
     expect(await stateOf()).toBe(edited.tree);
     await session.close();
+  });
+});
+
+describe('a rollback that fails', () => {
+  it('puts the workspace back as it was, journals the failure, and leaves the session usable', async () => {
+    const { workspace, session, store, stateOf } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
+    const base = await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'A');
+    await writeFile(join(workspace, 'b.txt'), 'B');
+    const edited = await stateOf();
+    // The content of b.txt at the checkpoint is gone from the store (deleted by hand).
+    const root = await readTree(store, base.tree);
+    const lost = root.entries.find((entry) => entry.name === 'b.txt');
+    if (lost?.type !== 'file') throw new Error('unreachable');
+    const hex = lost.digest.slice('sha256:'.length);
+    await rm(join(workspace, '.rewind', 'objects', hex.slice(0, 2), hex.slice(2)), { force: true });
+
+    const error = await session.rollback('base').catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ code: 'OBJECT_NOT_FOUND', data: { id: 3, isReverted: true } });
+    expect(String(error)).toContain('put back as it was before');
+    expect(await stateOf()).toBe(edited);
+    await session.close();
+    const kinds = (await log({ workspace })).entries.map((entry) => entry.kind);
+    expect(kinds.slice(-2)).toEqual(['rollback-started', 'rollback-failed']);
+
+    const again = await openSession({ workspace });
+    expect((await again.checkpoint('after-failure')).label).toBe('after-failure');
+    await expect(again.undo(3)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await again.close();
   });
 });
 
