@@ -45,7 +45,7 @@ export interface StoredObject extends ObjectInfo {
 
 interface BatchState {
   directories: Set<string>;
-  /** In a bulk batch, the object files written, made durable together on commit. */
+  /** The object files written, made durable together on commit. */
   files: string[];
 }
 
@@ -214,7 +214,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     try {
       try {
         await write(handle);
-        // A bulk batch makes everything durable at once when it commits.
+        // A batch makes its objects durable together when it commits.
         if (!batch) await handle.sync();
       } finally {
         await handle.close();
@@ -227,8 +227,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   /**
-   * The bulk path for small content: synchronous calls, since a round trip through the thread
-   * pool costs several times the system call itself and a bulk batch stores thousands of objects.
+   * The batch path for small content: synchronous calls, since a round trip through the thread
+   * pool costs several times the system call itself and a batch may store thousands of objects.
    */
   function putBytesNow(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     const file = objectPath(objectsDirectory, digest);
