@@ -1,3 +1,4 @@
+import { stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
@@ -27,7 +28,7 @@ import {
   type StoreLocation,
   walkReferences,
 } from '../store/index.js';
-import { cachedReferences, clearStatCache } from '../workspace/index.js';
+import { cachedReferences, checkWorkspace, clearStatCache } from '../workspace/index.js';
 
 /** Options every store operation takes. */
 export interface WorkspaceOptions {
@@ -96,11 +97,15 @@ export interface InitResult {
  * current one. On a workspace that has a store already, changes nothing and reports its current
  * session. `hashChain` makes every entry of the new session commit to the previous one.
  *
- * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make.
+ * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make, and
+ * `WORKSPACE_REFUSED` for `/` or a home directory.
  */
 export async function init(
   options: WorkspaceOptions & { hashChain?: boolean; now?: () => Date; generateId?: () => string },
 ): Promise<InitResult> {
+  // A store in / or a home directory could never be snapshotted: refuse before creating it.
+  const stats = await stat(options.workspace).catch(() => undefined);
+  if (stats) checkWorkspace(options.workspace);
   const location = await initStore(options.workspace, { ...(options.now && { now: options.now }) });
   let current = await readCurrentSession(location.directory).catch((error: unknown) => {
     if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;

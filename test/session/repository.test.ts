@@ -40,6 +40,27 @@ describe('init', () => {
     expect(await readdir(join(workspace, '.rewind', 'sessions'))).toHaveLength(1);
   });
 
+  it('refuses a home directory, creating nothing there', async () => {
+    const home = await makeTempDirectory();
+    const saved = process.env.HOME;
+    process.env.HOME = home;
+    try {
+      await expect(init({ workspace: home })).rejects.toMatchObject({ code: 'WORKSPACE_REFUSED' });
+    } finally {
+      process.env.HOME = saved;
+    }
+    expect(await readdir(home)).toEqual([]);
+  });
+
+  it('refuses a workspace that is a file', async () => {
+    const file = join(await makeTempDirectory(), 'file.txt');
+    await writeFile(file, 'x');
+    await expect(init({ workspace: file })).rejects.toMatchObject({
+      code: 'WORKSPACE_INVALID',
+      data: { path: file },
+    });
+  });
+
   it('refuses a .rewind/ that is not ours and leaves it untouched', async () => {
     const workspace = await makeTempDirectory();
     await mkdir(join(workspace, '.rewind'));
