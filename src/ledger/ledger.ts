@@ -3,7 +3,7 @@ import { fstatSync, writeSync } from 'node:fs';
 import { mkdir, open, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
-import { parseJsonLines, syncDirectory, type UnreadableLine, withLock } from '../lib/index.js';
+import { parseJsonLines, syncPath, type UnreadableLine, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
   checkEnvelope,
@@ -214,7 +214,7 @@ export class Ledger {
     const directory = join(storeDirectory, 'sessions');
     await mkdir(directory, { recursive: true });
     const handle = await open(session.file, 'ax+', 0o644);
-    await syncDirectory(directory);
+    await syncPath(directory);
     const ledger = new Ledger(session, handle, options.hashChain === true, options);
     await ledger.append('session-started', {
       ...options.startedBody,

@@ -3,17 +3,18 @@ import { randomBytes } from 'node:crypto';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { forEachConcurrently } from './concurrency.js';
 
 const execFileAsync = promisify(execFile);
 
 /**
- * Makes sure a directory entry (a create, a rename, an unlink) survives a crash by fsyncing the
- * directory itself. Best effort on platforms that cannot open a directory (Windows).
+ * fsyncs a file or a directory (for a directory: makes its entries, such as a create, a rename or
+ * an unlink, survive a crash). Best effort on platforms that cannot open a directory (Windows).
  */
-export async function syncDirectory(directory: string): Promise<void> {
+export async function syncPath(path: string): Promise<void> {
   let handle: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    handle = await open(directory, 'r');
+    handle = await open(path, 'r');
     await handle.sync();
   } catch (error) {
     if (process.platform !== 'win32') throw error;
@@ -56,7 +57,7 @@ export async function writeFileAtomic(
     await unlink(temporary).catch(() => {});
     throw error;
   }
-  if (isDurable) await syncDirectory(dirname(target));
+  if (isDurable) await syncPath(dirname(target));
 }
 
 /**
@@ -64,7 +65,7 @@ export async function writeFileAtomic(
  * syncfs(2)): for many new files, far cheaper than one fsync each. Returns false where that is
  * not available (no coreutils `sync -f`); the caller then fsyncs file by file.
  */
-export async function syncFileSystem(path: string): Promise<boolean> {
+async function syncFileSystem(path: string): Promise<boolean> {
   try {
     await execFileAsync('sync', ['-f', path]);
     return true;
@@ -93,20 +94,9 @@ export async function syncPaths(paths: Iterable<string>, fileSystemPath: string)
   const unique = [...new Set(paths)];
   if (unique.length === 0) return;
   if (unique.length > SYNC_ALL_THRESHOLD && (await syncFileSystem(fileSystemPath))) return;
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < unique.length) {
-      const path = unique[next++] as string;
-      let handle: Awaited<ReturnType<typeof open>> | undefined;
-      try {
-        handle = await open(path, 'r');
-        await handle.sync();
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-      } finally {
-        await handle?.close();
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(SYNC_CONCURRENCY, unique.length) }, worker));
+  await forEachConcurrently(unique, SYNC_CONCURRENCY, (path) =>
+    syncPath(path).catch((error: unknown) => {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+    }),
+  );
 }

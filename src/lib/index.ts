@@ -1,11 +1,11 @@
 export {
-  syncDirectory,
-  syncFileSystem,
+  syncPath,
   syncPaths,
   temporaryPathBeside,
   writeFileAtomic,
 } from './atomic-write.js';
 export { canonicalJson, type JsonValue } from './canonical-json.js';
+export { forEachConcurrently } from './concurrency.js';
 export {
   createDigester,
   DIGEST_PREFIX,

@@ -103,7 +103,8 @@ export interface DiffResult {
 /** A restore-like action in the ledger: its effect is to set every path that differs between
  * `beforeTree` and `afterTree` to its `afterTree` state. */
 interface RestoreAction {
-  seq: number;
+  /** Its `rollback-started` or `undo-started` entry; its seq is the action's id. */
+  started: LedgerEntry;
   kind: 'rollback' | 'undo';
   beforeTree: Digest;
   afterTree: Digest;
@@ -159,7 +160,7 @@ function restoreActions(entries: readonly LedgerEntry[]): Map<number, RestoreAct
   for (const entry of entries) {
     if (entry.kind === 'rollback-started' || entry.kind === 'undo-started') {
       actions.set(entry.seq, {
-        seq: entry.seq,
+        started: entry,
         kind: entry.kind === 'rollback-started' ? 'rollback' : 'undo',
         beforeTree: entry.body.beforeTree as Digest,
         afterTree: entry.body.afterTree as Digest,
@@ -269,9 +270,8 @@ export class Session {
     const entries = await this.#entries();
     for (const action of restoreActions(entries).values()) {
       if (action.outcome !== 'open') continue;
-      const started = entries.find((entry) => entry.seq === action.seq) as LedgerEntry;
       const changes = await diffTrees(this.#store, action.beforeTree, action.afterTree);
-      await this.#finish(action.kind, started, changes, { isRecovery: true });
+      await this.#finish(action.kind, action.started, changes, { isRecovery: true });
     }
   }
 
@@ -496,19 +496,11 @@ export class Session {
    */
   async undo(id: number): Promise<UndoResult> {
     return this.#withOperationLock(`undoing #${id}`, async () => {
-      const action = restoreActions(await this.#entries()).get(id);
-      if (action?.outcome === 'failed') {
+      const action = await this.#findAction(id);
+      if (action.outcome === 'failed') {
         throw new RewindError(
           'ACTION_NOT_FOUND',
           `Action #${id} of session ${this.id} failed and was put back, so there is nothing to undo. Run \`rewind log\` for what happened.`,
-          { data: { id } },
-        );
-      }
-      if (!action) {
-        throw new RewindError(
-          'ACTION_NOT_FOUND',
-          `Entry #${id} of session ${this.id} is not an action that can be undone (a rollback or an undo). ` +
-            'Run `rewind log` to see the action ids.',
           { data: { id } },
         );
       }
@@ -544,20 +536,20 @@ export class Session {
     });
   }
 
+  async #findAction(id: number): Promise<RestoreAction> {
+    const action = restoreActions(await this.#entries()).get(id);
+    if (action) return action;
+    throw new RewindError(
+      'ACTION_NOT_FOUND',
+      `Entry #${id} of session ${this.id} is not an action (a rollback or an undo). Run \`rewind log\` to see the action ids.`,
+      { data: { id } },
+    );
+  }
+
   async #resolveSide(side: string | undefined): Promise<{ name: string; tree: Digest }> {
     if (side === undefined) return { name: 'working tree', tree: (await this.#snapshot()).tree };
     if (/^\d+$/.test(side)) {
-      const action = restoreActions(await this.#entries()).get(Number(side));
-      if (!action) {
-        throw new RewindError(
-          'ACTION_NOT_FOUND',
-          `Entry #${side} of session ${this.id} is not an action with a workspace state.`,
-          {
-            data: { id: Number(side) },
-          },
-        );
-      }
-      return { name: `#${side}`, tree: action.afterTree };
+      return { name: `#${side}`, tree: (await this.#findAction(Number(side))).afterTree };
     }
     const checkpoint = await this.#findCheckpoint(side);
     return { name: checkpoint.label, tree: checkpoint.tree };
@@ -574,16 +566,7 @@ export class Session {
       let toTree: Digest;
       let names: [string, string];
       if (/^\d+$/.test(from) && to === undefined) {
-        const action = restoreActions(await this.#entries()).get(Number(from));
-        if (!action) {
-          throw new RewindError(
-            'ACTION_NOT_FOUND',
-            `Entry #${from} of session ${this.id} is not an action with changes.`,
-            {
-              data: { id: Number(from) },
-            },
-          );
-        }
+        const action = await this.#findAction(Number(from));
         fromTree = action.beforeTree;
         toTree = action.afterTree;
         names = [`before #${from}`, `after #${from}`];

@@ -22,7 +22,7 @@ import {
   digestFile,
   isDigest,
   STREAM_CHUNK_BYTES,
-  syncDirectory,
+  syncPath,
   syncPaths,
 } from '../lib/index.js';
 
@@ -67,11 +67,9 @@ export interface ObjectStore {
    */
   put(source: ObjectSource): Promise<ObjectInfo>;
   /**
-   * A batch of puts for many objects at once: each object's content is fsynced as it is written,
-   * but the directory syncs that make the new names durable are done once per directory by
-   * `commit()`, which must resolve before anything refers to the objects. Content and names are
-   * made durable together on commit: a few objects by parallel fsyncs, many by one sync of the
-   * filesystem.
+   * A batch of puts for many objects at once: nothing is fsynced as it is written; `commit()`
+   * makes contents and names durable together (a few objects by parallel fsyncs, many by one sync
+   * of the filesystem) and must resolve before anything refers to the objects.
    */
   batch(): ObjectBatch;
   /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
@@ -158,7 +156,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const directory = join(file, '..');
     try {
       await mkdir(directory);
-      await syncDirectory(objectsDirectory);
+      await syncPath(objectsDirectory);
     } catch (error) {
       if (!isSystemError(error, 'EEXIST')) throw error;
     }
@@ -197,7 +195,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       batch.directories.add(directory);
       batch.files.push(file);
     } else {
-      await syncDirectory(directory);
+      await syncPath(directory);
     }
   }
 
@@ -272,8 +270,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     if (await freshen(objectPath(objectsDirectory, digest))) return info;
     const { temporary } = await writeTemporary(async (handle) => {
       await handle.writeFile(bytes);
-    }, batch);
-    await commitTemporary(temporary, digest, batch).catch(async (error: unknown) => {
+    }, undefined);
+    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
@@ -321,14 +319,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     try {
       await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
       const { digest, sizeBytes } = await digestFile(temporary);
-      if (!batch) {
-        const handle = await open(temporary, 'r');
-        try {
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-      }
+      if (!batch) await syncPath(temporary);
       await chmod(temporary, 0o444);
       await commitTemporary(temporary, digest, batch);
       return { digest, sizeBytes };

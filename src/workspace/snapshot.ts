@@ -14,7 +14,7 @@ import {
 import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, forEachConcurrently } from '../lib/index.js';
 import { encodeTree, type ObjectBatch, type ObjectStore, type TreeEntry } from '../store/index.js';
 import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
@@ -282,21 +282,6 @@ function collectFilesToRead(entries: readonly ScannedEntry[], into: ScannedEntry
   }
 }
 
-async function runPool<T>(
-  items: readonly T[],
-  limit: number,
-  worker: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await worker(item);
-    }
-  });
-  await Promise.all(runners);
-}
-
 /** Builds the tree objects bottom-up, reusing a directory's cached tree when nothing in it changed. */
 async function buildTree(
   relative: string,
@@ -318,10 +303,10 @@ async function buildTree(
   }
   // A directory's own mode is part of its parent's listing, so it is part of what must match.
   const key = `${relative}/`;
-  const count = `${entries.length}:${mode}`;
-  const cached = cache.lookup(key, count, 0n);
+  const fingerprint = `${entries.length}:${mode}`;
+  const cached = cache.lookup(key, fingerprint, 0n);
   if (isUnchanged && cached !== undefined) {
-    cache.record(key, count, cached);
+    cache.record(key, fingerprint, cached);
     return { digest: cached as Digest, isUnchanged: true };
   }
   const tree: TreeEntry[] = entries.map((entry) => {
@@ -345,7 +330,7 @@ async function buildTree(
     return { name: entry.name, type: 'symlink', target: entry.payload as string };
   });
   const { digest } = await batch.put(encodeTree(tree));
-  cache.record(key, count, digest);
+  cache.record(key, fingerprint, digest);
   return { digest, isUnchanged: cached === digest };
 }
 
@@ -421,7 +406,7 @@ export async function snapshot(
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
   const batch = options.store.batch();
-  await runPool(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
   const { digest } = await buildTree('', 0, entries, cache, batch);
   await batch.commit();
   await cache.save(options.storeDirectory, startedAtNs);
