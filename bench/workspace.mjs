@@ -174,6 +174,10 @@ for (const size of selected) {
         }),
       );
       // cp -a restored file times and inodes differ: let the next rewind checkpoint see the truth.
+      // Files changed less than the racy window (100 ms) before a snapshot are looked at again by
+      // the next one; in a real session seconds pass between tool calls. Without this pause, the
+      // files cp -a wrote just before the resync would all be re-read by the next timed checkpoint.
+      await new Promise((resolve) => setTimeout(resolve, 250));
       await session.checkpoint(`resync${round}`);
       moveToTrash(latestCopy);
     }

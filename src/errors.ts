@@ -47,6 +47,24 @@ export const ERROR_CODES = [
   'ACTION_NOT_FOUND',
   /** The operating system refused a file operation. `cause` holds the system error. */
   'IO_FAILED',
+  /** The action exists but its class or state does not allow this (undo of an irreversible one,
+   * approval of a discarded draft). `data.id`, `data.state`. */
+  'ACTION_NOT_ALLOWED',
+  /** A path is left out of snapshots by `.rewindignore` (or is `.git`/`.rewind`), so an action
+   * on it could not be undone. `data.path`. */
+  'PATH_IGNORED',
+  /** A path holds something an action cannot work on (a directory where a file is written, a
+   * destination that exists). `data.path`. */
+  'PATH_CONFLICT',
+  /** Nothing is at a path an action needs (the file to delete or move). `data.path`. */
+  'PATH_NOT_FOUND',
+  /** A request target is an address with no legitimate use, or a private one the session
+   * blocks. Nothing was sent. `data.host`, `data.address`, `data.reason`. */
+  'ADDRESS_REFUSED',
+  /** An HTTP exchange failed or timed out after it was sent. `data.url`. */
+  'HTTP_FAILED',
+  /** A command could not be started (missing program or directory). `data.program`. */
+  'EXEC_FAILED',
 ] as const;
 
 /** A stable, machine-readable error code; see {@link ERROR_CODES}. */

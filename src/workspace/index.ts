@@ -1,6 +1,20 @@
 export { type ApplyProgress, type ApplyResult, applyChanges } from './apply.js';
 export { IGNORE_FILE } from './ignore-rules.js';
 export { renderDiff } from './render-diff.js';
-export { checkWorkspace, type SnapshotOptions, type SnapshotResult, snapshot } from './snapshot.js';
+export {
+  checkWorkspace,
+  isIgnoredPath,
+  type PathSnapshot,
+  type SnapshotOptions,
+  type SnapshotResult,
+  snapshot,
+  snapshotPath,
+} from './snapshot.js';
 export { cachedReferences, clearStatCache } from './stat-cache.js';
-export { diffTrees, fileChangeKind, type TreeChange } from './tree-diff.js';
+export {
+  diffEntries,
+  diffTrees,
+  fileChangeKind,
+  isSameEntry,
+  type TreeChange,
+} from './tree-diff.js';

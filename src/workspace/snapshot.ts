@@ -15,7 +15,22 @@ import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { type Digest, forEachConcurrently } from '../lib/index.js';
-import { encodeTree, type ObjectBatch, type ObjectStore, type TreeEntry } from '../store/index.js';
+import {
+  encodeTree,
+  type ObjectBatch,
+  type ObjectStore,
+  readTree,
+  type TreeEntry,
+} from '../store/index.js';
+import {
+  type ChangeRecord,
+  listChangedSince,
+  loadChangeRecord,
+  readSnapshotClock,
+  type SnapshotClock,
+  saveChangeRecord,
+  type TreeTotals,
+} from './changes.js';
 import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
 
@@ -31,9 +46,16 @@ export interface SnapshotOptions {
   budget?: { maxBytes?: number; maxFiles?: number };
   /**
    * The clock that dates the stat cache; injected in tests. A cached entry is trusted only for
-   * files whose last change is more than two seconds older than the snapshot that cached it.
+   * files whose last change is more than two seconds older than the snapshot that cached it. An
+   * injected clock turns off the listing of changes by ctime, which must use the kernel's clock.
    */
   now?: () => Date;
+  /**
+   * A change made this close before the last snapshot started may have been missed by it, so the
+   * next one looks at it again. Default: 100 ms on filesystems with nanosecond timestamps, 2,000
+   * ms on those with whole seconds.
+   */
+  changeWindowMs?: number;
 }
 
 /** What {@link snapshot} recorded. */
@@ -49,6 +71,12 @@ export interface SnapshotResult {
   readCount: number;
   /** Things the caller should show: an over-budget first snapshot, skipped special files. */
   warnings: string[];
+  /**
+   * How the snapshot found what changed: `changed-since` asked the filesystem for what changed
+   * since the last snapshot (find by ctime) and looked at nothing else; `walk` looked at every
+   * entry (first snapshot, ignore rules changed, platform or filesystem without the shortcut).
+   */
+  strategy: 'changed-since' | 'walk';
 }
 
 const DEFAULT_MAX_BYTES = 2 * 1024 ** 3;
@@ -142,13 +170,23 @@ export function checkWorkspace(workspace: string): string {
   return real;
 }
 
+/** What a scan collects besides the entries. */
+interface ScanContext {
+  cache: StatCache;
+  warnings: string[];
+  /** Directories that hold a `.rewindignore`. */
+  ignoreDirectories: string[];
+  /** When given, receives every path left out by the ignore rules. */
+  ignored?: string[];
+}
+
 function scanDirectory(
   absolute: string,
   relative: string,
   rules: IgnoreRules,
-  cache: StatCache,
-  warnings: string[],
+  context: ScanContext,
 ): ScannedEntry[] {
+  const { cache, warnings, ignoreDirectories } = context;
   let names: string[];
   try {
     names = readdirSync(absolute);
@@ -156,19 +194,15 @@ function scanDirectory(
     throw unreadable(relative === '' ? absolute : relative, error);
   }
   // Only directories that hold a .rewindignore add rules: no failed open in every directory.
-  const inner =
-    relative !== '' && names.includes(IGNORE_FILE) ? rules.enter(absolute, relative) : rules;
+  const hasRules = names.includes(IGNORE_FILE);
+  if (hasRules) ignoreDirectories.push(relative);
+  const inner = relative !== '' && hasRules ? rules.enter(absolute, relative) : rules;
   const entries: ScannedEntry[] = [];
   for (const name of names) {
     const childRelative = relative === '' ? name : `${relative}/${name}`;
     const childAbsolute = `${absolute}/${name}`;
-    let stats: BigIntStats;
-    try {
-      stats = lstatSync(childAbsolute, { bigint: true });
-    } catch (error) {
-      if (isSystemError(error, 'ENOENT')) continue;
-      throw unreadable(childRelative, error);
-    }
+    const stats = lstatEntry(childAbsolute, childRelative);
+    if (stats === undefined) continue;
     const kind: Kind | undefined = stats.isFile()
       ? 'file'
       : stats.isDirectory()
@@ -176,7 +210,10 @@ function scanDirectory(
         : stats.isSymbolicLink()
           ? 'symlink'
           : undefined;
-    if (inner.isIgnored(childRelative, name, kind === 'directory')) continue;
+    if (inner.isIgnored(childRelative, name, kind === 'directory')) {
+      context.ignored?.push(childRelative);
+      continue;
+    }
     if (kind === undefined) {
       warnings.push(
         `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
@@ -199,7 +236,7 @@ function scanDirectory(
       children: undefined,
     };
     if (kind === 'directory') {
-      entry.children = scanDirectory(childAbsolute, childRelative, inner, cache, warnings);
+      entry.children = scanDirectory(childAbsolute, childRelative, inner, context);
     } else {
       entry.payload = cache.lookup(childRelative, fingerprint, changedAtNs);
       entry.isUnchanged = entry.payload !== undefined;
@@ -214,6 +251,38 @@ function scanDirectory(
     entries.push(entry);
   }
   return entries;
+}
+
+/** The entry's lstat; undefined when it is gone (deleted while the directory was read). */
+function lstatEntry(absolute: string, relative: string): BigIntStats | undefined {
+  try {
+    return lstatSync(absolute, { bigint: true });
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return undefined;
+    throw unreadable(relative, error);
+  }
+}
+
+/** A regular file about to be read and stored. */
+function fileToRead(
+  name: string,
+  relative: string,
+  absolute: string,
+  stats: BigIntStats,
+): ScannedEntry {
+  return {
+    name,
+    relative,
+    absolute,
+    kind: 'file',
+    mode: Number(stats.mode) & 0o7777,
+    sizeBytes: Number(stats.size),
+    fingerprint: fingerprintOf(stats),
+    changedAtNs: changedAtOf(stats),
+    payload: undefined,
+    isUnchanged: false,
+    children: undefined,
+  };
 }
 
 function sameStats(a: BigIntStats, b: BigIntStats): boolean {
@@ -376,11 +445,261 @@ function budgetWarning(
   );
 }
 
+/** Reads, stores and lists one directory and everything under it, as a first snapshot does. */
+async function snapshotSubtree(
+  absolute: string,
+  relative: string,
+  mode: number,
+  rules: IgnoreRules,
+  batch: ObjectBatch,
+  state: IncrementalState,
+): Promise<{ digest: Digest; totals: TreeTotals }> {
+  const cache = StatCache.empty();
+  const context: ScanContext = { cache, warnings: state.warnings, ignoreDirectories: [] };
+  const entries = scanDirectory(absolute, relative, rules, context);
+  if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
+  const toRead: ScannedEntry[] = [];
+  collectFilesToRead(entries, toRead);
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+  state.readCount += toRead.length;
+  const { digest } = await buildTree(relative, mode, entries, cache, batch);
+  const totals = summarize(entries);
+  return { digest, totals: { ...totals, directoryCount: totals.directoryCount + 1 } };
+}
+
+interface IncrementalState {
+  store: ObjectStore;
+  batch: ObjectBatch;
+  /** For each directory, the names in it that changed (from the changed paths). */
+  changedNames: Map<string, Set<string>>;
+  /** Paths that changed themselves: for a directory, its list of names may differ. */
+  changedPaths: Set<string>;
+  ignoreDirectories: Set<string>;
+  warnings: string[];
+  readCount: number;
+  /** Set when a `.rewindignore` appeared or went: the rules differ, so the shortcut is off. */
+  ignoreRulesChanged: boolean;
+}
+
+/** The files, directories and bytes under a stored entry (a directory counting itself). */
+async function totalsOf(store: ObjectStore, entry: TreeEntry): Promise<TreeTotals> {
+  if (entry.type === 'file') return { fileCount: 1, directoryCount: 0, sizeBytes: entry.sizeBytes };
+  if (entry.type === 'symlink') return { fileCount: 1, directoryCount: 0, sizeBytes: 0 };
+  const totals = { fileCount: 0, directoryCount: 1, sizeBytes: 0 };
+  for (const child of (await readTree(store, entry.digest)).entries) {
+    const inner = await totalsOf(store, child);
+    totals.fileCount += inner.fileCount;
+    totals.directoryCount += inner.directoryCount;
+    totals.sizeBytes += inner.sizeBytes;
+  }
+  return totals;
+}
+
+function addTotals(into: TreeTotals, totals: TreeTotals, sign: 1 | -1): void {
+  into.fileCount += sign * totals.fileCount;
+  into.directoryCount += sign * totals.directoryCount;
+  into.sizeBytes += sign * totals.sizeBytes;
+}
+
+/**
+ * Rebuilds the tree of one directory from its previous tree and the changed paths: entries that
+ * did not change are taken from the previous tree as they are; only changed entries are looked
+ * at, and only directories whose list of names changed are read. Returns the new digest and how
+ * the totals moved.
+ */
+async function rebuildDirectory(
+  absolute: string,
+  relative: string,
+  previous: Digest,
+  rules: IgnoreRules,
+  state: IncrementalState,
+): Promise<{ digest: Digest; delta: TreeTotals }> {
+  const oldEntries = (await readTree(state.store, previous)).entries;
+  const oldByName = new Map(oldEntries.map((entry) => [entry.name, entry]));
+  const changed = state.changedNames.get(relative) ?? new Set<string>();
+  let names: string[];
+  if (state.changedPaths.has(relative)) {
+    try {
+      names = readdirSync(absolute);
+    } catch (error) {
+      throw unreadable(relative === '' ? absolute : relative, error);
+    }
+    if (names.includes(IGNORE_FILE) !== state.ignoreDirectories.has(relative)) {
+      state.ignoreRulesChanged = true;
+    }
+  } else {
+    names = oldEntries.map((entry) => entry.name);
+  }
+  const inner =
+    relative !== '' && state.ignoreDirectories.has(relative)
+      ? rules.enter(absolute, relative)
+      : rules;
+  const delta: TreeTotals = { fileCount: 0, directoryCount: 0, sizeBytes: 0 };
+  const entries: TreeEntry[] = [];
+  const toRead: ScannedEntry[] = [];
+  const seen = new Set<string>();
+  for (const name of names) {
+    const oldEntry = oldByName.get(name);
+    if (oldEntry !== undefined && !changed.has(name)) {
+      entries.push(oldEntry);
+      seen.add(name);
+      continue;
+    }
+    const childRelative = relative === '' ? name : `${relative}/${name}`;
+    const childAbsolute = `${absolute}/${name}`;
+    const stats = lstatEntry(childAbsolute, childRelative);
+    if (stats === undefined) continue;
+    // A .rewindignore that changed changes what is left out: the shortcut cannot tell.
+    if (name === IGNORE_FILE) state.ignoreRulesChanged = true;
+    const isDirectory = stats.isDirectory();
+    if (inner.isIgnored(childRelative, name, isDirectory)) continue;
+    seen.add(name);
+    const mode = Number(stats.mode) & 0o7777;
+    if (isDirectory) {
+      let digest: Digest;
+      if (oldEntry?.type === 'directory') {
+        const sub = await rebuildDirectory(
+          childAbsolute,
+          childRelative,
+          oldEntry.digest,
+          inner,
+          state,
+        );
+        digest = sub.digest;
+        addTotals(delta, sub.delta, 1);
+      } else {
+        if (oldEntry !== undefined) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+        const sub = await snapshotSubtree(
+          childAbsolute,
+          childRelative,
+          mode,
+          inner,
+          state.batch,
+          state,
+        );
+        digest = sub.digest;
+        addTotals(delta, sub.totals, 1);
+      }
+      entries.push({ name, type: 'directory', mode, digest });
+      continue;
+    }
+    if (oldEntry !== undefined) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+    if (stats.isSymbolicLink()) {
+      let target: string;
+      try {
+        target = readlinkSync(childAbsolute);
+      } catch (error) {
+        throw unreadable(childRelative, error);
+      }
+      entries.push({ name, type: 'symlink', target });
+      delta.fileCount += 1;
+    } else if (stats.isFile()) {
+      toRead.push(fileToRead(name, childRelative, childAbsolute, stats));
+    } else {
+      state.warnings.push(
+        `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
+      );
+    }
+  }
+  for (const oldEntry of oldEntries) {
+    if (!seen.has(oldEntry.name)) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+  }
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, state.batch));
+  state.readCount += toRead.length;
+  for (const entry of toRead) {
+    entries.push({
+      name: entry.name,
+      type: 'file',
+      mode: entry.mode,
+      sizeBytes: entry.sizeBytes,
+      digest: entry.payload as Digest,
+    });
+    delta.fileCount += 1;
+    delta.sizeBytes += entry.sizeBytes;
+  }
+  const { digest } = await state.batch.put(encodeTree(entries));
+  return { digest, delta };
+}
+
+/**
+ * How long before a snapshot a change must be to be sure the snapshot saw it: 100 ms where the
+ * filesystem keeps nanoseconds (the kernel's coarse clock ticks every few milliseconds), 2 s
+ * where it keeps whole seconds (a timestamp without nanoseconds tells).
+ */
+function changeWindowOf(root: string): bigint {
+  return statSync(root, { bigint: true }).ctimeNs % 1_000_000_000n === 0n
+    ? 2_000_000_000n
+    : 100_000_000n;
+}
+
+/**
+ * The shortcut: the previous snapshot's tree updated with only what changed since it started,
+ * as {@link listChangedSince} reports. Undefined when that cannot be trusted this time (see
+ * there) or the ignore rules changed; the caller then looks at every file.
+ */
+async function snapshotChanges(
+  root: string,
+  record: ChangeRecord,
+  clock: SnapshotClock,
+  store: ObjectStore,
+  batch: ObjectBatch,
+  windowNs: bigint,
+): Promise<(SnapshotResult & { ignoreDirectories: string[] }) | undefined> {
+  if (!(await store.has(record.tree))) return undefined;
+  const changes = await listChangedSince(root, record.clock, clock, windowNs);
+  if (changes === undefined) return undefined;
+  const state: IncrementalState = {
+    store,
+    batch,
+    changedNames: new Map(),
+    changedPaths: new Set(changes),
+    ignoreDirectories: new Set(record.ignoreDirectories),
+    warnings: [],
+    readCount: 0,
+    ignoreRulesChanged: false,
+  };
+  for (const path of changes) {
+    if (path === '') continue;
+    const parts = path.split('/');
+    let directory = '';
+    for (const part of parts) {
+      let names = state.changedNames.get(directory);
+      if (names === undefined) {
+        names = new Set();
+        state.changedNames.set(directory, names);
+      }
+      names.add(part);
+      directory = directory === '' ? part : `${directory}/${part}`;
+    }
+  }
+  const { digest, delta } = await rebuildDirectory(
+    root,
+    '',
+    record.tree,
+    IgnoreRules.root(root),
+    state,
+  );
+  if (state.ignoreRulesChanged) return undefined;
+  const totals = { ...record.totals };
+  addTotals(totals, delta, 1);
+  return {
+    tree: digest,
+    ...totals,
+    readCount: state.readCount,
+    warnings: state.warnings,
+    strategy: 'changed-since',
+    ignoreDirectories: record.ignoreDirectories,
+  };
+}
+
 /**
  * Records the state of a workspace as a Merkle tree in the store and returns its digest. Only
  * files whose stat changed since the last snapshot are read (the stat cache under `.rewind/`),
- * and directories in which nothing changed reuse their tree object. Left out: `.rewind/`, `.git/`
- * and what `.rewindignore` files list. Symbolic links are recorded as links, never followed.
+ * and directories in which nothing changed reuse their tree object. On Linux filesystems that
+ * keep ctime faithfully (ext4, xfs, btrfs, tmpfs), GNU find lists what changed since the last
+ * snapshot and only that is looked at (see {@link listChangedSince}); elsewhere every entry is.
+ * Left out: `.rewind/`, `.git/` and what `.rewindignore` files list. Symbolic links are recorded
+ * as links, never followed.
  *
  * Throws `WORKSPACE_INVALID`, `WORKSPACE_REFUSED` (see {@link checkWorkspace}) and
  * `PATH_UNREADABLE` naming the first file or directory that cannot be read; the store then holds
@@ -391,10 +710,43 @@ export async function snapshot(
   options: SnapshotOptions,
 ): Promise<SnapshotResult> {
   const root = checkWorkspace(workspace);
+  const clock = options.now ? undefined : readSnapshotClock();
+  const record = clock && loadChangeRecord(options.storeDirectory, root);
+  if (clock && record) {
+    const batch = options.store.batch();
+    let result: Awaited<ReturnType<typeof snapshotChanges>>;
+    try {
+      const windowNs =
+        options.changeWindowMs === undefined
+          ? changeWindowOf(root)
+          : BigInt(options.changeWindowMs) * 1_000_000n;
+      result = await snapshotChanges(root, record, clock, options.store, batch, windowNs);
+    } finally {
+      await batch.commit();
+    }
+    if (result !== undefined) {
+      const { ignoreDirectories, ...snap } = result;
+      const totals = {
+        fileCount: snap.fileCount,
+        directoryCount: snap.directoryCount,
+        sizeBytes: snap.sizeBytes,
+      };
+      await saveChangeRecord(options.storeDirectory, {
+        root,
+        clock,
+        tree: snap.tree,
+        totals,
+        ignoreDirectories,
+      });
+      return snap;
+    }
+  }
   const startedAtNs = BigInt((options.now ?? (() => new Date()))().getTime()) * 1_000_000n;
   const cache = await StatCache.load(options.storeDirectory);
   const warnings: string[] = [];
-  const entries = scanDirectory(root, '', IgnoreRules.root(root), cache, warnings);
+  const ignoreDirectories: string[] = [];
+  const rules = IgnoreRules.root(root);
+  const entries = scanDirectory(root, '', rules, { cache, warnings, ignoreDirectories });
   const totals = summarize(entries);
   if (cache.isEmpty) {
     const warning = budgetWarning(entries, totals, {
@@ -406,9 +758,133 @@ export async function snapshot(
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
   const batch = options.store.batch();
-  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
-  const { digest } = await buildTree('', 0, entries, cache, batch);
-  await batch.commit();
+  let digest: Digest;
+  try {
+    await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+    ({ digest } = await buildTree('', 0, entries, cache, batch));
+  } finally {
+    await batch.commit();
+  }
   await cache.save(options.storeDirectory, startedAtNs);
-  return { tree: digest, ...totals, readCount: toRead.length, warnings };
+  if (clock) {
+    await saveChangeRecord(options.storeDirectory, {
+      root,
+      clock,
+      tree: digest,
+      totals,
+      ignoreDirectories,
+    });
+  }
+  return { tree: digest, ...totals, readCount: toRead.length, warnings, strategy: 'walk' };
+}
+
+/** The rules in force in the directory of `relative`; undefined when a directory above is left out. */
+function rulesAbove(root: string, relative: string): IgnoreRules | undefined {
+  let rules = IgnoreRules.root(root);
+  let directory = '';
+  for (const part of relative.split('/').slice(0, -1)) {
+    const next = directory === '' ? part : `${directory}/${part}`;
+    if (rules.isIgnored(next, part, true)) return undefined;
+    directory = next;
+    rules = rules.enter(`${root}/${directory}`, directory);
+  }
+  return rules;
+}
+
+/**
+ * True when snapshots leave `relative` out (`.rewindignore`, `.git`, `.rewind`), whether or not
+ * it exists: an action there could not be undone.
+ */
+export function isIgnoredPath(workspace: string, relative: string, isDirectory: boolean): boolean {
+  const rules = rulesAbove(workspace, relative);
+  return (
+    rules === undefined ||
+    rules.isIgnored(relative, relative.split('/').at(-1) as string, isDirectory)
+  );
+}
+
+/** What {@link snapshotPath} found at one path. */
+export interface PathSnapshot {
+  /** The path's entry (a file's content, a directory's tree, a link's target); undefined if absent. */
+  entry: TreeEntry | undefined;
+  /**
+   * Paths at or under it that the ignore rules leave out (and `.git`, `.rewind`): a snapshot of
+   * the path does not hold them, so an action that removes them could not bring them back.
+   */
+  ignored: string[];
+  warnings: string[];
+}
+
+/**
+ * Records one path of a workspace (a file, a symbolic link, or a directory and everything under
+ * it) in the store, as a full snapshot would, and returns its tree entry. Every file is read
+ * (no stat cache): this is for the few paths an action touches. The caller commits `batch`.
+ *
+ * Throws `PATH_UNREADABLE` for what cannot be read; `relative` must already be resolved safely.
+ */
+export async function snapshotPath(
+  workspace: string,
+  relative: string,
+  batch: ObjectBatch,
+): Promise<PathSnapshot> {
+  const root = checkWorkspace(workspace);
+  const name = relative.split('/').at(-1) as string;
+  const rules = rulesAbove(root, relative);
+  if (rules === undefined) return { entry: undefined, ignored: [relative], warnings: [] };
+  const absolute = `${root}/${relative}`;
+  const stats = lstatEntry(absolute, relative);
+  if (stats === undefined) return { entry: undefined, ignored: [], warnings: [] };
+  if (rules.isIgnored(relative, name, stats.isDirectory())) {
+    return { entry: undefined, ignored: [relative], warnings: [] };
+  }
+  const mode = Number(stats.mode) & 0o7777;
+  if (stats.isSymbolicLink()) {
+    try {
+      return {
+        entry: { name, type: 'symlink', target: readlinkSync(absolute) },
+        ignored: [],
+        warnings: [],
+      };
+    } catch (error) {
+      throw unreadable(relative, error);
+    }
+  }
+  const context: ScanContext = {
+    cache: StatCache.empty(),
+    warnings: [],
+    ignoreDirectories: [],
+    ignored: [],
+  };
+  if (stats.isDirectory()) {
+    const entries = scanDirectory(absolute, relative, rules, context);
+    const toRead: ScannedEntry[] = [];
+    collectFilesToRead(entries, toRead);
+    await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+    const { digest } = await buildTree(relative, mode, entries, context.cache, batch);
+    return {
+      entry: { name, type: 'directory', mode, digest },
+      ignored: context.ignored ?? [],
+      warnings: context.warnings,
+    };
+  }
+  if (!stats.isFile()) {
+    throw new RewindError(
+      'PATH_CONFLICT',
+      `${relative} is not a file, directory or symbolic link (a socket or device?): Rewind cannot keep a copy of it.`,
+      { data: { path: relative } },
+    );
+  }
+  const entry = fileToRead(name, relative, absolute, stats);
+  await storeFile(entry, batch);
+  return {
+    entry: {
+      name,
+      type: 'file',
+      mode: entry.mode,
+      sizeBytes: entry.sizeBytes,
+      digest: entry.payload as Digest,
+    },
+    ignored: [],
+    warnings: [],
+  };
 }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import { isDigest, writeFileAtomic } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
+import { clearChangeRecord, recordedTree } from './changes.js';
 
 const CACHE_FILE = join('cache', 'snapshot-v1');
 const HEADER = 'rewind-snapshot-cache 1';
@@ -42,6 +43,11 @@ export class StatCache {
   private constructor(entries: Map<string, string>, recordedAtNs: bigint) {
     this.#entries = entries;
     this.#recordedAtNs = recordedAtNs;
+  }
+
+  /** A cache that knows nothing: every file is read. */
+  static empty(): StatCache {
+    return new StatCache(new Map(), 0n);
   }
 
   /** Loads the cache of a store; an absent or unreadable cache is an empty one. */
@@ -138,12 +144,19 @@ export class StatCache {
   }
 }
 
-/** The objects the stat cache of a store refers to; see {@link StatCache.references}. */
+/**
+ * The objects the caches of a store refer to: see {@link StatCache.references}, and the tree of
+ * the last snapshot, which the next one updates without reading it again.
+ */
 export async function cachedReferences(storeDirectory: string): Promise<ObjectReference[]> {
-  return (await StatCache.load(storeDirectory)).references();
+  const references = (await StatCache.load(storeDirectory)).references();
+  const tree = recordedTree(storeDirectory);
+  if (tree !== undefined) references.push({ type: 'tree', digest: tree });
+  return references;
 }
 
-/** Deletes the stat cache of a store: the next snapshot reads every file again. */
+/** Deletes the caches of a store: the next snapshot reads every file again. */
 export async function clearStatCache(storeDirectory: string): Promise<void> {
   await rm(join(storeDirectory, CACHE_FILE), { force: true });
+  await clearChangeRecord(storeDirectory);
 }

@@ -26,7 +26,8 @@ export function fileChangeKind(change: TreeChange): 'added' | 'deleted' | 'modif
   return undefined;
 }
 
-function isSameEntry(a: TreeEntry, b: TreeEntry): boolean {
+/** True when two entries hold the same state (type, content, mode, target), whatever their name. */
+export function isSameEntry(a: TreeEntry, b: TreeEntry): boolean {
   if (a.type !== b.type) return false;
   if (a.type === 'symlink' && b.type === 'symlink') return a.target === b.target;
   if (a.type === 'file' && b.type === 'file') return a.digest === b.digest && a.mode === b.mode;
@@ -53,6 +54,24 @@ async function listAll(
   }
 }
 
+async function diffPair(
+  store: ObjectStore,
+  path: string,
+  a: TreeEntry | undefined,
+  b: TreeEntry | undefined,
+  into: TreeChange[],
+): Promise<void> {
+  if (a && b && isSameEntry(a, b)) return;
+  if (a?.type === 'directory' && b?.type === 'directory') {
+    if (a.mode !== b.mode) into.push({ path, before: a, after: b });
+    await diffInto(store, `${path}/`, a.digest, b.digest, into);
+    return;
+  }
+  into.push({ path, before: a, after: b });
+  if (a?.type === 'directory') await listAll(store, `${path}/`, a.digest, 'before', into);
+  if (b?.type === 'directory') await listAll(store, `${path}/`, b.digest, 'after', into);
+}
+
 async function diffInto(
   store: ObjectStore,
   prefix: string,
@@ -71,18 +90,7 @@ async function diffInto(
     Buffer.compare(Buffer.from(a), Buffer.from(b)),
   );
   for (const name of names) {
-    const a = before.get(name);
-    const b = after.get(name);
-    const path = `${prefix}${name}`;
-    if (a && b && isSameEntry(a, b)) continue;
-    if (a?.type === 'directory' && b?.type === 'directory') {
-      if (a.mode !== b.mode) into.push({ path, before: a, after: b });
-      await diffInto(store, `${path}/`, a.digest, b.digest, into);
-      continue;
-    }
-    into.push({ path, before: a, after: b });
-    if (a?.type === 'directory') await listAll(store, `${path}/`, a.digest, 'before', into);
-    if (b?.type === 'directory') await listAll(store, `${path}/`, b.digest, 'after', into);
+    await diffPair(store, `${prefix}${name}`, before.get(name), after.get(name), into);
   }
 }
 
@@ -98,5 +106,21 @@ export async function diffTrees(
 ): Promise<TreeChange[]> {
   const changes: TreeChange[] = [];
   await diffInto(store, '', from, to, changes);
+  return changes;
+}
+
+/**
+ * Every path whose state differs between two states of one path (`before` and `after` are its
+ * entries, undefined where absent), in the form of {@link diffTrees}: the path itself and, for
+ * directories, what differs under it.
+ */
+export async function diffEntries(
+  store: ObjectStore,
+  path: string,
+  before: TreeEntry | undefined,
+  after: TreeEntry | undefined,
+): Promise<TreeChange[]> {
+  const changes: TreeChange[] = [];
+  await diffPair(store, path, before, after, changes);
   return changes;
 }

@@ -1,0 +1,186 @@
+import { spawn } from 'node:child_process';
+import { readFileSync, statfsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isSystemError } from '../errors.js';
+import { type Digest, isDigest, writeFileAtomic } from '../lib/index.js';
+
+const RECORD_FILE = join('cache', 'changes-v1.json');
+
+/** A wall clock step back larger than this between two snapshots disables the shortcut once. */
+const STEP_TOLERANCE_NS = 1_000_000_000n;
+
+/**
+ * Filesystems that update a file's ctime on every change to it, including a rename (POSIX leaves
+ * the rename case open), and whose ctime comes from this machine's clock. On others the
+ * snapshot looks at every file.
+ */
+const TRUSTED_FILESYSTEMS = new Map<number, string>([
+  [0xef53, 'ext4'], // ext2, ext3 and ext4 share the magic; find names them by the mount
+  [0x58465342, 'xfs'],
+  [0x9123683e, 'btrfs'],
+  [0x01021994, 'tmpfs'],
+]);
+const TRUSTED_FIND_TYPES = ['ext2', 'ext3', 'ext4', 'xfs', 'btrfs', 'tmpfs'];
+
+/** The counts a snapshot reports, kept with the record so a shortcut can report them too. */
+export interface TreeTotals {
+  fileCount: number;
+  directoryCount: number;
+  sizeBytes: number;
+}
+
+/** When a snapshot started, in terms that tell whether the clock was stepped since. */
+export interface SnapshotClock {
+  bootId: string;
+  /** Wall clock time, ns since the epoch. */
+  wallNs: bigint;
+  /** Wall clock minus the monotonic clock: constant unless the wall clock is stepped. */
+  offsetNs: bigint;
+}
+
+/**
+ * What the last snapshot of a workspace was, so the next one can look only at what changed
+ * since (`.rewind/cache/changes-v1.json`). Like the stat cache it is only a cache: missing or
+ * doubtful, the next snapshot looks at every file.
+ */
+export interface ChangeRecord {
+  root: string;
+  clock: SnapshotClock;
+  tree: Digest;
+  totals: TreeTotals;
+  /** Directories (relative; '' for the root) that hold a `.rewindignore`. */
+  ignoreDirectories: string[];
+}
+
+/** Reads the clocks at the start of a snapshot; undefined where the shortcut is not supported. */
+export function readSnapshotClock(): SnapshotClock | undefined {
+  if (process.platform !== 'linux') return undefined;
+  let bootId: string;
+  try {
+    bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  const monotonicNs = process.hrtime.bigint();
+  const wallNs = BigInt(Date.now()) * 1_000_000n;
+  return { bootId, wallNs, offsetNs: wallNs - monotonicNs };
+}
+
+/** Loads the change record of a store; undefined when absent, unreadable or for another root. */
+export function loadChangeRecord(storeDirectory: string, root: string): ChangeRecord | undefined {
+  try {
+    const raw = JSON.parse(readFileSync(join(storeDirectory, RECORD_FILE), 'utf8'));
+    if (raw.v !== 1 || raw.root !== root || !isDigest(raw.tree)) return undefined;
+    return {
+      root,
+      clock: {
+        bootId: String(raw.clock.bootId),
+        wallNs: BigInt(raw.clock.wallNs),
+        offsetNs: BigInt(raw.clock.offsetNs),
+      },
+      tree: raw.tree,
+      totals: {
+        fileCount: Number(raw.totals.fileCount),
+        directoryCount: Number(raw.totals.directoryCount),
+        sizeBytes: Number(raw.totals.sizeBytes),
+      },
+      ignoreDirectories: (raw.ignoreDirectories as unknown[]).map(String),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes the change record of a store (not durably: it is a cache). */
+export async function saveChangeRecord(
+  storeDirectory: string,
+  record: ChangeRecord,
+): Promise<void> {
+  await mkdir(join(storeDirectory, 'cache'), { recursive: true });
+  const text = JSON.stringify({
+    v: 1,
+    root: record.root,
+    clock: {
+      bootId: record.clock.bootId,
+      wallNs: String(record.clock.wallNs),
+      offsetNs: String(record.clock.offsetNs),
+    },
+    tree: record.tree,
+    totals: record.totals,
+    ignoreDirectories: record.ignoreDirectories,
+  });
+  await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
+}
+
+/** Deletes the change record: the next snapshot looks at every file. */
+export async function clearChangeRecord(storeDirectory: string): Promise<void> {
+  await rm(join(storeDirectory, RECORD_FILE), { force: true });
+}
+
+/** The tree the change record names, for garbage collection to keep. */
+export function recordedTree(storeDirectory: string): Digest | undefined {
+  try {
+    const raw = JSON.parse(readFileSync(join(storeDirectory, RECORD_FILE), 'utf8'));
+    return isDigest(raw.tree) ? raw.tree : undefined;
+  } catch (error) {
+    if (error instanceof SyntaxError || isSystemError(error, 'ENOENT')) return undefined;
+    throw error;
+  }
+}
+
+let isFindUsable = true;
+
+/**
+ * The paths (relative to `root`, '' for the root itself) whose inode changed after `since` less
+ * `windowNs` (the kernel stamps ctime from a clock that ticks every few milliseconds, some
+ * filesystems in whole seconds, so a change just before `since` may bear an earlier time), by
+ * GNU find, which looks at every entry at the speed of the stat walk. A created, modified,
+ * renamed or re-moded entry has a later ctime, and so has the directory an entry was created in,
+ * deleted from or renamed into or out of. Entries on a filesystem not known to keep ctime that
+ * way are all listed.
+ *
+ * Returns undefined when the answer cannot be trusted: not Linux, the root on an untrusted
+ * filesystem, the wall clock stepped back since `since` was read, or find missing, failing or
+ * unable to read a directory. The caller then looks at every file itself.
+ */
+export async function listChangedSince(
+  root: string,
+  since: SnapshotClock,
+  now: SnapshotClock,
+  windowNs: bigint,
+): Promise<string[] | undefined> {
+  if (!isFindUsable || now.bootId !== since.bootId) return undefined;
+  if (now.wallNs < since.wallNs || now.offsetNs < since.offsetNs - STEP_TOLERANCE_NS) {
+    return undefined;
+  }
+  try {
+    if (!TRUSTED_FILESYSTEMS.has(Number(statfsSync(root).type))) return undefined;
+  } catch {
+    return undefined;
+  }
+  const threshold = since.wallNs - windowNs;
+  const at = `@${threshold / 1_000_000_000n}.${String(threshold % 1_000_000_000n).padStart(9, '0')}`;
+  const trusted = TRUSTED_FIND_TYPES.flatMap((type, index) =>
+    index === 0 ? ['-fstype', type] : ['-o', '-fstype', type],
+  );
+  // biome-ignore format: the find expression reads best on one line
+  const args = [root, '(', '-name', '.git', '-o', '-name', '.rewind', ')', '-prune', '-o', '(', '-newerct', at, '-o', '!', '(', ...trusted, ')', ')', '-printf', '%P\\0'];
+  return new Promise((resolve) => {
+    const child = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    child.on('error', () => {
+      isFindUsable = false;
+      resolve(undefined);
+    });
+    child.on('close', (code) => {
+      if (code !== 0) {
+        resolve(undefined);
+        return;
+      }
+      const text = Buffer.concat(chunks).toString('utf8');
+      resolve(text === '' ? [] : text.slice(0, -1).split('\0'));
+    });
+  });
+}

@@ -1,0 +1,226 @@
+import {
+  appendFile,
+  chmod,
+  mkdir,
+  readdir,
+  rename,
+  rm,
+  symlink,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { createObjectStore, initStore } from '../../src/store/index.js';
+import {
+  listChangedSince,
+  loadChangeRecord,
+  readSnapshotClock,
+  type SnapshotClock,
+} from '../../src/workspace/changes.js';
+import { cachedReferences, snapshot } from '../../src/workspace/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay, makeWorkspace } from '../helpers/workspace.js';
+
+/** A full snapshot in a store of its own: reads every file, shares nothing with the shortcut. */
+async function referenceTree(workspace: string): Promise<string> {
+  const { directory } = await initStore(await makeTempDirectory());
+  const result = await snapshot(workspace, {
+    store: createObjectStore(directory),
+    storeDirectory: directory,
+    now: () => new Date(),
+  });
+  return result.tree;
+}
+
+/** A small deterministic PRNG (mulberry32), so a failure can be replayed. */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+async function listAll(root: string, relative = ''): Promise<{ files: string[]; dirs: string[] }> {
+  const files: string[] = [];
+  const dirs: string[] = [];
+  for (const entry of await readdir(join(root, relative), { withFileTypes: true })) {
+    if (entry.name === '.rewind') continue;
+    const path = relative === '' ? entry.name : `${relative}/${entry.name}`;
+    if (entry.isDirectory()) {
+      dirs.push(path);
+      const inner = await listAll(root, path);
+      files.push(...inner.files);
+      dirs.push(...inner.dirs);
+    } else files.push(path);
+  }
+  return { files, dirs };
+}
+
+describe('snapshot by changed paths', () => {
+  it('looks only at what changed since the last snapshot, and gets the same tree as a full read', async () => {
+    const layout = Object.fromEntries(
+      Array.from({ length: 60 }, (_, index) => [`dir${index % 6}/sub/f${index}.txt`, `${index}`]),
+    );
+    const { workspace, storeDirectory, store } = await makeWorkspace(layout);
+    const options = { store, storeDirectory };
+    expect(await snapshot(workspace, options)).toMatchObject({ strategy: 'walk', readCount: 60 });
+    // Files changed within two seconds before a snapshot are looked at again by the next one.
+    await sleep(2100);
+    await snapshot(workspace, options);
+    const quiet = await snapshot(workspace, options);
+    expect(quiet).toMatchObject({ strategy: 'changed-since', readCount: 0 });
+
+    await appendFile(join(workspace, 'dir0/sub/f0.txt'), '!'); // modified
+    await writeFile(join(workspace, 'dir1/new.txt'), 'new'); // created
+    await unlink(join(workspace, 'dir2/sub/f2.txt')); // deleted
+    await rm(join(workspace, 'dir3'), { recursive: true }); // tree deleted
+    await rename(join(workspace, 'dir4/sub'), join(workspace, 'dir5/moved')); // tree moved
+    await chmod(join(workspace, 'dir5/sub/f5.txt'), 0o755); // mode
+    await unlink(join(workspace, 'dir1/sub/f1.txt'));
+    await symlink('../f7.txt', join(workspace, 'dir1/sub/f1.txt')); // replaced by a link
+    await mkdir(join(workspace, 'empty')); // empty directory
+    const changed = await snapshot(workspace, options);
+    expect(changed.strategy).toBe('changed-since');
+    // The modified, created and mode-changed files, and the 10 files of the moved tree.
+    expect(changed.readCount).toBe(13);
+    expect(changed.tree).toBe(await referenceTree(workspace));
+    const full = await snapshot(workspace, { ...options, now: () => new Date() });
+    expect(changed).toMatchObject({
+      fileCount: full.fileCount,
+      directoryCount: full.directoryCount,
+      sizeBytes: full.sizeBytes,
+    });
+  });
+
+  it('agrees with a full read after every round of random edits', async () => {
+    const next = random(20261129);
+    const { workspace, storeDirectory, store } = await makeWorkspace(
+      Object.fromEntries(
+        Array.from({ length: 40 }, (_, index) => [`d${index % 4}/e${index % 3}/f${index}`, 'f']),
+      ),
+    );
+    // A short window, so each round looks only at its own edits, not at the earlier rounds'.
+    const options = { store, storeDirectory, changeWindowMs: 30 };
+    await snapshot(workspace, options);
+    let reused = 0;
+    for (let round = 0; round < 30; round++) {
+      await sleep(40);
+      for (let step = 0; step < 6; step++) {
+        const { files, dirs } = await listAll(workspace);
+        const pick = <T>(list: T[]): T | undefined => list[Math.floor(next() * list.length)];
+        const choice = next();
+        const directory = pick(dirs) ?? '';
+        const file = pick(files);
+        const name = `n${Math.floor(next() * 1000)}`;
+        const target = join(workspace, directory, name);
+        // An edit that makes no sense here (a name taken by a directory) just fails.
+        await (async () => {
+          if (choice < 0.3) await writeFile(target, `${round}:${step}`);
+          else if (choice < 0.4) await mkdir(target, { recursive: true });
+          else if (choice < 0.55 && file) await appendFile(join(workspace, file), 'x');
+          else if (choice < 0.65 && file) await rm(join(workspace, file), { force: true });
+          else if (choice < 0.75 && dirs.length > 0)
+            await rm(join(workspace, pick(dirs) as string), { recursive: true, force: true });
+          else if (choice < 0.85 && file) await rename(join(workspace, file), target);
+          else if (choice < 0.92 && dirs.length > 0) {
+            const from = pick(dirs) as string;
+            if (!`${directory}/`.startsWith(`${from}/`))
+              await rename(join(workspace, from), target);
+          } else if (file) await chmod(join(workspace, file), next() < 0.5 ? 0o755 : 0o644);
+        })().catch(() => {});
+      }
+      const result = await snapshot(workspace, options);
+      expect(result.strategy).toBe('changed-since');
+      expect(result.tree, `round ${round}`).toBe(await referenceTree(workspace));
+      const full = await snapshot(workspace, { ...options, now: () => new Date() });
+      if (result.readCount < full.fileCount) reused += 1;
+      expect(result.fileCount).toBe(full.fileCount);
+      expect(result.directoryCount).toBe(full.directoryCount);
+      expect(result.sizeBytes).toBe(full.sizeBytes);
+    }
+    // Most rounds took most entries from the previous tree.
+    expect(reused).toBeGreaterThan(25);
+  });
+
+  it('falls back to a full walk when a .rewindignore appears, changes or goes', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'keep.txt': 'k',
+      'sub/build/out.bin': 'o',
+      'sub/src.txt': 's',
+    });
+    const options = { store, storeDirectory };
+    await snapshot(workspace, options);
+    await writeFile(join(workspace, 'sub/.rewindignore'), 'build/\n');
+    const added = await snapshot(workspace, options);
+    expect(added.strategy).toBe('walk');
+    expect(added.tree).toBe(await referenceTree(workspace));
+    await writeFile(join(workspace, 'sub/.rewindignore'), 'src.txt\n');
+    const edited = await snapshot(workspace, options);
+    expect(edited.strategy).toBe('walk');
+    expect(edited.tree).toBe(await referenceTree(workspace));
+    await unlink(join(workspace, 'sub/.rewindignore'));
+    const removed = await snapshot(workspace, options);
+    expect(removed.strategy).toBe('walk');
+    expect(removed.tree).toBe(await referenceTree(workspace));
+    await mkdir(join(workspace, 'elsewhere'));
+    await lay(join(workspace, 'elsewhere'), { 'tree/.rewindignore': '*.log\n', 'tree/x.log': 'x' });
+    await rename(join(workspace, 'elsewhere/tree'), join(workspace, 'moved'));
+    const moved = await snapshot(workspace, options);
+    expect(moved.strategy).toBe('walk');
+    expect(moved.tree).toBe(await referenceTree(workspace));
+  });
+
+  it('keeps the recorded tree through garbage collection', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({ 'a.txt': 'a' });
+    const { tree } = await snapshot(workspace, { store, storeDirectory });
+    expect(loadChangeRecord(storeDirectory, workspace)?.tree).toBe(tree);
+    expect(await cachedReferences(storeDirectory)).toContainEqual({ type: 'tree', digest: tree });
+  });
+});
+
+describe('listChangedSince', () => {
+  const clockAt = (clock: SnapshotClock, shiftNs: bigint): SnapshotClock => ({
+    ...clock,
+    wallNs: clock.wallNs + shiftNs,
+  });
+
+  const WINDOW = 2_000_000_000n;
+
+  it('lists created, modified and renamed entries and the directories entries left', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a/old.txt': 'o', 'a/keep.txt': 'k', 'b/x.txt': 'x', 'c/y.txt': 'y' });
+    await sleep(2100);
+    const since = readSnapshotClock() as SnapshotClock;
+    await appendFile(join(workspace, 'a/keep.txt'), '!');
+    await unlink(join(workspace, 'a/old.txt'));
+    await rename(join(workspace, 'b/x.txt'), join(workspace, 'c/x.txt'));
+    await mkdir(join(workspace, '.git/objects'), { recursive: true });
+    const changed = await listChangedSince(
+      workspace,
+      since,
+      readSnapshotClock() as SnapshotClock,
+      WINDOW,
+    );
+    expect(changed?.sort()).toEqual(['', 'a', 'a/keep.txt', 'b', 'c', 'c/x.txt']);
+  });
+
+  it('refuses to answer when the wall clock went back or the machine rebooted', async () => {
+    const workspace = await makeTempDirectory();
+    const now = readSnapshotClock() as SnapshotClock;
+    const future = clockAt(now, 3_600_000_000_000n);
+    expect(await listChangedSince(workspace, future, now, WINDOW)).toBeUndefined();
+    const stepped = { ...now, offsetNs: now.offsetNs - 5_000_000_000n };
+    expect(await listChangedSince(workspace, now, stepped, WINDOW)).toBeUndefined();
+    expect(
+      await listChangedSince(workspace, { ...now, bootId: 'another' }, now, WINDOW),
+    ).toBeUndefined();
+    // The workspace was just created: only its root changed.
+    expect(await listChangedSince(workspace, now, now, WINDOW)).toEqual(['']);
+  });
+});
