@@ -67,13 +67,49 @@ check(
 );
 rewind(['rollback', 'latest']);
 rewind(['checkpoints']);
+
+console.log('\n# Journaled actions: a shell command whose file effects can be undone.');
+const idOf = (stdout) => /action (\d+) \(/.exec(stdout)?.[1];
+const before = read('src/greet.js');
+const ran = rewind([
+  'exec',
+  '--',
+  'sh',
+  '-c',
+  "sed -i 's/Hello/Bye/' src/greet.js && rm README.md",
+]);
+check(!existsSync(join(workspace, 'README.md')), 'the command did not run');
+rewind(['diff', idOf(ran)]);
+rewind(['undo', idOf(ran)]);
+check(
+  read('src/greet.js') === before && existsSync(join(workspace, 'README.md')),
+  'undoing the command did not put its files back',
+);
+console.log(
+  '\n# An edit by hand after an action: undoing the action would trample it, so it is refused.',
+);
+const written = rewind(['write', 'notes.txt', 'first draft']);
+writeFileSync(join(workspace, 'notes.txt'), 'edited by hand');
+rewind(['undo', idOf(written)], 1);
+check(read('notes.txt') === 'edited by hand', 'a refused undo changed the file');
+console.log('\n# A draft waits for approval; a discarded one never runs.');
+const draft = rewind(['exec', '--draft', '--', 'sh', '-c', 'echo approved > approved.txt']);
+const discarded = rewind(['exec', '--draft', '--', 'sh', '-c', 'echo oops > discarded.txt']);
+rewind(['approve', idOf(draft), '--yes']);
+rewind(['discard', idOf(discarded)]);
+check(
+  existsSync(join(workspace, 'approved.txt')) && !existsSync(join(workspace, 'discarded.txt')),
+  'approve or discard did not do what it says',
+);
+console.log('\n# Requests to cloud metadata addresses are refused before anything is sent.');
+rewind(['http', 'GET', 'http://169.254.169.254/latest/meta-data/'], 1);
 rewind(['log']);
 rewind(['verify']);
 rewind(['gc', '--dry-run']);
 rewind(['status']);
 const status = JSON.parse(rewind(['status', '--json']));
 check(
-  status.sessions[0]?.entryCount === 9,
-  `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 9`,
+  status.sessions[0]?.entryCount === 21,
+  `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 21`,
 );
 console.log(`\nDemo complete. Explore it yourself: cd ${workspace} && node ${bin} log`);

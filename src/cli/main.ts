@@ -1,10 +1,15 @@
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import {
+  type ActionResult,
   type CheckpointInfo,
   type CheckpointResult,
+  type Compensation,
+  type DraftInfo,
+  type ExecResult,
   type GcReport,
   gc,
+  type HttpResult,
   type InitResult,
   init,
   isRewindError,
@@ -29,6 +34,16 @@ export interface CliIo {
   stdout: (text: string) => void;
   stderr: (text: string) => void;
   cwd: string;
+  /** What `rewind write PATH -` reads; the process's standard input by default. */
+  stdin?: AsyncIterable<Uint8Array>;
+  /** Asks a person a question and resolves with the answer; absent when nobody can answer. */
+  prompt?: (question: string) => Promise<string>;
+}
+
+async function readAll(input: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of input ?? []) chunks.push(chunk);
+  return Buffer.concat(chunks);
 }
 
 interface GlobalOptions {
@@ -36,7 +51,13 @@ interface GlobalOptions {
   json?: boolean;
   quiet?: boolean;
   debug?: boolean;
+  redact?: boolean;
+  redactPattern?: string[];
+  blockPrivate?: boolean;
 }
+
+/** A mistake in how a command was called, found in its action (Commander reports its own). */
+class UsageError extends Error {}
 
 const EXIT_OK = 0;
 const EXIT_FAILED = 1;
@@ -133,6 +154,84 @@ function renderRollback(result: RollbackResult): string {
   return `${lines.join('\n')}\n`;
 }
 
+function renderActionLine(result: ActionResult): string {
+  const how =
+    result.state === 'draft'
+      ? `rewind approve ${result.id} (or rewind discard ${result.id})`
+      : result.state === 'discarded'
+        ? 'it will never run'
+        : result.class === 'reversible'
+          ? `rewind undo ${result.id}`
+          : result.class === 'compensable'
+            ? `rewind compensate ${result.id}`
+            : 'cannot be undone';
+  const state = result.state === 'done' ? '' : `, ${result.state}`;
+  return `action ${result.id} (${result.class}${state}): ${how}\n`;
+}
+
+function renderExec(result: ExecResult): string {
+  const lines: string[] = [];
+  if (result.stdout !== '') lines.push(result.stdout.replace(/\n?$/, ''));
+  if (result.stderr !== '') lines.push(result.stderr.replace(/\n?$/, ''));
+  const ended = result.timedOut
+    ? `timed out after ${Math.round(result.durationMs)} ms`
+    : result.signal !== null
+      ? `ended by ${result.signal}`
+      : `exit ${result.exitCode}`;
+  lines.push(
+    `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+function renderHttp(result: HttpResult): string {
+  if (!result.response) return '';
+  const response = result.response;
+  const body = response.body.length > 2000 ? `${response.body.slice(0, 2000)}\n...` : response.body;
+  return `HTTP ${response.status}\n${body}${body.endsWith('\n') || body === '' ? '' : '\n'}`;
+}
+
+function renderDraft(draft: DraftInfo): string {
+  return (
+    `Draft #${draft.id} (${draft.kind}, ${draft.class}) will run exactly this:\n` +
+    `${JSON.stringify(draft.spec, null, 2)}\n` +
+    `content digest ${draft.digest}\n`
+  );
+}
+
+/** The compensation declared by --compensate-command or --compensate-request, if any. */
+function compensationOption(own: Record<string, unknown>): { compensation?: Compensation } {
+  if (own.compensateCommand !== undefined && own.compensateRequest !== undefined) {
+    throw new UsageError('Declare one compensation: --compensate-command or --compensate-request.');
+  }
+  if (own.compensateCommand !== undefined) {
+    return { compensation: { command: String(own.compensateCommand) } };
+  }
+  if (own.compensateRequest === undefined) return {};
+  const [method, url, ...rest] = String(own.compensateRequest).trim().split(/\s+/);
+  if (method === undefined || url === undefined || rest.length > 0) {
+    throw new UsageError(
+      `--compensate-request takes "METHOD URL", such as "DELETE https://api.example.com/deploys/42", not "${String(own.compensateRequest)}".`,
+    );
+  }
+  return { compensation: { http: { method, url } } };
+}
+
+function actionId(id: string): number {
+  if (!/^\d+$/.test(id)) {
+    throw new UsageError(`"${id}" is not an action id: give the number that \`rewind log\` shows.`);
+  }
+  return Number(id);
+}
+
+function secondsOption(value: unknown, flag: string): number {
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new UsageError(`${flag} must be a positive number of seconds, not "${String(value)}".`);
+  }
+  return Math.round(seconds * 1000);
+}
+
 function renderUndo(result: UndoResult): string {
   if (result.status === 'undone') {
     return (
@@ -140,7 +239,11 @@ function renderUndo(result: UndoResult): string {
       `${result.applied.deleted} deleted. Redo with \`rewind undo ${result.id}\`.\n`
     );
   }
-  const shown = result.conflicts.slice(0, 20).map((path) => `  ${path}`);
+  const shown = result.conflicts
+    .slice(0, 20)
+    .map(
+      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
+    );
   const more =
     result.conflicts.length > 20 ? [`  ... and ${result.conflicts.length - 20} more`] : [];
   return [
@@ -185,7 +288,8 @@ function renderLog(report: LogReport): string {
   ];
   for (const line of report.entries) {
     lines.push(
-      `${String(line.seq).padStart(width)}  ${formatLocalTime(line.at)}  ${line.kind.padEnd(kindWidth)}  ${line.summary}`,
+      `${String(line.seq).padStart(width)}  ${formatLocalTime(line.at)}  ${line.kind.padEnd(kindWidth)}  ${line.summary}` +
+        (line.action ? ` [${line.action.state}]` : ''),
     );
   }
   return `${lines.join('\n')}\n`;
@@ -259,6 +363,16 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     .option('--json', 'print one JSON document on stdout, nothing else')
     .option('-q, --quiet', 'print only errors and the output asked for')
     .option('--debug', 'add stack traces and cause chains to errors')
+    .option(
+      '--redact',
+      'strip credential headers (Authorization, Cookie, X-Api-Key...) before anything is stored',
+    )
+    .option(
+      '--redact-pattern <re>',
+      'strip every match of this regular expression from what is stored (repeatable)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option('--block-private', 'refuse HTTP requests to loopback and private addresses too')
     .showHelpAfterError('(run `rewind --help` for usage)')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
@@ -320,9 +434,14 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     session: string | undefined,
     fn: (opened: Session) => Promise<T>,
   ): Promise<T> => {
+    const patterns = options.redactPattern ?? [];
     const opened = await openSession({
       workspace: await workspaceOf(options),
       ...(session !== undefined && { session }),
+      ...((options.redact || patterns.length > 0) && {
+        redact: { headers: options.redact === true, patterns },
+      }),
+      ...(options.blockPrivate && { blockPrivate: true }),
     });
     try {
       return await fn(opened);
@@ -383,22 +502,282 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
 
   program
     .command('undo')
-    .description('undo an action (a rollback or an undo) unless later edits would be trampled')
-    .argument('<id>', 'the action id, as `rewind log` shows it')
+    .description(
+      'undo an action (file action, command, rollback, undo) unless later edits would be trampled',
+    )
+    .argument('[id]', 'the action id, as `rewind log` and every action command show it')
+    .option('--last', 'the most recent action that can still be undone')
     .option('--session <id>', 'the session (default: the current one)')
-    .action(async (id: string, _options, command: Command) => {
+    .action(async (id: string | undefined, _options, command: Command) => {
       const options = globals(command);
-      if (!/^\d+$/.test(id))
-        throw new InvalidArgumentError(
+      const isLast = command.opts().last === true;
+      if ((id === undefined) === !isLast) {
+        throw new UsageError('Give either an action id or --last.');
+      }
+      if (id !== undefined && !/^\d+$/.test(id))
+        throw new UsageError(
           `"${id}" is not an action id: give the number that \`rewind log\` shows.`,
         );
       const result = await withSession(options, command.opts().session, (session) =>
-        session.undo(Number(id)),
+        session.undo(id === undefined ? 'last' : Number(id)),
       );
       emit(options, result, (value) =>
         options.quiet && value.status === 'undone' ? '' : renderUndo(value),
       );
       if (result.status === 'refused') state.exitCode = EXIT_FAILED;
+    });
+
+  const act = async (
+    command: Command,
+    fn: (session: Session) => Promise<ActionResult>,
+    render: (result: ActionResult) => string = () => '',
+  ): Promise<void> => {
+    const options = globals(command);
+    const result = await withSession(options, command.opts().session, fn);
+    emit(options, result, (value) => `${render(value)}${renderActionLine(value)}`);
+    if (result.state === 'failed') state.exitCode = EXIT_FAILED;
+  };
+
+  program
+    .command('write')
+    .description('write a file (journaled; the previous content is kept for undo)')
+    .argument('<path>', 'the file, relative to the workspace root')
+    .argument('[content]', 'the text to write, or - to read standard input (the default)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (path: string, content: string | undefined, _options, command: Command) => {
+      const bytes =
+        content === undefined || content === '-' ? await readAll(io.stdin) : Buffer.from(content);
+      await act(command, (session) => session.write(path, bytes));
+    });
+
+  program
+    .command('delete')
+    .alias('rm')
+    .description('delete a file or a directory tree (journaled; everything is kept for undo)')
+    .argument('<path>', 'relative to the workspace root')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (path: string, _options, command: Command) => {
+      await act(command, (session) => session.delete(path));
+    });
+
+  program
+    .command('move')
+    .alias('mv')
+    .description('move or rename a file or directory (journaled)')
+    .argument('<from>', 'relative to the workspace root')
+    .argument(
+      '<to>',
+      'relative to the workspace root; must be free (or a file, when moving a file)',
+    )
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (from: string, to: string, _options, command: Command) => {
+      await act(command, (session) => session.move(from, to));
+    });
+
+  program
+    .command('mkdir')
+    .description('create a directory and its missing parents (journaled)')
+    .argument('<path>', 'relative to the workspace root')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (path: string, _options, command: Command) => {
+      await act(command, (session) => session.mkdir(path));
+    });
+
+  program
+    .command('exec')
+    .description(
+      'run a command in the workspace, journaled with the files it created, modified and deleted (undoable)',
+    )
+    .argument('<command...>', 'the program and its arguments (put them after --)')
+    .option('--timeout <seconds>', 'end the command and everything it started after this', '120')
+    .option('--draft', 'journal it without running it; `rewind approve ID` runs it')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (words: string[], _options, command: Command) => {
+      const timeoutMs = secondsOption(command.opts().timeout, '--timeout');
+      if (command.opts().draft === true) {
+        await act(command, (session) => session.exec(words, { timeoutMs, draft: true }));
+        return;
+      }
+      await act(
+        command,
+        (session) => session.exec(words, { timeoutMs }),
+        (value) => renderExec(value as ExecResult),
+      );
+    });
+
+  program
+    .command('http')
+    .description(
+      'send an HTTP request, journaled with its response (irreversible unless a compensation is declared)',
+    )
+    .argument('<method>', 'GET, POST, ...')
+    .argument('<url>', 'an absolute http:// or https:// URL')
+    .option(
+      '--header <k:v>',
+      'a request header (repeatable)',
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
+    .option('--data <data>', 'the request body')
+    .option('--timeout <seconds>', 'give up after this', '30')
+    .option('--compensate-command <command>', 'declare a command (run by sh) that offsets it')
+    .option(
+      '--compensate-request <request>',
+      'declare an HTTP request that offsets it: "METHOD URL"',
+    )
+    .option('--draft', 'journal it without sending it; `rewind approve ID` sends it')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (method: string, url: string, _options, command: Command) => {
+      const own = command.opts();
+      const headers: Record<string, string> = {};
+      for (const header of (own.header ?? []) as string[]) {
+        const colon = header.indexOf(':');
+        if (colon <= 0) {
+          throw new UsageError(`The header "${header}" is not of the form Name: value.`);
+        }
+        headers[header.slice(0, colon).trim()] = header.slice(colon + 1).trim();
+      }
+      await act(
+        command,
+        (session) =>
+          session.http(
+            { method, url, headers, ...(own.data !== undefined && { body: own.data as string }) },
+            {
+              timeoutMs: secondsOption(own.timeout, '--timeout'),
+              ...compensationOption(own),
+              ...(own.draft === true && { draft: true }),
+            },
+          ),
+        (value) => renderHttp(value as HttpResult),
+      );
+    });
+
+  program
+    .command('record')
+    .description(
+      'journal an external action before doing it (kind x.NAME); close it with `rewind report`',
+    )
+    .argument('<name>', 'what it is, such as deploy or send-email')
+    .option(
+      '--class <class>',
+      'compensable or irreversible (default: compensable when a compensation is declared)',
+    )
+    .option('--compensate-command <command>', 'declare a command (run by sh) that offsets it')
+    .option(
+      '--compensate-request <request>',
+      'declare an HTTP request that offsets it: "METHOD URL"',
+    )
+    .option('--target <target>', 'what it acts on, for people')
+    .option('--detail <text>', 'more about it')
+    .option('--draft', 'journal it for approval first (`rewind approve ID`)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (name: string, _options, command: Command) => {
+      const own = command.opts();
+      if (own.class !== undefined && own.class !== 'compensable' && own.class !== 'irreversible') {
+        throw new UsageError(`--class must be compensable or irreversible, not "${own.class}".`);
+      }
+      await act(command, (session) =>
+        session.record(name, {
+          ...(own.class !== undefined && { class: own.class as 'compensable' | 'irreversible' }),
+          ...compensationOption(own),
+          ...(own.target !== undefined && { target: own.target as string }),
+          ...(own.detail !== undefined && { detail: own.detail as string }),
+          ...(own.draft === true && { draft: true }),
+        }),
+      );
+    });
+
+  program
+    .command('report')
+    .description('close a recorded external action with its outcome')
+    .argument('<id>', 'the action id that `rewind record` printed')
+    .option('--failed', 'it failed (default: it succeeded)')
+    .option('--detail <text>', 'what happened')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (id: string, _options, command: Command) => {
+      const own = command.opts();
+      await act(command, (session) =>
+        session.report(actionId(id), {
+          ok: own.failed !== true,
+          ...(own.detail !== undefined && { detail: own.detail as string }),
+        }),
+      );
+    });
+
+  const confirm = async (
+    options: GlobalOptions,
+    isYes: boolean,
+    question: string,
+  ): Promise<boolean> => {
+    if (isYes) return true;
+    if (!io.prompt || options.json) {
+      throw new UsageError('Nobody can confirm here: add --yes to run it.');
+    }
+    return /^y(es)?$/i.test((await io.prompt(`${question} [y/N] `)).trim());
+  };
+
+  program
+    .command('approve')
+    .description('show exactly what a draft will run, and run it once confirmed')
+    .argument('<id>', 'the draft id')
+    .option('-y, --yes', 'run it without asking (for scripts)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (id: string, _options, command: Command) => {
+      const options = globals(command);
+      const number = actionId(id);
+      await withSession(options, command.opts().session, async (session) => {
+        const draft = await session.draft(number);
+        if (!options.quiet && !options.json) io.stdout(renderDraft(draft));
+        if (!(await confirm(options, command.opts().yes === true, `Run draft #${number}?`))) {
+          io.stdout('Not approved; nothing ran.\n');
+          state.exitCode = EXIT_FAILED;
+          return;
+        }
+        const result = await session.approve(number, { digest: draft.digest });
+        emit(options, result, (value) => {
+          const detail =
+            value.kind === 'exec'
+              ? renderExec(value as ExecResult)
+              : value.kind === 'http'
+                ? renderHttp(value as HttpResult)
+                : '';
+          return `${detail}${renderActionLine(value)}`;
+        });
+        if (result.state === 'failed') state.exitCode = EXIT_FAILED;
+      });
+    });
+
+  program
+    .command('discard')
+    .description('discard a draft, visibly and for good')
+    .argument('<id>', 'the draft id')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (id: string, _options, command: Command) => {
+      await act(command, (session) => session.discard(actionId(id)));
+    });
+
+  program
+    .command('compensate')
+    .description('show the compensation a compensable action declared, and run it once confirmed')
+    .argument('<id>', 'the action id')
+    .option('-y, --yes', 'run it without asking (for scripts)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (id: string, _options, command: Command) => {
+      const options = globals(command);
+      const number = actionId(id);
+      await withSession(options, command.opts().session, async (session) => {
+        const compensation = await session.compensation(number);
+        if (!options.quiet && !options.json) {
+          io.stdout(`Compensation of #${number}:\n  ${JSON.stringify(compensation)}\n`);
+        }
+        if (!(await confirm(options, command.opts().yes === true, 'Run it?'))) {
+          io.stdout('Not confirmed; nothing ran.\n');
+          state.exitCode = EXIT_FAILED;
+          return;
+        }
+        const result = await session.compensate(number);
+        emit(options, result, (value) => `Compensated #${number} with ${renderActionLine(value)}`);
+        if (result.state === 'failed') state.exitCode = EXIT_FAILED;
+      });
     });
 
   program
@@ -524,6 +903,15 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         const message = error.message.replace(/^error: /, '');
         io.stdout(`${JSON.stringify({ error: { code: 'USAGE', message, data: {} } }, null, 2)}\n`);
       }
+      return EXIT_USAGE;
+    }
+    if (error instanceof UsageError) {
+      if (isJson) {
+        io.stdout(
+          `${JSON.stringify({ error: { code: 'USAGE', message: error.message, data: {} } }, null, 2)}\n`,
+        );
+      }
+      io.stderr(`rewind: ${error.message}\n(run \`rewind --help\` for usage)\n`);
       return EXIT_USAGE;
     }
     if (isJson) io.stdout(`${JSON.stringify(errorDocument(error), null, 2)}\n`);

@@ -20,7 +20,7 @@ export const ENTRY_KINDS = {
   'rollback-completed':
     'The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
   'undo-started':
-    'Intent: an action is about to be undone. Body: `undoes` (its seq), `beforeTree`, `afterTree`: every path that differs between them is set to its afterTree state.',
+    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null).',
   'undo-completed':
     'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
   'rollback-failed':
@@ -28,7 +28,16 @@ export const ENTRY_KINDS = {
   'undo-failed':
     'The undo announced by an undo-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `undoes`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
   'undo-refused':
-    'An undo was refused because paths the action touched changed since. Body: `undoes`, `paths` (up to 50), `pathCount`.',
+    'An undo was refused because paths the action touched changed since. Body: `undoes`, `paths` (up to 50), `conflicts` (the same paths with `expected` and `found`), `pathCount`.',
+  'action-started':
+    'Intent, journaled before the effect: an action is about to run. Body: `action` (write, delete, move, mkdir, exec), `class` (reversible, compensable, irreversible), `target`; a file action has `paths` (each `path` with its `before` and `after` tree entries, already stored); exec has `command`, `beforeTree`, `timeoutMs`, `outsideWorkspace` ("unknown").',
+  'action-completed':
+    'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
+  'action-approved':
+    'A draft was approved and is about to run. Body: `startedSeq` (the draft), `digest` (the content approved), and for exec `beforeTree`.',
+  'action-discarded': 'A draft was discarded: it never runs. Body: `startedSeq`.',
+  'action-failed':
+    'The action announced by action-started failed. Body: `startedSeq`, `error` (`code`, `message`; INTERRUPTED when the process running it ended first), and for exec `afterTree` and the fields of action-completed; a file action adds `isReverted`.',
 } as const;
 
 /** A ledger entry kind that this Rewind knows. */
@@ -143,6 +152,31 @@ export function describeEntry(entry: LedgerEntry): string {
     case 'undo-started':
       return `undo of #${String(body.undoes)} started (redo with \`rewind undo ${entry.seq}\`)`;
     case 'undo-refused':
-      return `undo of #${String(body.undoes)} refused: ${String(body.pathCount)} paths it touched changed since`;
+      return `undo of #${String(body.undoes)} refused: ${String(body.pathCount)} ${body.pathCount === 1 ? 'path it touched has' : 'paths it touched have'} changed since`;
+    case 'action-started': {
+      const draft = body.draft === true ? ' drafted' : '';
+      const compensates =
+        typeof body.compensates === 'number' ? `, compensating #${body.compensates}` : '';
+      return `${String(body.action)} ${String(body.target)}${draft} (${String(body.class)}${compensates})`;
+    }
+    case 'action-completed': {
+      const counts = body.counts as
+        | { created?: number; modified?: number; deleted?: number }
+        | undefined;
+      const evidence = body.evidence as { exitCode?: unknown } | undefined;
+      const detail = counts
+        ? `: exit ${String(evidence?.exitCode)}, ${counts.created} created, ${counts.modified} modified, ${counts.deleted} deleted`
+        : '';
+      const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
+      return `#${String(body.startedSeq)} done${detail}${recovery}`;
+    }
+    case 'action-approved':
+      return `draft #${String(body.startedSeq)} approved (${String(body.digest).slice(0, 19)})`;
+    case 'action-discarded':
+      return `draft #${String(body.startedSeq)} discarded`;
+    case 'action-failed': {
+      const error = (body.error ?? {}) as { code?: unknown; message?: unknown };
+      return `#${String(body.startedSeq)} failed (${String(error.code)}): ${String(error.message)}`;
+    }
   }
 }

@@ -25,4 +25,11 @@ export {
   withLock,
 } from './lock.js';
 export { normalizeWorkspacePath, resolveWorkspacePath } from './paths.js';
+export {
+  createRedactor,
+  REDACTED,
+  type RedactionOptions,
+  type Redactor,
+  SENSITIVE_HEADERS,
+} from './redact.js';
 export { REWIND_VERSION } from './version.js';

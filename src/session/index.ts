@@ -1,3 +1,8 @@
+export type {
+  ActionClass,
+  ActionState,
+  PathChange,
+} from './actions.js';
 export {
   type GcReport,
   gc,
@@ -18,14 +23,28 @@ export {
   type WorkspaceOptions,
 } from './repository.js';
 export {
+  type ActionInfo,
+  type ActionResult,
+  type ActionSpec,
   type CheckpointInfo,
   type CheckpointResult,
+  type Compensation,
   checkLabel,
   type DiffResult,
+  type DraftInfo,
+  type ExecOptions,
+  type ExecResult,
+  type ExecSpec,
+  type HttpActionOptions,
+  type HttpResult,
+  type HttpSpec,
   type OpenSessionOptions,
   openSession,
   type PlannedChange,
+  type RecordOptions,
+  type RecordSpec,
   type RollbackResult,
   Session,
+  type UndoConflict,
   type UndoResult,
 } from './session.js';

@@ -29,6 +29,7 @@ import {
   walkReferences,
 } from '../store/index.js';
 import { cachedReferences, checkWorkspace, clearStatCache } from '../workspace/index.js';
+import { type ActionClass, type ActionState, deriveActions } from './actions.js';
 
 /** Options every store operation takes. */
 export interface WorkspaceOptions {
@@ -178,6 +179,8 @@ export interface LogLine {
   kind: string;
   summary: string;
   entry: LedgerEntry;
+  /** For the entry that started an action: its class and its state now, derived from the ledger. */
+  action?: { class: ActionClass; state: ActionState };
 }
 
 /** What {@link log} returns. */
@@ -213,15 +216,20 @@ export async function log(options: WorkspaceOptions & { session?: string }): Pro
   const session = await pickSession(location, options.session);
   const current = await readCurrentSession(location.directory).catch(() => undefined);
   const reading = await readLedgerFile(session.file);
+  const actions = deriveActions(reading.entries);
   return {
     session: summarize(session, reading, current),
-    entries: reading.entries.map((entry) => ({
-      seq: entry.seq,
-      at: entry.at,
-      kind: entry.kind,
-      summary: describeEntry(entry),
-      entry,
-    })),
+    entries: reading.entries.map((entry) => {
+      const action = actions.get(entry.seq);
+      return {
+        seq: entry.seq,
+        at: entry.at,
+        kind: entry.kind,
+        summary: describeEntry(entry),
+        entry,
+        ...(action && { action: { class: action.class, state: action.state } }),
+      };
+    }),
     unreadable: reading.unreadable,
   };
 }

@@ -1,9 +1,34 @@
+import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isRewindError, RewindError } from '../errors.js';
+import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { Ledger, type LedgerEntry, type SessionFile } from '../ledger/index.js';
-import { acquireLock, type Digest } from '../lib/index.js';
+import {
+  acquireLock,
+  canonicalJson,
+  createRedactor,
+  type Digest,
+  digestBytes,
+  type JsonValue,
+  normalizeWorkspacePath,
+  type RedactionOptions,
+  type Redactor,
+  resolveWorkspacePath,
+  writeFileAtomic,
+} from '../lib/index.js';
+import {
+  type Command,
+  checkRequest,
+  checkTarget,
+  type HttpRequest,
+  type HttpResponse,
+  performRequest,
+  type RunResult,
+  runProcess,
+} from '../sandbox/index.js';
 import {
   createObjectStore,
+  encodeTree,
+  type ObjectBatch,
   type ObjectStore,
   openStore,
   readTree,
@@ -14,13 +39,28 @@ import {
   type ApplyProgress,
   type ApplyResult,
   applyChanges,
+  diffEntries,
   diffTrees,
   fileChangeKind,
+  isIgnoredPath,
+  isSameEntry,
   renderDiff,
   type SnapshotResult,
   snapshot,
+  snapshotPath,
   type TreeChange,
 } from '../workspace/index.js';
+import {
+  type ActionClass,
+  type ActionRecord,
+  type ActionState,
+  deriveActions,
+  describeState,
+  type Effect,
+  isRecorded,
+  type PathChange,
+  referencesOf,
+} from './actions.js';
 import { pickSession } from './repository.js';
 
 /** Options of {@link openSession}. */
@@ -35,6 +75,15 @@ export interface OpenSessionOptions {
   lockTimeoutMs?: number;
   /** First-snapshot budget; see {@link SnapshotOptions}. */
   budget?: { maxBytes?: number; maxFiles?: number };
+  /**
+   * Strips secrets before anything is hashed or stored: credential headers (`headers: true`:
+   * Authorization, Cookie, X-Api-Key...) and every match of `patterns` in commands, URLs,
+   * headers, bodies and outputs. Off by default. A draft keeps its exact content (under
+   * `.rewind/drafts/`, deleted once it runs or is discarded) so it can run as approved.
+   */
+  redact?: RedactionOptions;
+  /** Refuse HTTP requests to loopback and private addresses too. */
+  blockPrivate?: boolean;
 }
 
 /** A checkpoint as the ledger records it. */
@@ -86,10 +135,138 @@ export interface RollbackResult {
   warnings: string[];
 }
 
+/** A path an undo would trample: what the action left there, and what is there now. */
+export interface UndoConflict {
+  path: string;
+  expected: string;
+  found: string;
+}
+
 /** The outcome of an undo: done, or refused because later edits would be trampled. */
 export type UndoResult =
   | { status: 'undone'; id: number; undoes: number; applied: ApplyResult }
-  | { status: 'refused'; undoes: number; conflicts: string[] };
+  | { status: 'refused'; undoes: number; conflicts: UndoConflict[] };
+
+/** What a file action or a command did: its id (for `undo`), class and the paths it changed. */
+export interface ActionResult {
+  id: number;
+  kind: string;
+  class: ActionClass;
+  state: ActionState;
+  target: string;
+  /** The paths the action changed, with their state before and after. */
+  changes: PathChange[];
+  warnings: string[];
+}
+
+/** What {@link Session.exec} recorded. */
+export interface ExecResult extends ActionResult {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  durationMs: number;
+  stdout: string;
+  stderr: string;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  /** Files the command created, modified and deleted in the workspace. */
+  created: string[];
+  modified: string[];
+  deleted: string[];
+}
+
+/** An action as {@link Session.actions} lists it. */
+export interface ActionInfo {
+  id: number;
+  kind: string;
+  class: ActionClass;
+  state: ActionState;
+  target: string;
+  at: string;
+  undoes: number | undefined;
+}
+
+/** A compensation, declared up front: a command run in the workspace, or an HTTP request. */
+export type Compensation = { command: Command } | { http: HttpRequest };
+
+/** Options of {@link Session.http}. */
+export interface HttpActionOptions {
+  /** The whole exchange must end within this. Default 30 000 ms. */
+  timeoutMs?: number;
+  /** Makes the request `compensable`: what offsets it, run by {@link Session.compensate}. */
+  compensation?: Compensation;
+  /** Journal it without sending it; {@link Session.approve} sends it. */
+  draft?: boolean;
+}
+
+/** What {@link Session.http} did: the response (redacted as the session says), unless a draft. */
+export interface HttpResult extends ActionResult {
+  response:
+    | { status: number; headers: Record<string, string>; body: string; bodyTruncated: boolean }
+    | undefined;
+}
+
+/** Options of {@link Session.record}. */
+export interface RecordOptions {
+  /** `irreversible` (default without a compensation) or `compensable` (default with one). */
+  class?: 'compensable' | 'irreversible';
+  compensation?: Compensation;
+  /** What it acts on, for people (default: the name). */
+  target?: string;
+  detail?: string;
+  draft?: boolean;
+}
+
+/** A draft as it will run, and the digest that binds its approval. */
+export interface DraftInfo {
+  id: number;
+  kind: string;
+  class: ActionClass;
+  digest: string;
+  spec: ActionSpec;
+}
+
+/** The exact content of an action that can be drafted: what approval runs. */
+export type ActionSpec = ExecSpec | HttpSpec | RecordSpec;
+
+/** A command as it will run. */
+export interface ExecSpec {
+  action: 'exec';
+  command: Command;
+  timeoutMs: number;
+  env?: Record<string, string>;
+  maxOutputBytes?: number;
+}
+
+/** A request as it will be sent (the body in base64). */
+export interface HttpSpec {
+  action: 'http';
+  request: { method: string; url: string; headers?: Record<string, string>; body?: string };
+  timeoutMs: number;
+  compensation?: Compensation;
+}
+
+/** An external action as recorded. */
+export interface RecordSpec {
+  action: `x.${string}`;
+  target: string;
+  detail?: string;
+  compensation?: Compensation;
+}
+
+/** Options of {@link Session.exec}. */
+export interface ExecOptions {
+  /** Journal the command without running it; {@link Session.approve} runs it. */
+  draft?: boolean;
+  /** Ends the command and everything it started after this long. Default 120 000 ms. */
+  timeoutMs?: number;
+  /** Variables added to the command's clean environment. */
+  env?: Record<string, string>;
+  /** Bytes of stdout and of stderr kept as evidence. Default 1 MiB each. */
+  maxOutputBytes?: number;
+}
+
+const LISTED_PATHS = 1000;
 
 /** What {@link Session.diff} found. */
 export interface DiffResult {
@@ -98,18 +275,8 @@ export interface DiffResult {
   changes: { path: string; kind: 'added' | 'deleted' | 'modified' }[];
   /** A unified diff: text files line by line, binary files summarized. */
   text: string;
-}
-
-/** A restore-like action in the ledger: its effect is to set every path that differs between
- * `beforeTree` and `afterTree` to its `afterTree` state. */
-interface RestoreAction {
-  /** Its `rollback-started` or `undo-started` entry; its seq is the action's id. */
-  started: LedgerEntry;
-  kind: 'rollback' | 'undo';
-  beforeTree: Digest;
-  afterTree: Digest;
-  /** `open` until a completion or failure entry names it. */
-  outcome: 'open' | 'completed' | 'failed';
+  /** For one action: where its record was redacted before storing (`request.headers.authorization`). */
+  redacted: string[];
 }
 
 const LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
@@ -148,34 +315,6 @@ function checkpointOf(entry: LedgerEntry): CheckpointInfo {
   };
 }
 
-const CLOSING_KINDS: Record<string, 'completed' | 'failed' | undefined> = {
-  'rollback-completed': 'completed',
-  'undo-completed': 'completed',
-  'rollback-failed': 'failed',
-  'undo-failed': 'failed',
-};
-
-function restoreActions(entries: readonly LedgerEntry[]): Map<number, RestoreAction> {
-  const actions = new Map<number, RestoreAction>();
-  for (const entry of entries) {
-    if (entry.kind === 'rollback-started' || entry.kind === 'undo-started') {
-      actions.set(entry.seq, {
-        started: entry,
-        kind: entry.kind === 'rollback-started' ? 'rollback' : 'undo',
-        beforeTree: entry.body.beforeTree as Digest,
-        afterTree: entry.body.afterTree as Digest,
-        outcome: 'open',
-      });
-    }
-    const closed = CLOSING_KINDS[entry.kind];
-    if (closed) {
-      const action = actions.get(Number(entry.body.startedSeq));
-      if (action) action.outcome = closed;
-    }
-  }
-  return actions;
-}
-
 function countFiles(changes: readonly TreeChange[]): {
   added: number;
   modified: number;
@@ -211,6 +350,21 @@ async function entryAt(
   return undefined;
 }
 
+function notFound(path: string): RewindError {
+  return new RewindError('PATH_NOT_FOUND', `Nothing is at ${path} in the workspace.`, {
+    data: { path },
+  });
+}
+
+function sameState(a: TreeEntry | undefined, b: TreeEntry | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return isSameEntry(a, b);
+}
+
+function reversePaths(paths: readonly PathChange[]): PathChange[] {
+  return paths.map((change) => ({ path: change.path, before: change.after, after: change.before }));
+}
+
 /**
  * A session on a workspace: checkpoints, rollback and undo, journaled in its ledger. Open one
  * with {@link openSession}; close it when done (or use `await using`).
@@ -222,8 +376,10 @@ export class Session {
   readonly #store: ObjectStore;
   readonly #ledger: Ledger;
   readonly #options: OpenSessionOptions;
+  readonly #redactor: Redactor;
 
   private constructor(location: StoreLocation, ledger: Ledger, options: OpenSessionOptions) {
+    this.#redactor = createRedactor(options.redact);
     this.id = ledger.session.id;
     this.workspace = location.workspace;
     this.#location = location;
@@ -234,6 +390,7 @@ export class Session {
 
   /** See {@link openSession}. */
   static async open(options: OpenSessionOptions): Promise<Session> {
+    createRedactor(options.redact); // a pattern that does not compile fails before anything opens
     const location = await openStore(options.workspace);
     const file: SessionFile = await pickSession(location, options.session);
     const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
@@ -265,14 +422,47 @@ export class Session {
     return (await this.#ledger.read()).entries;
   }
 
-  /** Finishes a rollback or undo that a killed process left between its intent and completion. */
+  /**
+   * Finishes what a killed process left between intent and completion: a rollback, an undo or a
+   * file action is applied again (all are idempotent) and journaled as completed; a command cannot
+   * be finished, so the workspace it left is recorded and it is closed as interrupted (its file
+   * effects can then still be undone).
+   */
   async #recover(): Promise<void> {
-    const entries = await this.#entries();
-    for (const action of restoreActions(entries).values()) {
-      if (action.outcome !== 'open') continue;
-      const changes = await diffTrees(this.#store, action.beforeTree, action.afterTree);
-      await this.#finish(action.kind, action.started, changes, { isRecovery: true });
+    for (const action of deriveActions(await this.#entries()).values()) {
+      // Drafts wait for approval, recorded actions for their report: neither was interrupted.
+      if (action.closed || action.state === 'draft' || action.state === 'discarded') continue;
+      if (isRecorded(action)) continue;
+      if (action.effect) {
+        const changes = await this.#changesOf(action.effect);
+        await this.#finish(action.started, changes, { isRecovery: true });
+        continue;
+      }
+      const snap = action.kind === 'exec' ? await this.#snapshot() : undefined;
+      await this.#ledger.append(
+        'action-failed',
+        {
+          startedSeq: action.id,
+          ...(snap && { afterTree: snap.tree }),
+          error: {
+            code: 'INTERRUPTED',
+            message:
+              'The process running it ended before it finished; the workspace as it was then is recorded.',
+          },
+          isRecovery: true,
+        },
+        snap ? [{ type: 'tree', digest: snap.tree }] : [],
+      );
     }
+  }
+
+  async #changesOf(effect: Effect): Promise<TreeChange[]> {
+    if (effect.type === 'trees') return diffTrees(this.#store, effect.beforeTree, effect.afterTree);
+    const changes: TreeChange[] = [];
+    for (const change of effect.paths) {
+      changes.push(...(await diffEntries(this.#store, change.path, change.before, change.after)));
+    }
+    return changes;
   }
 
   /**
@@ -282,11 +472,11 @@ export class Session {
    * saying whether the workspace is back as it was.
    */
   async #finish(
-    kind: 'rollback' | 'undo',
     started: LedgerEntry,
     changes: readonly TreeChange[],
     options: { isRecovery: boolean; onProgress?: (progress: ApplyProgress) => void },
   ): Promise<ApplyResult> {
+    const kind = started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
     const common = {
       startedSeq: started.seq,
       ...(kind === 'undo' && { undoes: started.body.undoes }),
@@ -297,10 +487,7 @@ export class Session {
         isRecovery: options.isRecovery,
         ...(options.onProgress && { onProgress: options.onProgress }),
       });
-      await this.#ledger.append(kind === 'rollback' ? 'rollback-completed' : 'undo-completed', {
-        ...common,
-        ...applied,
-      });
+      await this.#ledger.append(`${kind}-completed`, { ...common, ...applied });
       return applied;
     } catch (error) {
       let isReverted = false;
@@ -315,14 +502,14 @@ export class Session {
       } catch {}
       const code = isRewindError(error) ? error.code : 'IO_FAILED';
       const message = error instanceof Error ? error.message : String(error);
-      await this.#ledger.append(kind === 'rollback' ? 'rollback-failed' : 'undo-failed', {
+      await this.#ledger.append(`${kind}-failed`, {
         ...common,
         error: { code, message },
         isReverted,
       });
       throw new RewindError(
         code,
-        `The ${kind} #${started.seq} failed: ${message} ` +
+        `The ${kind === 'action' ? String(started.body.action) : kind} #${started.seq} failed: ${message} ` +
           (isReverted
             ? 'The workspace was put back as it was before; nothing was lost.'
             : 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'),
@@ -447,7 +634,7 @@ export class Session {
           { type: 'tree', digest: target.tree },
         ],
       );
-      const applied = await this.#finish('rollback', started, changes, {
+      const applied = await this.#finish(started, changes, {
         isRecovery: false,
         ...(options.onProgress && { onProgress: options.onProgress }),
       });
@@ -487,69 +674,202 @@ export class Session {
   }
 
   /**
-   * Undoes a rollback or an undo (`id` is the seq of its `rollback-started` or `undo-started`
-   * entry): every path it changed goes back to what it was, and nothing else is touched. Refused,
-   * and the refusal journaled, when any of those paths changed since: undo never tramples later
-   * edits. An undo is itself an action, so it can be undone too (redo).
+   * Undoes a reversible action: a file action, a command (its file effects), a rollback or an
+   * undo (redo). `'last'` names the most recent action that can still be undone (not an undo, not
+   * undone already), so repeated calls step back through the session. Every path the action
+   * changed goes back to what it was, and nothing else is touched. Refused, and the refusal
+   * journaled, when any of those paths no longer holds what the action left: undo never
+   * tramples later edits.
    *
-   * Throws `ACTION_NOT_FOUND` when `id` names no undoable action.
+   * Throws `ACTION_NOT_FOUND` for an id that names no action, `ACTION_NOT_ALLOWED` for one that
+   * cannot be undone (irreversible, never run, already undone, failed and put back).
    */
-  async undo(id: number): Promise<UndoResult> {
-    return this.#withOperationLock(`undoing #${id}`, async () => {
-      const action = await this.#findAction(id);
-      if (action.outcome === 'failed') {
-        throw new RewindError(
-          'ACTION_NOT_FOUND',
-          `Action #${id} of session ${this.id} failed and was put back, so there is nothing to undo. Run \`rewind log\` for what happened.`,
-          { data: { id } },
-        );
-      }
-      const touched = await diffTrees(this.#store, action.beforeTree, action.afterTree);
-      const snap = await this.#snapshot();
-      const drifted = new Set(
-        (await diffTrees(this.#store, snap.tree, action.afterTree)).map((change) => change.path),
-      );
-      const conflicts = touched.map((change) => change.path).filter((path) => drifted.has(path));
-      if (conflicts.length > 0) {
-        await this.#ledger.append('undo-refused', {
-          undoes: id,
-          paths: conflicts.slice(0, 50),
-          pathCount: conflicts.length,
-        });
-        return { status: 'refused', undoes: id, conflicts };
-      }
-      const started = await this.#ledger.append(
-        'undo-started',
-        { undoes: id, beforeTree: action.afterTree, afterTree: action.beforeTree },
-        [
-          { type: 'tree', digest: action.afterTree },
-          { type: 'tree', digest: action.beforeTree },
-        ],
-      );
-      const reverse = touched.map((change) => ({
-        path: change.path,
-        before: change.after,
-        after: change.before,
-      }));
-      const applied = await this.#finish('undo', started, reverse, { isRecovery: false });
-      return { status: 'undone', id: started.seq, undoes: id, applied };
-    });
+  async undo(id: number | 'last'): Promise<UndoResult> {
+    return this.#withOperationLock(
+      `undoing ${id === 'last' ? 'the last action' : `#${id}`}`,
+      async () => {
+        const action = id === 'last' ? await this.#lastUndoable() : await this.#findAction(id);
+        const effect = this.#checkUndoable(action);
+        const touched = await this.#changesOf(effect);
+        const conflicts = await this.#findConflicts(effect, touched);
+        if (conflicts.length > 0) {
+          await this.#ledger.append('undo-refused', {
+            undoes: action.id,
+            paths: conflicts.slice(0, 50).map((conflict) => conflict.path),
+            conflicts: conflicts.slice(0, 50),
+            pathCount: conflicts.length,
+          });
+          return { status: 'refused', undoes: action.id, conflicts };
+        }
+        const started =
+          effect.type === 'trees'
+            ? await this.#ledger.append(
+                'undo-started',
+                { undoes: action.id, beforeTree: effect.afterTree, afterTree: effect.beforeTree },
+                [
+                  { type: 'tree', digest: effect.afterTree },
+                  { type: 'tree', digest: effect.beforeTree },
+                ],
+              )
+            : await this.#ledger.append(
+                'undo-started',
+                { undoes: action.id, paths: reversePaths(effect.paths) },
+                referencesOf(effect.paths),
+              );
+        const reverse = touched.map((change) => ({
+          path: change.path,
+          before: change.after,
+          after: change.before,
+        }));
+        const applied = await this.#finish(started, reverse, { isRecovery: false });
+        return { status: 'undone', id: started.seq, undoes: action.id, applied };
+      },
+    );
   }
 
-  async #findAction(id: number): Promise<RestoreAction> {
-    const action = restoreActions(await this.#entries()).get(id);
+  #checkUndoable(action: ActionRecord): Effect {
+    const refuse = (why: string, next: string): never => {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `Action #${action.id} (${action.kind} ${action.target}) ${why}. ${next}`,
+        { data: { id: action.id, state: action.state, class: action.class } },
+      );
+    };
+    if (action.class !== 'reversible') {
+      refuse(
+        `is ${action.class}: Rewind holds no state to put back`,
+        action.class === 'compensable'
+          ? `Run its declared compensation with \`rewind compensate ${action.id}\`.`
+          : 'Nothing can undo it; record what you do about it with `rewind note`.',
+      );
+    }
+    if (action.state === 'undone') {
+      refuse('is undone already', 'Run `rewind log` to find the undo, and undo that to redo it.');
+    }
+    if (action.state === 'draft' || action.state === 'discarded') {
+      refuse(`never ran (it is ${action.state})`, 'There is nothing to undo.');
+    }
+    if (action.effect === undefined || (action.state === 'failed' && action.kind !== 'exec')) {
+      refuse(
+        'failed and was put back as it was',
+        'There is nothing to undo; `rewind log` shows what happened.',
+      );
+    }
+    return action.effect as Effect;
+  }
+
+  async #lastUndoable(): Promise<ActionRecord> {
+    const actions = [...deriveActions(await this.#entries()).values()].reverse();
+    const found = actions.find(
+      (action) =>
+        action.kind !== 'undo' &&
+        action.class === 'reversible' &&
+        action.effect !== undefined &&
+        (action.state === 'done' ||
+          action.state === 'undo-refused' ||
+          action.state === 'interrupted' ||
+          (action.state === 'failed' && action.kind === 'exec')),
+    );
+    if (found) return found;
+    throw new RewindError(
+      'ACTION_NOT_FOUND',
+      `Session ${this.id} has no action left to undo. Run \`rewind log\` to see its actions.`,
+      { data: { id: 'last' } },
+    );
+  }
+
+  /** The touched paths that no longer hold what the action left there. */
+  async #findConflicts(effect: Effect, touched: readonly TreeChange[]): Promise<UndoConflict[]> {
+    const conflicts: UndoConflict[] = [];
+    if (effect.type === 'trees') {
+      const snap = await this.#snapshot();
+      const drift = new Map(
+        (await diffTrees(this.#store, snap.tree, effect.afterTree)).map((change) => [
+          change.path,
+          change,
+        ]),
+      );
+      for (const change of touched) {
+        const drifted = drift.get(change.path);
+        if (drifted) {
+          conflicts.push({
+            path: change.path,
+            expected: describeState(drifted.after),
+            found: describeState(drifted.before),
+          });
+        }
+      }
+      return conflicts;
+    }
+    const batch = this.#store.batch();
+    try {
+      for (const change of effect.paths) {
+        const { entry: current } = await snapshotPath(this.workspace, change.path, batch);
+        if (sameState(current, change.after)) continue;
+        if (current?.type === 'directory' && change.after?.type === 'directory') {
+          for (const inner of await diffTrees(this.#store, current.digest, change.after.digest)) {
+            conflicts.push({
+              path: `${change.path}/${inner.path}`,
+              expected: describeState(inner.after),
+              found: describeState(inner.before),
+            });
+          }
+          if (current.mode !== change.after.mode) {
+            conflicts.push({
+              path: change.path,
+              expected: `mode ${change.after.mode.toString(8)}`,
+              found: `mode ${current.mode.toString(8)}`,
+            });
+          }
+        } else {
+          conflicts.push({
+            path: change.path,
+            expected: describeState(change.after),
+            found: describeState(current),
+          });
+        }
+      }
+    } finally {
+      await batch.commit();
+    }
+    return conflicts;
+  }
+
+  async #findAction(id: number): Promise<ActionRecord> {
+    const action = deriveActions(await this.#entries()).get(id);
     if (action) return action;
     throw new RewindError(
       'ACTION_NOT_FOUND',
-      `Entry #${id} of session ${this.id} is not an action (a rollback or an undo). Run \`rewind log\` to see the action ids.`,
+      `Entry #${id} of session ${this.id} is not an action. Run \`rewind log\` to see the action ids.`,
       { data: { id } },
     );
+  }
+
+  /** Every action of the session, oldest first, with its class and derived state. */
+  async actions(): Promise<ActionInfo[]> {
+    return [...deriveActions(await this.#entries()).values()].map((action) => ({
+      id: action.id,
+      kind: action.kind,
+      class: action.class,
+      state: action.state,
+      target: action.target,
+      at: action.at,
+      undoes: action.undoes,
+    }));
   }
 
   async #resolveSide(side: string | undefined): Promise<{ name: string; tree: Digest }> {
     if (side === undefined) return { name: 'working tree', tree: (await this.#snapshot()).tree };
     if (/^\d+$/.test(side)) {
-      return { name: `#${side}`, tree: (await this.#findAction(Number(side))).afterTree };
+      const action = await this.#findAction(Number(side));
+      if (action.effect?.type !== 'trees') {
+        throw new RewindError(
+          'INVALID_ARGUMENT',
+          `Action #${side} changed only some paths, so it names no whole state to compare with. Run \`rewind diff ${side}\` alone to see what it changed.`,
+          { data: { id: Number(side) } },
+        );
+      }
+      return { name: `#${side}`, tree: action.effect.afterTree };
     }
     const checkpoint = await this.#findCheckpoint(side);
     return { name: checkpoint.label, tree: checkpoint.tree };
@@ -562,22 +882,48 @@ export class Session {
    */
   async diff(from: string, to?: string): Promise<DiffResult> {
     return this.#withOperationLock('comparing states', async () => {
-      let fromTree: Digest;
-      let toTree: Digest;
+      let changes: TreeChange[];
       let names: [string, string];
+      let redacted: string[] = [];
       if (/^\d+$/.test(from) && to === undefined) {
         const action = await this.#findAction(Number(from));
-        fromTree = action.beforeTree;
-        toTree = action.afterTree;
+        redacted = [
+          ...((action.started.body.redacted as string[] | undefined) ?? []),
+          ...((action.closed?.body.redacted as string[] | undefined) ?? []),
+        ];
+        if (!action.effect) {
+          // Not a file action: what it did, as journaled.
+          const record = {
+            action: action.kind,
+            class: action.class,
+            state: action.state,
+            ...Object.fromEntries(
+              Object.entries(action.started.body).filter(([key]) =>
+                ['target', 'request', 'detail', 'compensation', 'command'].includes(key),
+              ),
+            ),
+            ...(action.closed && {
+              outcome: action.closed.body.evidence ?? action.closed.body.detail ?? null,
+            }),
+          };
+          const note =
+            redacted.length > 0 ? `Redacted before storing: ${redacted.join(', ')}\n` : '';
+          return {
+            from: `before #${from}`,
+            to: `after #${from}`,
+            changes: [],
+            text: `${JSON.stringify(record, null, 2)}\n${note}`,
+            redacted,
+          };
+        }
+        changes = await this.#changesOf(action.effect);
         names = [`before #${from}`, `after #${from}`];
       } else {
         const a = await this.#resolveSide(from);
         const b = await this.#resolveSide(to);
-        fromTree = a.tree;
-        toTree = b.tree;
+        changes = await diffTrees(this.#store, a.tree, b.tree);
         names = [a.name, b.name];
       }
-      const changes = await diffTrees(this.#store, fromTree, toTree);
       return {
         from: names[0],
         to: names[1],
@@ -585,9 +931,958 @@ export class Session {
           const kind = fileChangeKind(change);
           return kind ? [{ path: change.path, kind }] : [];
         }),
-        text: await renderDiff(this.#store, changes),
+        text:
+          (await renderDiff(this.#store, changes)) +
+          (redacted.length > 0 ? `Redacted before storing: ${redacted.join(', ')}\n` : ''),
+        redacted,
       };
     });
+  }
+
+  /**
+   * Journals and performs one file action: `compute` takes the pre-image of every path the action
+   * changes and stores the post-image, so the intent names both before anything moves; a process
+   * killed midway is finished by the next open.
+   */
+  async #act(
+    kind: string,
+    target: string,
+    compute: (batch: ObjectBatch) => Promise<PathChange[]>,
+  ): Promise<ActionResult> {
+    return this.#withOperationLock(`${kind} ${target}`, async () => {
+      const batch = this.#store.batch();
+      let paths: PathChange[];
+      try {
+        paths = await compute(batch);
+      } finally {
+        await batch.commit();
+      }
+      const started = await this.#ledger.append(
+        'action-started',
+        { action: kind, class: 'reversible', target, paths },
+        referencesOf(paths),
+      );
+      const changes = await this.#changesOf({ type: 'paths', paths });
+      await this.#finish(started, changes, { isRecovery: false });
+      return {
+        id: started.seq,
+        kind,
+        class: 'reversible',
+        state: 'done',
+        target,
+        changes: paths,
+        warnings: [],
+      };
+    });
+  }
+
+  /** Resolves an action's path: inside the workspace, through no symbolic link, not left out. */
+  async #actionPath(path: string, isDirectory: boolean): Promise<string> {
+    const relative = normalizeWorkspacePath(path);
+    await resolveWorkspacePath(this.workspace, relative);
+    if (isIgnoredPath(this.workspace, relative, isDirectory)) {
+      throw new RewindError(
+        'PATH_IGNORED',
+        `${relative} is left out of snapshots (by .rewindignore, or it is in .git or .rewind), so Rewind could not undo an action on it. ` +
+          'Act on it without Rewind, or take it out of .rewindignore.',
+        { data: { path: relative } },
+      );
+    }
+    return relative;
+  }
+
+  /** The current state of a path, stored; refuses one that holds what snapshots leave out. */
+  async #preImage(relative: string, batch: ObjectBatch): Promise<TreeEntry | undefined> {
+    const { entry, ignored } = await snapshotPath(this.workspace, relative, batch);
+    if (ignored.length > 0) {
+      throw new RewindError(
+        'PATH_IGNORED',
+        `${relative} holds ${ignored.slice(0, 5).join(', ')}${ignored.length > 5 ? ` and ${ignored.length - 5} more` : ''}, ` +
+          'which snapshots leave out (.rewindignore, .git, .rewind): Rewind could not bring them back. Move them out first, or act without Rewind.',
+        { data: { path: relative, ignored: ignored.slice(0, 50) } },
+      );
+    }
+    return entry;
+  }
+
+  /**
+   * The change that puts `entry` at `relative`, creating missing parent directories: the path
+   * changed is the topmost directory created, or `relative` itself when its parent exists.
+   */
+  async #placement(
+    relative: string,
+    entry: TreeEntry,
+    batch: ObjectBatch,
+  ): Promise<{ path: string; after: TreeEntry }> {
+    const parts = relative.split('/');
+    let missing = parts.length - 1;
+    for (let index = 0; index < parts.length - 1; index++) {
+      const prefix = parts.slice(0, index + 1).join('/');
+      const stats = await lstat(join(this.workspace, prefix)).catch((error: unknown) => {
+        if (isSystemError(error, 'ENOENT')) return undefined;
+        throw error;
+      });
+      if (stats === undefined) {
+        missing = index;
+        break;
+      }
+      if (!stats.isDirectory()) {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `Cannot create ${relative}: ${prefix} is a file, not a directory.`,
+          { data: { path: relative, conflict: prefix } },
+        );
+      }
+    }
+    let after: TreeEntry = { ...entry, name: parts.at(-1) as string };
+    for (let index = parts.length - 2; index >= missing; index--) {
+      const { digest } = await batch.put(encodeTree([after]));
+      after = { name: parts[index] as string, type: 'directory', mode: 0o755, digest };
+    }
+    return { path: parts.slice(0, missing + 1).join('/'), after };
+  }
+
+  /**
+   * Writes a file (created with its missing parent directories, or overwritten in place of what
+   * was there, keeping its mode), atomically and durably, as a reversible action: the previous
+   * content is stored first. Throws `PATH_INVALID`, `SYMLINK_REFUSED`, `PATH_IGNORED`, and
+   * `PATH_CONFLICT` when a directory is at the path or a file where a parent should be.
+   */
+  async write(
+    path: string,
+    content: string | Uint8Array,
+    options: { mode?: number } = {},
+  ): Promise<ActionResult> {
+    const relative = await this.#actionPath(path, false);
+    return this.#act('write', relative, async (batch) => {
+      const before = await this.#preImage(relative, batch);
+      if (before?.type === 'directory') {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `Cannot write ${relative}: it is a directory. Delete it first, or write a path inside it.`,
+          { data: { path: relative } },
+        );
+      }
+      const bytes = typeof content === 'string' ? Buffer.from(content) : content;
+      const { digest, sizeBytes } = await batch.put(bytes);
+      const mode = options.mode ?? (before?.type === 'file' ? before.mode : 0o644);
+      const file: TreeEntry = { name: '', type: 'file', mode, sizeBytes, digest };
+      if (before) return [{ path: relative, before, after: { ...file, name: before.name } }];
+      const placed = await this.#placement(relative, file, batch);
+      return [{ path: placed.path, before: undefined, after: placed.after }];
+    });
+  }
+
+  /**
+   * Deletes a file, a symbolic link or a whole directory tree as a reversible action: everything
+   * is stored first. Refuses a tree that holds what snapshots leave out (`PATH_IGNORED`), since
+   * it could not be brought back. Throws `PATH_NOT_FOUND` when nothing is there.
+   */
+  async delete(path: string): Promise<ActionResult> {
+    const relative = await this.#actionPath(path, true);
+    return this.#act('delete', relative, async (batch) => {
+      const before = await this.#preImage(relative, batch);
+      if (!before) throw notFound(relative);
+      return [{ path: relative, before, after: undefined }];
+    });
+  }
+
+  /**
+   * Moves a file, link or directory tree to a new path (missing parents are created) as a
+   * reversible action. The destination must not exist, except a file replaced by a file, whose
+   * content is stored first. Throws `PATH_NOT_FOUND`, `PATH_CONFLICT` and the path errors of
+   * {@link Session.write}.
+   */
+  async move(from: string, to: string): Promise<ActionResult> {
+    const source = await this.#actionPath(from, true);
+    const destination = await this.#actionPath(to, true);
+    if (destination === source || destination.startsWith(`${source}/`)) {
+      throw new RewindError(
+        'PATH_CONFLICT',
+        `Cannot move ${source} to ${destination}: that is the same path or inside it.`,
+        { data: { path: source, to: destination } },
+      );
+    }
+    return this.#act('move', `${source} -> ${destination}`, async (batch) => {
+      const moved = await this.#preImage(source, batch);
+      if (!moved) throw notFound(source);
+      const replaced = await this.#preImage(destination, batch);
+      if (replaced && (replaced.type !== 'file' || moved.type !== 'file')) {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `Cannot move ${source} to ${destination}: a ${replaced.type} is there. Delete it first, or choose a free path.`,
+          { data: { path: destination } },
+        );
+      }
+      const gone: PathChange = { path: source, before: moved, after: undefined };
+      if (replaced) {
+        return [
+          gone,
+          { path: destination, before: replaced, after: { ...moved, name: replaced.name } },
+        ];
+      }
+      const placed = await this.#placement(destination, moved, batch);
+      return [gone, { path: placed.path, before: undefined, after: placed.after }];
+    });
+  }
+
+  /** Creates a directory and its missing parents as a reversible action. Throws `PATH_CONFLICT` when something is there. */
+  async mkdir(path: string): Promise<ActionResult> {
+    const relative = await this.#actionPath(path, true);
+    return this.#act('mkdir', relative, async (batch) => {
+      const existing = await this.#preImage(relative, batch);
+      if (existing) {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `Cannot create the directory ${relative}: a ${existing.type} is there already.`,
+          { data: { path: relative } },
+        );
+      }
+      const { digest } = await batch.put(encodeTree([]));
+      const placed = await this.#placement(
+        relative,
+        { name: '', type: 'directory', mode: 0o755, digest },
+        batch,
+      );
+      return [{ path: placed.path, before: undefined, after: placed.after }];
+    });
+  }
+
+  /**
+   * Runs a command in the workspace as a journaled action (a string runs through `/bin/sh -c`, an
+   * argv as is), with a clean environment, a timeout that ends every process it started, and
+   * capped output. The workspace is snapshotted before and after, so the entry records exactly
+   * which files the command created, modified and deleted, and `undo` can revert them; what it
+   * did outside the workspace is unknown. Exit code, signal, duration, stdout and stderr are kept
+   * as evidence. A command that exits non-zero or times out is `failed`, and still undoable.
+   * With `draft`, it is journaled and not run: see {@link Session.approve}.
+   *
+   * Throws `EXEC_FAILED` when the command cannot be started (journaled as failed too).
+   */
+  async exec(command: Command, options: ExecOptions & { draft: true }): Promise<ActionResult>;
+  async exec(command: Command, options?: ExecOptions): Promise<ExecResult>;
+  async exec(command: Command, options: ExecOptions = {}): Promise<ExecResult | ActionResult> {
+    if ((typeof command === 'string' ? command : command.join('')) === '') {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        'The command is empty. Give the program to run and its arguments.',
+      );
+    }
+    const spec: ExecSpec = {
+      action: 'exec',
+      command: typeof command === 'string' ? command : [...command],
+      timeoutMs: options.timeoutMs ?? 120_000,
+      ...(options.env && { env: options.env }),
+      ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
+    };
+    if (options.draft) return this.#draft(spec, 'reversible');
+    return this.#withOperationLock(`running ${this.#targetOf(spec)}`, async () => {
+      const before = await this.#snapshot();
+      const started = await this.#ledger.append(
+        'action-started',
+        { ...this.#journaledSpec(spec), class: 'reversible', beforeTree: before.tree },
+        [{ type: 'tree', digest: before.tree }],
+      );
+      return this.#runExec(started.seq, spec, before);
+    });
+  }
+
+  /** What the ledger keeps of a spec: redacted, and without environment values. */
+  #journaledSpec(spec: ActionSpec): Record<string, unknown> {
+    const redact = this.#redactor;
+    const target = this.#targetOf(spec);
+    if (spec.action === 'exec') {
+      return {
+        action: 'exec',
+        target,
+        command:
+          typeof spec.command === 'string'
+            ? redact.text(spec.command).text
+            : spec.command.map((word) => redact.text(word).text),
+        timeoutMs: spec.timeoutMs,
+        ...(spec.env && { env: Object.keys(spec.env) }),
+        outsideWorkspace: 'unknown',
+        ...(target !==
+          (typeof spec.command === 'string' ? spec.command : spec.command.join(' ')) && {
+          redacted: ['command'],
+        }),
+      };
+    }
+    if (spec.action === 'http') {
+      const { headers, redacted } = redact.headers(spec.request.headers ?? {});
+      return {
+        action: 'http',
+        target,
+        request: {
+          method: spec.request.method,
+          url: redact.text(spec.request.url).text,
+          headers,
+          ...(spec.request.body !== undefined && {
+            bodyBytes: Buffer.from(spec.request.body, 'base64').length,
+          }),
+        },
+        ...((redacted.length > 0 || target !== `${spec.request.method} ${spec.request.url}`) && {
+          redacted: [
+            ...(target !== `${spec.request.method} ${spec.request.url}` ? ['request.url'] : []),
+            ...redacted.map((name) => `request.headers.${name}`),
+          ],
+        }),
+        ...(spec.compensation && { compensation: this.#journaledCompensation(spec.compensation) }),
+      };
+    }
+    return {
+      action: spec.action,
+      target,
+      ...(spec.detail !== undefined && { detail: redact.text(spec.detail).text }),
+      ...(spec.compensation && { compensation: this.#journaledCompensation(spec.compensation) }),
+    };
+  }
+
+  #journaledCompensation(compensation: Compensation): Record<string, unknown> {
+    if ('command' in compensation) {
+      const command = compensation.command;
+      return {
+        command:
+          typeof command === 'string'
+            ? this.#redactor.text(command).text
+            : command.map((word) => this.#redactor.text(word).text),
+      };
+    }
+    const request = compensation.http;
+    return {
+      http: {
+        method: request.method,
+        url: this.#redactor.text(request.url).text,
+        headers: this.#redactor.headers(request.headers ?? {}).headers,
+      },
+    };
+  }
+
+  #targetOf(spec: ActionSpec): string {
+    if (spec.action === 'exec') {
+      const text = typeof spec.command === 'string' ? spec.command : spec.command.join(' ');
+      return this.#redactor.text(text).text;
+    }
+    if (spec.action === 'http') {
+      return `${spec.request.method} ${this.#redactor.text(spec.request.url).text}`;
+    }
+    return this.#redactor.text(spec.target).text;
+  }
+
+  async #runExec(id: number, spec: ExecSpec, before: SnapshotResult): Promise<ExecResult> {
+    let run: RunResult;
+    try {
+      run = await runProcess(spec.command, {
+        cwd: this.workspace,
+        timeoutMs: spec.timeoutMs,
+        ...(spec.env && { env: spec.env }),
+        ...(spec.maxOutputBytes !== undefined && { maxOutputBytes: spec.maxOutputBytes }),
+      });
+    } catch (error) {
+      const code = isRewindError(error) ? error.code : 'EXEC_FAILED';
+      await this.#ledger.append(
+        'action-failed',
+        {
+          startedSeq: id,
+          afterTree: before.tree,
+          error: {
+            code,
+            message: this.#redactor.text(error instanceof Error ? error.message : String(error))
+              .text,
+          },
+        },
+        [{ type: 'tree', digest: before.tree }],
+      );
+      throw error;
+    }
+    const after = await this.#snapshot();
+    const out = this.#redactBytes(run.stdout);
+    const err = this.#redactBytes(run.stderr);
+    const batch = this.#store.batch();
+    const stdout = await batch.put(out.bytes);
+    const stderr = await batch.put(err.bytes);
+    await batch.commit();
+    const changes = await diffTrees(this.#store, before.tree, after.tree);
+    const files = { created: [] as string[], modified: [] as string[], deleted: [] as string[] };
+    const keys = { added: 'created', modified: 'modified', deleted: 'deleted' } as const;
+    for (const change of changes) {
+      const kind = fileChangeKind(change);
+      if (kind) files[keys[kind]].push(change.path);
+    }
+    const isDone = run.exitCode === 0 && !run.timedOut;
+    const redacted = [...(out.count > 0 ? ['stdout'] : []), ...(err.count > 0 ? ['stderr'] : [])];
+    await this.#ledger.append(
+      isDone ? 'action-completed' : 'action-failed',
+      {
+        startedSeq: id,
+        afterTree: after.tree,
+        created: files.created.slice(0, LISTED_PATHS),
+        modified: files.modified.slice(0, LISTED_PATHS),
+        deleted: files.deleted.slice(0, LISTED_PATHS),
+        counts: {
+          created: files.created.length,
+          modified: files.modified.length,
+          deleted: files.deleted.length,
+        },
+        evidence: {
+          exitCode: run.exitCode,
+          signal: run.signal,
+          timedOut: run.timedOut,
+          durationMs: Math.round(run.durationMs),
+          stdout: { ...stdout, truncated: run.stdoutTruncated },
+          stderr: { ...stderr, truncated: run.stderrTruncated },
+        },
+        ...(redacted.length > 0 && { redacted }),
+        ...(!isDone && {
+          error: run.timedOut
+            ? {
+                code: 'TIMED_OUT',
+                message: `It ran longer than ${spec.timeoutMs} ms and was ended.`,
+              }
+            : {
+                code: 'EXIT_NONZERO',
+                message:
+                  run.signal !== null
+                    ? `It was ended by ${run.signal}.`
+                    : `It exited with ${run.exitCode}.`,
+              },
+        }),
+      },
+      [
+        { type: 'tree', digest: after.tree },
+        { type: 'blob', digest: stdout.digest },
+        { type: 'blob', digest: stderr.digest },
+      ],
+    );
+    return {
+      id,
+      kind: 'exec',
+      class: 'reversible',
+      state: isDone ? 'done' : 'failed',
+      target: this.#targetOf(spec),
+      changes: changes
+        .filter((change) => fileChangeKind(change) !== undefined)
+        .map((change) => ({ path: change.path, before: change.before, after: change.after })),
+      warnings: [...before.warnings, ...after.warnings],
+      exitCode: run.exitCode,
+      signal: run.signal,
+      timedOut: run.timedOut,
+      durationMs: run.durationMs,
+      stdout: out.bytes.toString('utf8'),
+      stderr: err.bytes.toString('utf8'),
+      stdoutTruncated: run.stdoutTruncated,
+      stderrTruncated: run.stderrTruncated,
+      ...files,
+    };
+  }
+
+  /** Bytes with every redaction pattern match replaced (matched on a byte-for-byte decoding). */
+  #redactBytes(bytes: Buffer, literals: readonly string[] = []): { bytes: Buffer; count: number } {
+    if (!this.#redactor.isActive) return { bytes, count: 0 };
+    const { text, count } = this.#redactor.text(bytes.toString('latin1'), literals);
+    return { bytes: count > 0 ? Buffer.from(text, 'latin1') : bytes, count };
+  }
+
+  /**
+   * Performs an HTTP request as a journaled action, refusing before sending targets with no
+   * legitimate use (link-local such as 169.254.169.254, multicast, unspecified, reserved, in IPv4
+   * and IPv6, after resolving the name), and with the session's `blockPrivate` loopback and
+   * private ones too. Status, headers and body are kept as evidence. `irreversible`, unless a
+   * compensation is declared (then `compensable`). With `draft`, journaled and not sent.
+   *
+   * Throws `INVALID_ARGUMENT` (malformed URL, method or header), `ADDRESS_REFUSED` (nothing is
+   * sent or journaled), `HTTP_FAILED` (journaled as failed).
+   */
+  async http(request: HttpRequest, options: HttpActionOptions = {}): Promise<HttpResult> {
+    checkRequest(request);
+    if (options.compensation) this.#checkCompensation(options.compensation);
+    const spec: HttpSpec = {
+      action: 'http',
+      request: {
+        method: request.method.toUpperCase(),
+        url: request.url,
+        ...(request.headers && { headers: request.headers }),
+        ...(request.body !== undefined && { body: Buffer.from(request.body).toString('base64') }),
+      },
+      timeoutMs: options.timeoutMs ?? 30_000,
+      ...(options.compensation && { compensation: options.compensation }),
+    };
+    const actionClass: ActionClass = options.compensation ? 'compensable' : 'irreversible';
+    if (options.draft) return { ...(await this.#draft(spec, actionClass)), response: undefined };
+    // Refused targets never reach the ledger: nothing was attempted.
+    await checkTarget(new URL(request.url), this.#options.blockPrivate === true);
+    return this.#withOperationLock(`requesting ${this.#targetOf(spec)}`, async () => {
+      const started = await this.#ledger.append('action-started', {
+        ...this.#journaledSpec(spec),
+        ...(await this.#keepCompensation(spec)),
+        class: actionClass,
+      });
+      return this.#runHttp(started.seq, spec, actionClass);
+    });
+  }
+
+  async #runHttp(id: number, spec: HttpSpec, actionClass: ActionClass): Promise<HttpResult> {
+    const base = {
+      id,
+      kind: 'http',
+      class: actionClass,
+      target: this.#targetOf(spec),
+      changes: [],
+      warnings: [],
+    };
+    let response: HttpResponse;
+    try {
+      response = await performRequest(
+        {
+          method: spec.request.method,
+          url: spec.request.url,
+          headers: spec.request.headers ?? {},
+          ...(spec.request.body !== undefined && {
+            body: Buffer.from(spec.request.body, 'base64'),
+          }),
+        },
+        { timeoutMs: spec.timeoutMs, blockPrivate: this.#options.blockPrivate === true },
+      );
+    } catch (error) {
+      const code = isRewindError(error) ? error.code : 'HTTP_FAILED';
+      await this.#ledger.append('action-failed', {
+        startedSeq: id,
+        error: {
+          code,
+          message: this.#redactor.text(error instanceof Error ? error.message : String(error)).text,
+        },
+      });
+      throw error;
+    }
+    // Secret values the request carried are scrubbed wherever they come back, too.
+    const secrets = [
+      ...this.#redactor.secretsOf(spec.request.headers ?? {}),
+      ...this.#redactor.secretsOf(response.headers),
+    ];
+    const { headers, redacted } = this.#redactor.headers(response.headers, secrets);
+    const body = this.#redactBytes(response.body, secrets);
+    const sent = this.#redactBytes(Buffer.from(spec.request.body ?? '', 'base64'), secrets);
+    const batch = this.#store.batch();
+    const stored = await batch.put(body.bytes);
+    const requestBody = await batch.put(sent.bytes);
+    await batch.commit();
+    const isDone = response.status < 400;
+    await this.#ledger.append(
+      isDone ? 'action-completed' : 'action-failed',
+      {
+        startedSeq: id,
+        evidence: {
+          status: response.status,
+          headers,
+          body: { ...stored, truncated: response.bodyTruncated },
+          durationMs: Math.round(response.durationMs),
+          address: response.address,
+          requestBody,
+        },
+        ...((redacted.length > 0 || body.count > 0 || sent.count > 0) && {
+          redacted: [
+            ...redacted.map((name) => `response.headers.${name}`),
+            ...(body.count > 0 ? ['response.body'] : []),
+            ...(sent.count > 0 ? ['request.body'] : []),
+          ],
+        }),
+        ...(!isDone && {
+          error: { code: 'HTTP_STATUS', message: `The server answered ${response.status}.` },
+        }),
+      },
+      [
+        { type: 'blob', digest: stored.digest },
+        { type: 'blob', digest: requestBody.digest },
+      ],
+    );
+    return {
+      ...base,
+      state: isDone ? 'done' : 'failed',
+      response: {
+        status: response.status,
+        headers,
+        body: body.bytes.toString('utf8'),
+        bodyTruncated: response.bodyTruncated,
+      },
+    };
+  }
+
+  /**
+   * Journals an external action (kind `x.<name>`) before it happens: `irreversible` by default,
+   * or `compensable` with the compensation declared up front (a command or an HTTP request).
+   * Close it with {@link Session.report} once it happened. With `draft`, it waits for approval.
+   * Throws `INVALID_ARGUMENT` for a bad name, a `reversible` class (Rewind holds nothing to put
+   * back), or a compensable one without a compensation.
+   */
+  async record(name: string, options: RecordOptions = {}): Promise<ActionResult> {
+    if (!/^[a-z0-9][a-z0-9._-]{0,63}$/i.test(name)) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `"${name}" is not an action name: use letters, digits, ".", "_" and "-", such as "deploy" (it is journaled as x.${name}).`,
+        { data: { name } },
+      );
+    }
+    const actionClass = options.class ?? (options.compensation ? 'compensable' : 'irreversible');
+    if (
+      (actionClass as string) === 'reversible' ||
+      (actionClass === 'compensable') !== (options.compensation !== undefined)
+    ) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        (actionClass as string) === 'reversible'
+          ? 'An external action cannot be reversible: Rewind holds nothing to put back. Record it as compensable (with its compensation) or irreversible.'
+          : actionClass === 'compensable'
+            ? 'A compensable action needs its compensation declared up front: a command or an HTTP request.'
+            : 'An irreversible action has no compensation; record it as compensable to declare one.',
+        { data: { class: actionClass } },
+      );
+    }
+    if (options.compensation) this.#checkCompensation(options.compensation);
+    const spec: RecordSpec = {
+      action: `x.${name}`,
+      target: options.target ?? name,
+      ...(options.detail !== undefined && { detail: options.detail }),
+      ...(options.compensation && { compensation: options.compensation }),
+    };
+    if (options.draft) return this.#draft(spec, actionClass);
+    return this.#withOperationLock(`recording x.${name}`, async () => {
+      const started = await this.#ledger.append('action-started', {
+        ...this.#journaledSpec(spec),
+        ...(await this.#keepCompensation(spec)),
+        class: actionClass,
+      });
+      return {
+        id: started.seq,
+        kind: spec.action,
+        class: actionClass,
+        state: 'interrupted',
+        target: this.#targetOf(spec),
+        changes: [],
+        warnings: [],
+      };
+    });
+  }
+
+  /**
+   * Closes a recorded external action with its outcome (`ok` or not), and an optional detail.
+   * Throws `ACTION_NOT_FOUND`, and `ACTION_NOT_ALLOWED` for an action that is not a recorded one
+   * waiting for its outcome (a draft must be approved first).
+   */
+  async report(id: number, outcome: { ok: boolean; detail?: string }): Promise<ActionResult> {
+    return this.#withOperationLock(`reporting #${id}`, async () => {
+      const action = await this.#findAction(id);
+      if (
+        !isRecorded(action) ||
+        action.closed ||
+        action.state === 'draft' ||
+        action.state === 'discarded'
+      ) {
+        throw new RewindError(
+          'ACTION_NOT_ALLOWED',
+          `Action #${id} (${action.kind}, ${action.state}) is not a recorded action waiting for its outcome.` +
+            (action.state === 'draft' ? ` Approve it first: \`rewind approve ${id}\`.` : ''),
+          { data: { id, state: action.state } },
+        );
+      }
+      await this.#ledger.append(outcome.ok ? 'action-completed' : 'action-failed', {
+        startedSeq: id,
+        reported: true,
+        ...(outcome.detail !== undefined && { detail: this.#redactor.text(outcome.detail).text }),
+        ...(!outcome.ok && {
+          error: {
+            code: 'REPORTED_FAILED',
+            message: this.#redactor.text(outcome.detail ?? 'reported as failed').text,
+          },
+        }),
+      });
+      return {
+        id,
+        kind: action.kind,
+        class: action.class,
+        state: outcome.ok ? 'done' : 'failed',
+        target: action.target,
+        changes: [],
+        warnings: [],
+      };
+    });
+  }
+
+  /**
+   * Keeps a declared compensation verbatim under `.rewind/drafts/` (the journaled one may be
+   * redacted), so it can run later; the entry names it by digest.
+   */
+  async #keepCompensation(spec: ActionSpec): Promise<{ compensationDigest?: string }> {
+    if (spec.action === 'exec' || !spec.compensation) return {};
+    const text = canonicalJson(spec.compensation as unknown as JsonValue);
+    const digest = digestBytes(text);
+    await mkdir(join(this.#location.directory, 'drafts'), { recursive: true });
+    await writeFileAtomic(this.#draftFile(digest), text);
+    return { compensationDigest: digest };
+  }
+
+  #checkCompensation(compensation: Compensation): void {
+    if ('command' in compensation) {
+      const text =
+        typeof compensation.command === 'string'
+          ? compensation.command
+          : compensation.command.join('');
+      if (text === '')
+        throw new RewindError('INVALID_ARGUMENT', 'The compensation command is empty.');
+    } else {
+      checkRequest(compensation.http);
+    }
+  }
+
+  /** Journals a draft: the exact content is kept under `.rewind/drafts/` until it runs or is discarded. */
+  async #draft(spec: ActionSpec, actionClass: ActionClass): Promise<ActionResult> {
+    const text = canonicalJson(spec as unknown as JsonValue);
+    const digest = digestBytes(text);
+    return this.#withOperationLock(`drafting ${this.#targetOf(spec)}`, async () => {
+      await mkdir(join(this.#location.directory, 'drafts'), { recursive: true });
+      await writeFileAtomic(this.#draftFile(digest), text);
+      const started = await this.#ledger.append('action-started', {
+        ...this.#journaledSpec(spec),
+        ...(await this.#keepCompensation(spec)),
+        class: actionClass,
+        draft: true,
+        draftDigest: digest,
+      });
+      return {
+        id: started.seq,
+        kind: spec.action,
+        class: actionClass,
+        state: 'draft',
+        target: this.#targetOf(spec),
+        changes: [],
+        warnings: [],
+      };
+    });
+  }
+
+  #draftFile(digest: string): string {
+    return join(this.#location.directory, 'drafts', `${digest.slice(7)}.json`);
+  }
+
+  /**
+   * What a draft will do, exactly as it will run (verbatim, unredacted), and the digest an
+   * approval must name. Throws `ACTION_NOT_FOUND`, `ACTION_NOT_ALLOWED` (not a draft waiting for
+   * approval, or its content no longer matches the digest it was journaled with).
+   */
+  async draft(id: number): Promise<DraftInfo> {
+    const action = await this.#findAction(id);
+    return this.#readDraft(action);
+  }
+
+  async #readDraft(action: ActionRecord): Promise<DraftInfo> {
+    if (action.state !== 'draft') {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `Action #${action.id} (${action.kind}) is ${action.state}, not a draft waiting for approval.`,
+        { data: { id: action.id, state: action.state } },
+      );
+    }
+    const digest = String(action.started.body.draftDigest);
+    let text: string;
+    try {
+      text = await readFile(this.#draftFile(digest), 'utf8');
+    } catch (error) {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `The content of draft #${action.id} is missing from .rewind/drafts, so there is nothing to approve. Discard it and draft it again.`,
+        { data: { id: action.id }, cause: error },
+      );
+    }
+    if (digestBytes(text) !== digest) {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `The content of draft #${action.id} changed since it was journaled (its digest is no longer ${digest}), so nothing runs. Discard it and draft it again.`,
+        { data: { id: action.id, digest } },
+      );
+    }
+    return {
+      id: action.id,
+      kind: action.kind,
+      class: action.class,
+      digest,
+      spec: JSON.parse(text) as ActionSpec,
+    };
+  }
+
+  /**
+   * Runs a draft. `digest` (what the approver saw, from {@link Session.draft}) binds the approval
+   * to the exact content: if the draft differs, nothing runs. An `exec` or `http` draft runs now
+   * and its result is returned; a recorded one is approved and waits for its `report`.
+   * Throws `ACTION_NOT_FOUND`, `ACTION_NOT_ALLOWED` (not a draft: discarded, approved already;
+   * the content changed), and what running it throws.
+   */
+  async approve(id: number, options: { digest?: string } = {}): Promise<ActionResult> {
+    const result = await this.#withOperationLock(`approving #${id}`, async () => {
+      const action = await this.#findAction(id);
+      const draft = await this.#readDraft(action);
+      if (options.digest !== undefined && options.digest !== draft.digest) {
+        throw new RewindError(
+          'ACTION_NOT_ALLOWED',
+          `Draft #${id} is not the content that was approved (approved ${options.digest}, the draft is ${draft.digest}), so nothing runs.`,
+          { data: { id, digest: draft.digest, approved: options.digest } },
+        );
+      }
+      const spec = draft.spec;
+      if (spec.action === 'http') {
+        await checkTarget(new URL(spec.request.url), this.#options.blockPrivate === true);
+      }
+      const before = spec.action === 'exec' ? await this.#snapshot() : undefined;
+      await this.#ledger.append(
+        'action-approved',
+        { startedSeq: id, digest: draft.digest, ...(before && { beforeTree: before.tree }) },
+        before ? [{ type: 'tree', digest: before.tree }] : [],
+      );
+      try {
+        if (spec.action === 'exec') return await this.#runExec(id, spec, before as SnapshotResult);
+        if (spec.action === 'http') return await this.#runHttp(id, spec, action.class);
+        return {
+          id,
+          kind: action.kind,
+          class: action.class,
+          state: 'approved' as ActionState,
+          target: action.target,
+          changes: [],
+          warnings: [],
+        };
+      } finally {
+        await rm(this.#draftFile(draft.digest), { force: true });
+      }
+    });
+    return result;
+  }
+
+  /** Discards a draft, visibly and for good. Throws `ACTION_NOT_FOUND`, `ACTION_NOT_ALLOWED` (not a draft). */
+  async discard(id: number): Promise<ActionResult> {
+    return this.#withOperationLock(`discarding #${id}`, async () => {
+      const action = await this.#findAction(id);
+      if (action.state !== 'draft') {
+        throw new RewindError(
+          'ACTION_NOT_ALLOWED',
+          `Action #${id} (${action.kind}) is ${action.state}, not a draft, so it cannot be discarded.`,
+          { data: { id, state: action.state } },
+        );
+      }
+      await this.#ledger.append('action-discarded', { startedSeq: id });
+      await rm(this.#draftFile(String(action.started.body.draftDigest)), { force: true });
+      return {
+        id,
+        kind: action.kind,
+        class: action.class,
+        state: 'discarded',
+        target: action.target,
+        changes: [],
+        warnings: [],
+      };
+    });
+  }
+
+  /**
+   * The compensation a compensable action declared, verbatim as it will run. Throws
+   * `ACTION_NOT_FOUND`, `ACTION_NOT_ALLOWED` (not compensable, or compensated already).
+   */
+  async compensation(id: number): Promise<Compensation> {
+    const action = await this.#findAction(id);
+    return this.#compensationOf(action);
+  }
+
+  async #compensationOf(action: ActionRecord): Promise<Compensation> {
+    const declared = action.started.body.compensation as Compensation | undefined;
+    const kept = action.started.body.compensationDigest;
+    if (
+      action.class !== 'compensable' ||
+      !declared ||
+      action.state === 'compensated' ||
+      action.state === 'draft' ||
+      action.state === 'discarded'
+    ) {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `Action #${action.id} (${action.kind}, ${action.class}, ${action.state}) has no compensation to run` +
+          (action.state === 'compensated' ? ': it is compensated already.' : '.'),
+        { data: { id: action.id, state: action.state, class: action.class } },
+      );
+    }
+    if (typeof kept !== 'string') return declared;
+    let text: string;
+    try {
+      text = await readFile(this.#draftFile(kept), 'utf8');
+    } catch (error) {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `The compensation of #${action.id} is missing from .rewind/drafts, so it cannot run as declared. Its journaled form: ${JSON.stringify(declared)}.`,
+        { data: { id: action.id }, cause: error },
+      );
+    }
+    if (digestBytes(text) !== kept) {
+      throw new RewindError(
+        'ACTION_NOT_ALLOWED',
+        `The compensation of #${action.id} changed since it was declared, so it does not run.`,
+        { data: { id: action.id } },
+      );
+    }
+    return JSON.parse(text) as Compensation;
+  }
+
+  /**
+   * Runs the compensation a compensable action declared, as an action of its own (an `exec` or an
+   * `http` naming what it compensates); once it succeeds, the action is `compensated`.
+   */
+  async compensate(id: number): Promise<ActionResult> {
+    return this.#withOperationLock(`compensating #${id}`, async () => {
+      // Checked under the lock: two processes cannot both run the same compensation.
+      const action = await this.#findAction(id);
+      const compensation = await this.#compensationOf(action);
+      let result: ActionResult;
+      if ('command' in compensation) {
+        const spec: ExecSpec = {
+          action: 'exec',
+          command: compensation.command,
+          timeoutMs: 120_000,
+        };
+        const before = await this.#snapshot();
+        const started = await this.#ledger.append(
+          'action-started',
+          {
+            ...this.#journaledSpec(spec),
+            class: 'reversible',
+            beforeTree: before.tree,
+            compensates: id,
+          },
+          [{ type: 'tree', digest: before.tree }],
+        );
+        result = await this.#runExec(started.seq, spec, before);
+      } else {
+        const spec: HttpSpec = {
+          action: 'http',
+          request: {
+            method: compensation.http.method,
+            url: compensation.http.url,
+            ...(compensation.http.headers && { headers: compensation.http.headers }),
+          },
+          timeoutMs: 30_000,
+        };
+        await checkTarget(new URL(spec.request.url), this.#options.blockPrivate === true);
+        const started = await this.#ledger.append('action-started', {
+          ...this.#journaledSpec(spec),
+          class: 'irreversible',
+          compensates: id,
+        });
+        result = await this.#runHttp(started.seq, spec, 'irreversible');
+      }
+      await this.#forgetCompensation(action, result.state);
+      return result;
+    });
+  }
+
+  /** Once a compensation ran, its verbatim copy (which may hold secrets) is no longer kept. */
+  async #forgetCompensation(action: ActionRecord, state: ActionState): Promise<void> {
+    const kept = action.started.body.compensationDigest;
+    if (state === 'done' && typeof kept === 'string')
+      await rm(this.#draftFile(kept), { force: true });
   }
 
   /** Closes the session's ledger. */

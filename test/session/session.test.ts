@@ -2,23 +2,11 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
-import { gc, init, log, openSession, verify } from '../../src/session/index.js';
-import { createObjectStore, readTree } from '../../src/store/index.js';
-import { snapshot } from '../../src/workspace/index.js';
+import { gc, log, openSession, verify } from '../../src/session/index.js';
+import { readTree } from '../../src/store/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
-import { makeTempDirectory } from '../helpers/temp.js';
+import { sessionOn } from '../helpers/session.js';
 import { type Layout, lay } from '../helpers/workspace.js';
-
-async function sessionOn(layout: Layout) {
-  const workspace = await makeTempDirectory();
-  await lay(workspace, layout);
-  await init({ workspace });
-  const session = await openSession({ workspace });
-  const store = createObjectStore(join(workspace, '.rewind'));
-  const stateOf = async () =>
-    (await snapshot(workspace, { store, storeDirectory: join(workspace, '.rewind') })).tree;
-  return { workspace, session, store, stateOf };
-}
 
 describe('checkpoints', () => {
   it('records checkpoints with the files changed since the previous one', async () => {
@@ -201,7 +189,7 @@ describe('a rollback that fails', () => {
 
     const again = await openSession({ workspace });
     expect((await again.checkpoint('after-failure')).label).toBe('after-failure');
-    await expect(again.undo(3)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await expect(again.undo(3)).rejects.toMatchObject({ code: 'ACTION_NOT_ALLOWED' });
     await again.close();
   });
 });
@@ -214,7 +202,11 @@ describe('undo', () => {
     await session.rollback('base');
     await writeFile(join(workspace, 'a.txt'), 'edited after the rollback');
     const before = await stateOf();
-    expect(await session.undo(3)).toEqual({ status: 'refused', undoes: 3, conflicts: ['a.txt'] });
+    expect(await session.undo(3)).toEqual({
+      status: 'refused',
+      undoes: 3,
+      conflicts: [{ path: 'a.txt', expected: expect.any(String), found: expect.any(String) }],
+    });
     expect(await stateOf()).toBe(before);
     await session.close();
     expect((await log({ workspace })).entries.at(-1)).toMatchObject({ kind: 'undo-refused' });

@@ -1,0 +1,280 @@
+import { lookup } from 'node:dns/promises';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { BlockList, isIP } from 'node:net';
+import { RewindError } from '../errors.js';
+
+/** An HTTP request as an action describes it. */
+export interface HttpRequest {
+  method: string;
+  url: string;
+  headers?: Record<string, string>;
+  body?: Uint8Array | string;
+}
+
+/** Options of {@link performRequest}. */
+export interface HttpOptions {
+  /** The whole exchange must end within this. Default 30 000 ms. */
+  timeoutMs?: number;
+  /** Also refuse loopback and private addresses (127/8, 10/8, 172.16/12, 192.168/16, ::1, fc00::/7...). */
+  blockPrivate?: boolean;
+  /** Bytes of the response body kept; the rest is dropped. Default 10 MiB. */
+  maxBodyBytes?: number;
+}
+
+/** The response, as evidence. */
+export interface HttpResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+  bodyTruncated: boolean;
+  durationMs: number;
+  /** The address the request went to, after the checks. */
+  address: string;
+}
+
+/** Address ranges with no legitimate use as a request target, in IPv4 and IPv6. */
+const NEVER: [string, number, 'ipv4' | 'ipv6', string][] = [
+  ['0.0.0.0', 8, 'ipv4', 'unspecified ("this network")'],
+  ['169.254.0.0', 16, 'ipv4', 'link-local (cloud metadata services live here)'],
+  ['224.0.0.0', 4, 'ipv4', 'multicast'],
+  ['240.0.0.0', 4, 'ipv4', 'reserved (and broadcast)'],
+  ['192.0.0.0', 24, 'ipv4', 'reserved for protocol assignments'],
+  ['192.0.2.0', 24, 'ipv4', 'reserved for documentation'],
+  ['198.51.100.0', 24, 'ipv4', 'reserved for documentation'],
+  ['203.0.113.0', 24, 'ipv4', 'reserved for documentation'],
+  ['198.18.0.0', 15, 'ipv4', 'reserved for benchmarking'],
+  ['::', 128, 'ipv6', 'unspecified'],
+  ['fe80::', 10, 'ipv6', 'link-local'],
+  ['fec0::', 10, 'ipv6', 'site-local (deprecated)'],
+  ['ff00::', 8, 'ipv6', 'multicast'],
+  ['100::', 64, 'ipv6', 'reserved for discard'],
+  ['2001:db8::', 32, 'ipv6', 'reserved for documentation'],
+];
+
+/** Ranges refused only with `blockPrivate`: this machine and private networks. */
+const PRIVATE: [string, number, 'ipv4' | 'ipv6', string][] = [
+  ['127.0.0.0', 8, 'ipv4', 'loopback'],
+  ['10.0.0.0', 8, 'ipv4', 'private'],
+  ['172.16.0.0', 12, 'ipv4', 'private'],
+  ['192.168.0.0', 16, 'ipv4', 'private'],
+  ['100.64.0.0', 10, 'ipv4', 'shared (carrier-grade NAT)'],
+  ['::1', 128, 'ipv6', 'loopback'],
+  ['fc00::', 7, 'ipv6', 'private (unique local)'],
+];
+
+function firstMatch(
+  ranges: readonly [string, number, 'ipv4' | 'ipv6', string][],
+  address: string,
+  family: 'ipv4' | 'ipv6',
+): string | undefined {
+  for (const [network, prefix, type, why] of ranges) {
+    if (type !== family) continue;
+    const list = new BlockList();
+    list.addSubnet(network, prefix, type);
+    if (list.check(address, family)) return why;
+  }
+  return undefined;
+}
+
+/** The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, if any. */
+function embeddedIpv4(address: string): string | undefined {
+  const lower = address.toLowerCase();
+  const mapped = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  if (mapped) return mapped[1];
+  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
+  if (!hex) return undefined;
+  const high = Number.parseInt(hex[1] as string, 16);
+  const low = Number.parseInt(hex[2] as string, 16);
+  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+}
+
+/**
+ * Why a request to `address` is refused, or undefined when it may go. Checks the ranges that no
+ * request has a use for, and with `blockPrivate` loopback and private ones; an IPv4 address
+ * inside an IPv6 one (mapped, NAT64) is checked as IPv4.
+ */
+export function refusalOf(address: string, blockPrivate: boolean): string | undefined {
+  const version = isIP(address);
+  if (version === 0) return 'not an IP address';
+  const inner = version === 6 ? embeddedIpv4(address) : undefined;
+  if (inner !== undefined) return refusalOf(inner, blockPrivate);
+  const family = version === 4 ? 'ipv4' : 'ipv6';
+  return (
+    firstMatch(NEVER, address, family) ??
+    (blockPrivate ? firstMatch(PRIVATE, address, family) : undefined)
+  );
+}
+
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/**
+ * Checks a request before anything is sent: an http(s) URL, a method and header names that are
+ * tokens, header values without line breaks. Throws `INVALID_ARGUMENT` saying which.
+ */
+export function checkRequest(request: HttpRequest): URL {
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${JSON.stringify(request.url)} is not a URL. Give an absolute http:// or https:// URL.`,
+      { data: { url: request.url } },
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `Only http:// and https:// URLs can be requested, not ${url.protocol}//.`,
+      { data: { url: request.url } },
+    );
+  }
+  if (!TOKEN.test(request.method)) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${JSON.stringify(request.method)} is not an HTTP method.`,
+      {
+        data: { method: request.method },
+      },
+    );
+  }
+  for (const [name, value] of Object.entries(request.headers ?? {})) {
+    if (!TOKEN.test(name) || /[\r\n\0]/.test(value)) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `The header ${JSON.stringify(`${name}: ${value}`)} is malformed: a name is letters, digits and -, a value has no line break.`,
+        { data: { header: name } },
+      );
+    }
+  }
+  return url;
+}
+
+/**
+ * Resolves the host of `url` and checks every address it has (a name with one bad address is
+ * refused whole). Returns the address to connect to. Throws `ADDRESS_REFUSED`.
+ */
+export async function checkTarget(
+  url: URL,
+  blockPrivate: boolean,
+): Promise<{ address: string; family: 4 | 6 }> {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  let addresses: { address: string; family: number }[];
+  if (isIP(host) !== 0) {
+    addresses = [{ address: host, family: isIP(host) }];
+  } else {
+    try {
+      addresses = await lookup(host, { all: true, verbatim: true });
+    } catch (error) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `The host ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? String(error)}). Check the URL.`,
+        { data: { host }, cause: error },
+      );
+    }
+  }
+  for (const { address } of addresses) {
+    const why = refusalOf(address, blockPrivate);
+    if (why !== undefined) {
+      throw new RewindError(
+        'ADDRESS_REFUSED',
+        `Refusing to send a request to ${host}${host === address ? '' : ` (${address})`}: the address is ${why}. ` +
+          (blockPrivate && PRIVATE.some(([, , , reason]) => reason === why)
+            ? 'Private and loopback targets are blocked in this session.'
+            : 'No request has a legitimate use for it.'),
+        { data: { host, address, reason: why } },
+      );
+    }
+  }
+  const first = addresses[0] as { address: string; family: number };
+  return { address: first.address, family: first.family === 6 ? 6 : 4 };
+}
+
+function flatHeaders(headers: IncomingHttpHeaders): Record<string, string> {
+  const flat: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(', ') : value;
+  }
+  return flat;
+}
+
+/**
+ * Sends one HTTP request after {@link checkRequest} and {@link checkTarget}, connecting to the
+ * checked address itself (a second resolution cannot swap in another), with a timeout on the
+ * whole exchange and a cap on the body kept. Redirects are not followed. Throws
+ * `INVALID_ARGUMENT`, `ADDRESS_REFUSED`, and `HTTP_FAILED` when the exchange fails or times out.
+ */
+export async function performRequest(
+  request: HttpRequest,
+  options: HttpOptions = {},
+): Promise<HttpResponse> {
+  const url = checkRequest(request);
+  const target = await checkTarget(url, options.blockPrivate === true);
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const limit = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const started = process.hrtime.bigint();
+  const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const fail = (error: Error, code = 'HTTP_FAILED') =>
+      reject(
+        new RewindError(
+          code as 'HTTP_FAILED',
+          `The request ${request.method} ${url.href} failed: ${error.message}.`,
+          { data: { url: url.href }, cause: error },
+        ),
+      );
+    const outgoing = send(
+      url,
+      {
+        method: request.method,
+        headers: request.headers ?? {},
+        // Connects to the address that was checked, never to a fresh resolution of the name.
+        lookup: ((
+          _host: string,
+          lookupOptions: { all?: boolean },
+          callback: (...args: unknown[]) => void,
+        ) => {
+          if (lookupOptions.all)
+            callback(null, [{ address: target.address, family: target.family }]);
+          else callback(null, target.address, target.family);
+        }) as never,
+        signal: AbortSignal.timeout(timeoutMs),
+      },
+      (response) => {
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        let truncated = false;
+        response.on('data', (chunk: Buffer) => {
+          if (kept >= limit) {
+            truncated = true;
+            return;
+          }
+          const part = chunk.subarray(0, limit - kept);
+          if (part.length < chunk.length) truncated = true;
+          chunks.push(part);
+          kept += part.length;
+        });
+        response.on('error', fail);
+        response.on('end', () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            headers: flatHeaders(response.headers),
+            body: Buffer.concat(chunks),
+            bodyTruncated: truncated,
+            durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+            address: target.address,
+          }),
+        );
+      },
+    );
+    outgoing.on('error', (error) =>
+      fail(
+        error.name === 'AbortError' || error.name === 'TimeoutError'
+          ? new Error(`no answer within ${timeoutMs} ms`)
+          : error,
+      ),
+    );
+    outgoing.end(request.body ?? undefined);
+  });
+}

@@ -1,0 +1,17 @@
+export {
+  checkRequest,
+  checkTarget,
+  type HttpOptions,
+  type HttpRequest,
+  type HttpResponse,
+  performRequest,
+  refusalOf,
+} from './http.js';
+export {
+  type Command,
+  cleanEnvironment,
+  ENVIRONMENT_ALLOW_LIST,
+  type RunOptions,
+  type RunResult,
+  runProcess,
+} from './process.js';

@@ -1,0 +1,182 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const idOf = (stdout: string): string => {
+  const match = /action (\d+) \(/.exec(stdout);
+  if (!match) throw new Error(`no action id in ${stdout}`);
+  return match[1] as string;
+};
+
+describe('rewind action commands', () => {
+  it('writes, deletes, moves and makes directories, each printing its id and how to undo it', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const written = await rewind(cwd, ['write', 'src/a.txt', 'hello']);
+    expect(written).toMatchObject({ code: 0, stderr: '' });
+    expect(written.stdout).toMatch(/^action \d+ \(reversible\): rewind undo \d+\n$/);
+    expect(await readFile(join(cwd, 'src/a.txt'), 'utf8')).toBe('hello');
+    const piped = await rewind(cwd, ['write', 'b.txt', '-'], { stdin: 'from stdin' });
+    expect(await readFile(join(cwd, 'b.txt'), 'utf8')).toBe('from stdin');
+    const moved = await rewind(cwd, ['mv', 'b.txt', 'c/b.txt']);
+    const made = await rewind(cwd, ['mkdir', 'empty/dir']);
+    const removed = await rewind(cwd, ['rm', 'src']);
+    expect(existsSync(join(cwd, 'src'))).toBe(false);
+    for (const result of [piped, moved, made, removed]) expect(result.code).toBe(0);
+
+    const log = await rewind(cwd, ['log']);
+    expect(log.stdout).toMatch(/action-started +write src\/a\.txt \(reversible\) \[done\]/);
+    expect(await rewind(cwd, ['undo', idOf(removed.stdout)])).toMatchObject({ code: 0 });
+    expect(await readFile(join(cwd, 'src/a.txt'), 'utf8')).toBe('hello');
+    expect(await rewind(cwd, ['undo', '--last'])).toMatchObject({ code: 0 });
+    expect(existsSync(join(cwd, 'empty'))).toBe(false);
+    expect((await rewind(cwd, ['log'])).stdout).toMatch(
+      /mkdir empty\/dir \(reversible\) \[undone\]/,
+    );
+
+    await writeFile(join(cwd, 'src/a.txt'), 'edited');
+    const refused = await rewind(cwd, ['undo', idOf(written.stdout)]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toMatch(/src\/a\.txt: expected file .*, found file .*/);
+  });
+
+  it('runs a command with exec, shows what it changed, and undoes it', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await writeFile(join(cwd, 'old.txt'), 'old');
+    const ran = await rewind(cwd, [
+      'exec',
+      '--',
+      'sh',
+      '-c',
+      'echo new > new.txt; rm old.txt; echo done',
+    ]);
+    expect(ran.code).toBe(0);
+    expect(ran.stdout).toContain(
+      'done\nexit 0: 1 created, 0 modified, 1 deleted in the workspace\n',
+    );
+    const id = idOf(ran.stdout);
+    const diff = await rewind(cwd, ['diff', id]);
+    expect(diff.stdout).toContain('new.txt');
+    expect(diff.stdout).toContain('old.txt');
+    expect(await rewind(cwd, ['undo', id])).toMatchObject({ code: 0 });
+    expect(await readFile(join(cwd, 'old.txt'), 'utf8')).toBe('old');
+    expect(existsSync(join(cwd, 'new.txt'))).toBe(false);
+    const failing = await rewind(cwd, ['exec', '--timeout', '0.2', '--', 'sleep', '5']);
+    expect(failing.code).toBe(1);
+    expect(failing.stdout).toMatch(/timed out after \d+ ms/);
+    expect(failing.stdout).toMatch(/action \d+ \(reversible, failed\)/);
+  });
+
+  it('approves one draft after showing it, and discards another', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const first = idOf(
+      (await rewind(cwd, ['exec', '--draft', '--', 'touch', 'approved.txt'])).stdout,
+    );
+    const second = idOf(
+      (await rewind(cwd, ['exec', '--draft', '--', 'touch', 'discarded.txt'])).stdout,
+    );
+    const declined = await rewind(cwd, ['approve', first], { answer: 'n' });
+    expect(declined.code).toBe(1);
+    expect(declined.stdout).toContain('"touch"');
+    expect(existsSync(join(cwd, 'approved.txt'))).toBe(false);
+    const unattended = await rewind(cwd, ['approve', first]);
+    expect(unattended.code).toBe(2);
+    expect(unattended.stderr).toContain('--yes');
+    const approved = await rewind(cwd, ['approve', first], { answer: 'y' });
+    expect(approved.code).toBe(0);
+    expect(existsSync(join(cwd, 'approved.txt'))).toBe(true);
+    expect(await rewind(cwd, ['discard', second])).toMatchObject({ code: 0 });
+    const again = await rewind(cwd, ['approve', second, '--yes']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('[ACTION_NOT_ALLOWED]');
+    expect(existsSync(join(cwd, 'discarded.txt'))).toBe(false);
+  });
+
+  it('records, reports and compensates an external action', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const recorded = await rewind(cwd, [
+      'record',
+      'deploy',
+      '--compensate-command',
+      'touch undeployed',
+    ]);
+    expect(recorded.stdout).toMatch(
+      /^action (\d+) \(compensable, interrupted\): rewind compensate \1\n$/,
+    );
+    const id = idOf(recorded.stdout);
+    expect(await rewind(cwd, ['report', id, '--detail', 'live'])).toMatchObject({ code: 0 });
+    const compensated = await rewind(cwd, ['compensate', id, '--yes']);
+    expect(compensated.code).toBe(0);
+    expect(existsSync(join(cwd, 'undeployed'))).toBe(true);
+    expect((await rewind(cwd, ['log'])).stdout).toMatch(
+      /x\.deploy deploy \(compensable\) \[compensated\]/,
+    );
+  });
+
+  it('declares an HTTP compensation and sends it when compensating', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const methods: string[] = [];
+    const server = createServer((request, response) => {
+      methods.push(`${request.method} ${request.url}`);
+      response.end('ok');
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const sent = await rewind(cwd, [
+        'http',
+        'POST',
+        `${url}/deploys`,
+        '--compensate-request',
+        `DELETE ${url}/deploys/1`,
+      ]);
+      expect(sent.stdout).toMatch(
+        /HTTP 200\nok\naction (\d+) \(compensable\): rewind compensate \1\n/,
+      );
+      expect(await rewind(cwd, ['compensate', idOf(sent.stdout), '--yes'])).toMatchObject({
+        code: 0,
+      });
+      expect(methods).toEqual(['POST /deploys', 'DELETE /deploys/1']);
+      const bad = await rewind(cwd, ['record', 'x', '--compensate-request', 'DELETE']);
+      expect(bad.code).toBe(2);
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+
+  it('refuses bad input with its code, changing nothing', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const cases: [string[], string][] = [
+      [['write', '../out.txt', 'x'], 'PATH_INVALID'],
+      [['undo', '42'], 'ACTION_NOT_FOUND'],
+      [['http', 'GET', 'http://169.254.169.254/'], 'ADDRESS_REFUSED'],
+      [['http', 'GET', 'not-a-url'], 'INVALID_ARGUMENT'],
+      [['--redact-pattern', '(', 'write', 'a.txt', 'x'], 'INVALID_ARGUMENT'],
+    ];
+    for (const [argv, code] of cases) {
+      const result = await rewind(cwd, argv);
+      expect(result.code, argv.join(' ')).toBe(1);
+      expect(result.stderr).toContain(`[${code}]`);
+    }
+    const badHeader = await rewind(cwd, [
+      'http',
+      'GET',
+      'http://example.test/',
+      '--header',
+      'nocolon',
+    ]);
+    expect(badHeader.code).toBe(2);
+    expect(existsSync(join(cwd, 'a.txt'))).toBe(false);
+    expect((await rewind(cwd, ['log'])).stdout.trimEnd().split('\n')).toHaveLength(2);
+  });
+});

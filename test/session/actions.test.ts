@@ -1,0 +1,335 @@
+import { existsSync } from 'node:fs';
+import { chmod, lstat, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { Ledger, listSessions, readLedgerFile } from '../../src/ledger/index.js';
+import { init, log, openSession } from '../../src/session/index.js';
+import { snapshot } from '../../src/workspace/index.js';
+import { runNode } from '../helpers/processes.js';
+import { sessionOn } from '../helpers/session.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+const read = (workspace: string, path: string) => readFile(join(workspace, path), 'utf8');
+
+/** True while a process runs (a zombie waiting for a reaper no longer does). */
+async function isRunning(pid: number): Promise<boolean> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+async function statesOf(workspace: string): Promise<Record<number, string>> {
+  const states: Record<number, string> = {};
+  for (const line of (await log({ workspace })).entries) {
+    if (line.action) states[line.seq] = line.action.state;
+  }
+  return states;
+}
+
+describe('file actions', () => {
+  it('writes a file with its missing parents, journaled before and after, and undoes and redoes it', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'keep.txt': 'k' });
+    const before = await stateOf();
+    const written = await session.write('src/deep/new.ts', 'export {};\n');
+    expect(written).toMatchObject({ kind: 'write', class: 'reversible', state: 'done' });
+    expect(written.changes).toEqual([expect.objectContaining({ path: 'src', before: undefined })]);
+    expect(await read(workspace, 'src/deep/new.ts')).toBe('export {};\n');
+    const entries = (await log({ workspace })).entries;
+    expect(entries.map((line) => line.kind).slice(-2)).toEqual([
+      'action-started',
+      'action-completed',
+    ]);
+    const after = await stateOf();
+
+    const undone = await session.undo(written.id);
+    expect(undone).toMatchObject({ status: 'undone', undoes: written.id });
+    expect(existsSync(join(workspace, 'src'))).toBe(false);
+    expect(await stateOf()).toBe(before);
+    if (undone.status !== 'undone') throw new Error('not undone');
+    expect(await statesOf(workspace)).toMatchObject({ [written.id]: 'undone' });
+
+    await session.undo(undone.id); // redo
+    expect(await stateOf()).toBe(after);
+    expect(await statesOf(workspace)).toMatchObject({
+      [written.id]: 'done',
+      [undone.id]: 'undone',
+    });
+    await session.close();
+  });
+
+  it('overwrites a file keeping its mode, and undo brings the old content back', async () => {
+    const { workspace, session } = await sessionOn({ 'run.sh': 'echo old\n' });
+    await chmod(join(workspace, 'run.sh'), 0o755);
+    const written = await session.write('run.sh', Buffer.from('echo new\n'));
+    expect(await read(workspace, 'run.sh')).toBe('echo new\n');
+    expect((await stat(join(workspace, 'run.sh'))).mode & 0o777).toBe(0o755);
+    await session.undo(written.id);
+    expect(await read(workspace, 'run.sh')).toBe('echo old\n');
+    await session.close();
+  });
+
+  it('deletes a whole tree and undo restores every file, mode and link', async () => {
+    const { workspace, session, stateOf } = await sessionOn({
+      'lib/a.txt': 'a',
+      'lib/sub/b.txt': 'b',
+      'lib/sub/run.sh': { text: '#!/bin/sh\n', mode: 0o755 },
+      'lib/link': { link: 'a.txt' },
+      'other.txt': 'o',
+    });
+    const before = await stateOf();
+    const deleted = await session.delete('lib');
+    expect(existsSync(join(workspace, 'lib'))).toBe(false);
+    await session.undo(deleted.id);
+    expect(await stateOf()).toBe(before);
+    expect((await lstat(join(workspace, 'lib/link'))).isSymbolicLink()).toBe(true);
+    await session.close();
+  });
+
+  it('moves files and directories, creating parents, and undoes the move', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a/one.txt': '1', 'b.txt': 'b' });
+    const before = await stateOf();
+    const tree = await session.move('a', 'x/y/a2');
+    const file = await session.move('b.txt', 'x/b.txt');
+    expect(await read(workspace, 'x/y/a2/one.txt')).toBe('1');
+    expect(await read(workspace, 'x/b.txt')).toBe('b');
+    expect(existsSync(join(workspace, 'a'))).toBe(false);
+    await session.undo(file.id);
+    await session.undo(tree.id);
+    expect(await stateOf()).toBe(before);
+    await expect(session.move('b.txt', 'b.txt')).rejects.toMatchObject({ code: 'PATH_CONFLICT' });
+    await expect(session.move('missing', 'm2')).rejects.toMatchObject({ code: 'PATH_NOT_FOUND' });
+    await session.close();
+  });
+
+  it('creates directories and undoes them', async () => {
+    const { workspace, session } = await sessionOn({});
+    const made = await session.mkdir('p/q/r');
+    expect((await stat(join(workspace, 'p/q/r'))).isDirectory()).toBe(true);
+    await expect(session.mkdir('p/q')).rejects.toMatchObject({ code: 'PATH_CONFLICT' });
+    await session.undo(made.id);
+    expect(existsSync(join(workspace, 'p'))).toBe(false);
+    await session.close();
+  });
+
+  it('refuses to undo over a later edit, says what it expected and found, and journals the refusal', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
+    const written = await session.write('a.txt', 'two');
+    await writeFile(join(workspace, 'a.txt'), 'edited by hand');
+    const result = await session.undo(written.id);
+    expect(result.status).toBe('refused');
+    if (result.status !== 'refused') throw new Error('not refused');
+    expect(result.conflicts).toEqual([
+      {
+        path: 'a.txt',
+        expected: expect.stringMatching(/^file [0-9a-f]{12} \(3 bytes, mode 644\)$/),
+        found: expect.stringMatching(/^file [0-9a-f]{12} \(14 bytes, mode 644\)$/),
+      },
+    ]);
+    expect(await read(workspace, 'a.txt')).toBe('edited by hand');
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'undo-refused',
+      entry: { body: { undoes: written.id, pathCount: 1 } },
+    });
+    expect(await statesOf(workspace)).toMatchObject({ [written.id]: 'undo-refused' });
+    await session.close();
+  });
+
+  it('refuses paths outside the workspace, through links, or left out of snapshots, changing nothing', async () => {
+    const { workspace, session } = await sessionOn({
+      'real/f.txt': 'f',
+      '.rewindignore': 'build/\n',
+    });
+    await symlink('real', join(workspace, 'link'));
+    const entriesBefore = (await log({ workspace })).entries.length;
+    await expect(session.write('../escape.txt', 'x')).rejects.toMatchObject({
+      code: 'PATH_INVALID',
+    });
+    await expect(session.write('/etc/passwd', 'x')).rejects.toMatchObject({ code: 'PATH_INVALID' });
+    await expect(session.write('link/f.txt', 'x')).rejects.toMatchObject({
+      code: 'SYMLINK_REFUSED',
+    });
+    await expect(session.delete('link')).rejects.toMatchObject({ code: 'SYMLINK_REFUSED' });
+    await expect(session.write('.rewind/x', 'x')).rejects.toMatchObject({ code: 'PATH_IGNORED' });
+    await expect(session.write('build/out.js', 'x')).rejects.toMatchObject({
+      code: 'PATH_IGNORED',
+    });
+    await lay(workspace, { 'real/build/keep.bin': 'k' });
+    await expect(session.delete('real')).rejects.toMatchObject({
+      code: 'PATH_IGNORED',
+      data: { ignored: ['real/build'] },
+    });
+    expect(await read(workspace, 'real/f.txt')).toBe('f');
+    expect((await log({ workspace })).entries).toHaveLength(entriesBefore);
+    await expect(session.undo(999)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await session.close();
+  });
+
+  it('undo --last steps back through the actions, newest first', async () => {
+    const { workspace, session } = await sessionOn({});
+    await session.write('a.txt', 'a');
+    await session.write('b.txt', 'b');
+    await session.undo('last');
+    expect(existsSync(join(workspace, 'b.txt'))).toBe(false);
+    await session.undo('last');
+    expect(existsSync(join(workspace, 'a.txt'))).toBe(false);
+    await expect(session.undo('last')).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await session.close();
+  });
+
+  it('finishes a file action that a killed process left between its intent and completion', async () => {
+    const { workspace, session, store } = await sessionOn({ 'a.txt': 'old' });
+    const action = await session.write('a.txt', 'new'); // gives real pre- and post-images
+    await session.undo(action.id);
+    await session.close();
+    const started = (await log({ workspace })).entries.find((line) => line.seq === action.id);
+    // Replay only the intent, as if the process died right after journaling it.
+    const [file] = await listSessions(join(workspace, '.rewind'));
+    if (!file) throw new Error('no session');
+    const ledger = await Ledger.open(file);
+    await ledger.append('action-started', started?.entry.body ?? {}, started?.entry.refs);
+    await ledger.close();
+    expect(await read(workspace, 'a.txt')).toBe('old');
+    const reopened = await openSession({ workspace });
+    expect(await read(workspace, 'a.txt')).toBe('new');
+    const last = (await log({ workspace })).entries.at(-1);
+    expect(last).toMatchObject({ kind: 'action-completed', entry: { body: { isRecovery: true } } });
+    await reopened.close();
+    expect(
+      await store.has(
+        (await snapshot(workspace, { store, storeDirectory: join(workspace, '.rewind') })).tree,
+      ),
+    ).toBe(true);
+  });
+
+  it('serializes two processes acting on one session at once', async () => {
+    const workspace = await makeTempDirectory();
+    await init({ workspace });
+    const script = `
+      const { openSession } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
+      const session = await openSession({ workspace: process.argv[1] });
+      for (let i = 0; i < 15; i++) await session.write(\`\${process.argv[2]}/f\${i}.txt\`, \`\${process.argv[2]} \${i}\`);
+      await session.close();
+    `;
+    const runs = await Promise.all(
+      ['p', 'q'].map((name) => runNode(['--input-type=module', '-e', script, workspace, name])),
+    );
+    for (const run of runs) expect(run.stderr).toBe('');
+    const [file] = await listSessions(join(workspace, '.rewind'));
+    if (!file) throw new Error('no session');
+    const reading = await readLedgerFile(file.file);
+    const kinds = reading.entries.map((entry) => entry.kind);
+    expect(kinds.filter((kind) => kind === 'action-started')).toHaveLength(30);
+    expect(kinds.filter((kind) => kind === 'action-completed')).toHaveLength(30);
+    expect(reading.entries.map((entry) => entry.seq)).toEqual(
+      reading.entries.map((_, index) => index + 1),
+    );
+    for (const name of ['p', 'q'])
+      expect(await read(workspace, `${name}/f14.txt`)).toBe(`${name} 14`);
+  });
+});
+
+describe('exec', () => {
+  it('records the files a command created, modified and deleted, with its output, and undo reverts them', async () => {
+    const { workspace, session, stateOf } = await sessionOn({
+      'keep.txt': 'k',
+      'edit.txt': 'before',
+      'gone/old.txt': 'old',
+    });
+    const before = await stateOf();
+    const result = await session.exec(
+      'echo made > new.txt && echo after > edit.txt && rm -r gone && echo out && echo err >&2',
+    );
+    expect(result).toMatchObject({
+      kind: 'exec',
+      state: 'done',
+      exitCode: 0,
+      stdout: 'out\n',
+      stderr: 'err\n',
+      created: ['new.txt'],
+      modified: ['edit.txt'],
+      deleted: ['gone/old.txt'],
+    });
+    const diff = await session.diff(String(result.id));
+    expect(diff.changes).toEqual([
+      { path: 'edit.txt', kind: 'modified' },
+      { path: 'gone/old.txt', kind: 'deleted' },
+      { path: 'new.txt', kind: 'added' },
+    ]);
+    expect(diff.text).toContain('+after');
+    const completed = (await log({ workspace })).entries.at(-1)?.entry;
+    expect(completed?.body).toMatchObject({
+      evidence: { exitCode: 0, stdout: { sizeBytes: 4, truncated: false } },
+    });
+    await session.undo(result.id);
+    expect(await stateOf()).toBe(before);
+    await session.close();
+  });
+
+  it('journals a failing command as failed, still undoable', async () => {
+    const { workspace, session } = await sessionOn({});
+    const result = await session.exec(['sh', '-c', 'echo x > f.txt; exit 3']);
+    expect(result).toMatchObject({ state: 'failed', exitCode: 3, created: ['f.txt'] });
+    expect(await statesOf(workspace)).toMatchObject({ [result.id]: 'failed' });
+    await session.undo(result.id);
+    expect(existsSync(join(workspace, 'f.txt'))).toBe(false);
+    await expect(session.exec(['/no/such/program'])).rejects.toMatchObject({ code: 'EXEC_FAILED' });
+    await session.close();
+  });
+
+  it('ends the whole process tree at the timeout, even children that ignore SIGTERM', async () => {
+    const { workspace, session } = await sessionOn({});
+    const started = Date.now();
+    const result = await session.exec(
+      `trap '' TERM; (trap '' TERM; echo $$ > /dev/null; sleep 30 & echo $! > child.pid; wait) & sleep 30`,
+      { timeoutMs: 300 },
+    );
+    expect(result.timedOut).toBe(true);
+    expect(result.state).toBe('failed');
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const pid = Number(await read(workspace, 'child.pid'));
+    await sleep(100);
+    expect(await isRunning(pid)).toBe(false);
+    await session.close();
+  });
+
+  it('runs with a clean environment and caps the output it keeps', async () => {
+    const { session } = await sessionOn({});
+    process.env.REWIND_TEST_SECRET = 'hunter2';
+    try {
+      const result = await session.exec('env; head -c 5000 /dev/zero', {
+        maxOutputBytes: 1000,
+        env: { GIVEN: 'yes' },
+      });
+      expect(result.stdout).not.toContain('hunter2');
+      expect(result.stdout).toContain('GIVEN=yes');
+      expect(result.stdoutTruncated).toBe(true);
+      expect(result.stdout.length).toBe(1000);
+    } finally {
+      delete process.env.REWIND_TEST_SECRET;
+    }
+    await session.close();
+  });
+
+  it('an interrupted command is closed by the next open with the workspace it left, and can be undone', async () => {
+    const workspace = await makeTempDirectory();
+    await init({ workspace });
+    const script = `
+      const { openSession } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
+      const session = await openSession({ workspace: process.argv[1] });
+      await session.exec('echo partial > half.txt; kill -9 ${'$'}PPID; sleep 5');
+    `;
+    const run = await runNode(['--input-type=module', '-e', script, workspace]);
+    expect(run.signal).toBe('SIGKILL');
+    const session = await openSession({ workspace });
+    const actions = await session.actions();
+    expect(actions.at(-1)).toMatchObject({ kind: 'exec', state: 'interrupted' });
+    await session.undo(actions.at(-1)?.id as number);
+    expect(existsSync(join(workspace, 'half.txt'))).toBe(false);
+    await session.close();
+  });
+});
