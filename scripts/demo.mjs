@@ -101,6 +101,39 @@ check(
   existsSync(join(workspace, 'approved.txt')) && !existsSync(join(workspace, 'discarded.txt')),
   'approve or discard did not do what it says',
 );
+console.log(
+  '\n# A checkpoint with the conversation: a rollback hands back one the provider accepts.',
+);
+writeFileSync(
+  join(workspace, 'chat.json'),
+  JSON.stringify([
+    { role: 'user', content: 'Rename greet to hello' },
+    {
+      role: 'assistant',
+      content: [
+        { type: 'tool_use', id: 'toolu_01', name: 'edit', input: { path: 'src/greet.js' } },
+      ],
+    },
+  ]),
+);
+rewind(['checkpoint', 'with-chat', '--messages', 'chat.json']);
+writeFileSync(join(workspace, 'src/greet.js'), 'broken\n');
+rewind([
+  'rollback',
+  'with-chat',
+  '--patch-note',
+  'greet.js was fixed by hand',
+  '--messages-out',
+  'restored.json',
+]);
+const restored = JSON.parse(read('restored.json'));
+check(
+  restored.length === 3 &&
+    restored[2].content[0].type === 'tool_result' &&
+    restored[2].content[0].is_error,
+  'the restored conversation does not answer the call that was in flight',
+);
+
 console.log('\n# Requests to cloud metadata addresses are refused before anything is sent.');
 rewind(['http', 'GET', 'http://169.254.169.254/latest/meta-data/'], 1);
 rewind(['log']);
@@ -109,7 +142,7 @@ rewind(['gc', '--dry-run']);
 rewind(['status']);
 const status = JSON.parse(rewind(['status', '--json']));
 check(
-  status.sessions[0]?.entryCount === 21,
-  `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 21`,
+  status.sessions[0]?.entryCount === 24,
+  `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 24`,
 );
 console.log(`\nDemo complete. Explore it yourself: cd ${workspace} && node ${bin} log`);

@@ -63,6 +63,12 @@ export const ERROR_CODES = [
   'ADDRESS_REFUSED',
   /** An HTTP exchange failed or timed out after it was sent. `data.url`. */
   'HTTP_FAILED',
+  /** A message list is in none of the formats Rewind knows. `data.index`: the first misfit. */
+  'CONVERSATION_FORMAT_UNKNOWN',
+  /** A message list is not in the format it was said to be in. `data.index`, `data.format`. */
+  'CONVERSATION_FORMAT_MISMATCH',
+  /** A session or checkpoint has no conversation recorded. `data.label`. */
+  'CONVERSATION_NOT_FOUND',
   /** A command could not be started (missing program or directory). `data.program`. */
   'EXEC_FAILED',
 ] as const;

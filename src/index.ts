@@ -2,6 +2,29 @@
  * Rewind's public API: everything a program, the CLI, the MCP server and the framework adapters
  * may use. Anything exported here is public; exports are named, never `export *`.
  */
+
+export {
+  type Call,
+  type ConversationProblem,
+  checkFormat,
+  detectFormat,
+  FORMATS,
+  type Format,
+  type Message,
+  type NoteOf,
+  type NoteOptions,
+  type RepairOptions,
+  type RepairResult,
+  type RepairStrategy,
+  type Result,
+  repair,
+  resumeNote,
+  type SyntheticResultOf,
+  syntheticResult,
+  type ValidationReport,
+  validate,
+  withResumeNote,
+} from './conversation/index.js';
 export { ERROR_CODES, type ErrorCode, isRewindError, RewindError } from './errors.js';
 export {
   checkEnvelope,
@@ -22,6 +45,7 @@ export {
   normalizeWorkspacePath,
   REWIND_VERSION,
   resolveWorkspacePath,
+  writeFileAtomic,
 } from './lib/index.js';
 export {
   type Command,
@@ -39,8 +63,10 @@ export {
   type ActionSpec,
   type ActionState,
   type CheckpointInfo,
+  type CheckpointOptions,
   type CheckpointResult,
   type Compensation,
+  type ConversationState,
   type DiffResult,
   type DraftInfo,
   type ExecOptions,
@@ -65,6 +91,8 @@ export {
   type PlannedChange,
   type RecordOptions,
   type RecordSpec,
+  type RestoredConversation,
+  type RollbackOptions,
   type RollbackResult,
   Session,
   type SessionSummary,

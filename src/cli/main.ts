@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import {
@@ -7,6 +8,8 @@ import {
   type Compensation,
   type DraftInfo,
   type ExecResult,
+  FORMATS,
+  type Format,
   type GcReport,
   gc,
   type HttpResult,
@@ -19,6 +22,7 @@ import {
   note,
   openSession,
   REWIND_VERSION,
+  RewindError,
   type RollbackResult,
   type Session,
   type StatusReport,
@@ -26,6 +30,7 @@ import {
   type UndoResult,
   type VerifyReport,
   verify,
+  writeFileAtomic,
 } from '../index.js';
 import { formatBytes, formatLocalTime, plural } from './format.js';
 
@@ -38,6 +43,41 @@ export interface CliIo {
   stdin?: AsyncIterable<Uint8Array>;
   /** Asks a person a question and resolves with the answer; absent when nobody can answer. */
   prompt?: (question: string) => Promise<string>;
+}
+
+/** A JSON message list from a file, or from `stdin` when `file` is undefined. */
+async function readMessages(
+  file: string | undefined,
+  stdin: AsyncIterable<Uint8Array> | undefined,
+): Promise<unknown[]> {
+  let text: string;
+  try {
+    text =
+      file === undefined ? (await readAll(stdin)).toString('utf8') : await readFile(file, 'utf8');
+  } catch (error) {
+    throw new RewindError('INVALID_ARGUMENT', `Cannot read ${file}: ${(error as Error).message}.`, {
+      data: { file },
+      cause: error,
+    });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${file ?? 'Standard input'} is not JSON (${(error as Error).message}). Give a JSON array of messages.`,
+      { data: { file }, cause: error },
+    );
+  }
+  if (!Array.isArray(value)) {
+    throw new RewindError(
+      'CONVERSATION_FORMAT_UNKNOWN',
+      `${file ?? 'Standard input'} holds JSON but not an array: a conversation is an array of messages.`,
+      { data: { file } },
+    );
+  }
+  return value;
 }
 
 async function readAll(input: AsyncIterable<Uint8Array> | undefined): Promise<Buffer> {
@@ -107,7 +147,10 @@ function renderInit(result: InitResult): string {
 
 function renderCheckpoint(result: CheckpointResult): string {
   return (
-    `Checkpoint ${result.label} (#${result.seq}): ${plural(result.fileCount, 'file')}, ${formatBytes(result.sizeBytes)}; ` +
+    `Checkpoint ${result.label} (#${result.seq}): ${plural(result.fileCount, 'file')}, ${formatBytes(result.sizeBytes)}` +
+    (result.conversation
+      ? ` and ${plural(result.conversation.messageCount, 'message')} (${result.conversation.format}); `
+      : '; ') +
     `${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous checkpoint ` +
     `(${plural(result.readCount, 'file')} read).\n`
   );
@@ -454,11 +497,31 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     .command('checkpoint')
     .description('record the workspace under a label')
     .argument('<label>', 'letters, digits, ".", "_" and "-", unique in the session')
+    .option(
+      '--messages <file>',
+      'the conversation to record with the files (a JSON array of messages; - reads stdin)',
+    )
+    .addOption(
+      new Option('--format <format>', 'its message format (default: detected)').choices([
+        ...FORMATS,
+      ]),
+    )
     .option('--session <id>', 'the session (default: the current one)')
     .action(async (label: string, _options, command: Command) => {
       const options = globals(command);
-      const result = await withSession(options, command.opts().session, (session) =>
-        session.checkpoint(label),
+      const own = command.opts<{ messages?: string; format?: Format; session?: string }>();
+      const messages =
+        own.messages === undefined
+          ? undefined
+          : await readMessages(
+              own.messages === '-' ? undefined : resolve(io.cwd, own.messages),
+              io.stdin,
+            );
+      const result = await withSession(options, own.session, (session) =>
+        session.checkpoint(label, {
+          ...(messages && { messages }),
+          ...(own.format && { format: own.format }),
+        }),
       );
       emit(
         options,
@@ -482,22 +545,117 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
 
   program
     .command('rollback')
-    .description('restore the workspace to a checkpoint (the current state is saved first)')
+    .description(
+      'restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; the current state is saved first',
+    )
     .argument('<label>', 'the checkpoint, or "latest"')
     .option('--dry-run', 'list what would be written, created and deleted, and change nothing')
+    .option('--patch-note <text>', 'tell the model what changed since the checkpoint')
+    .option(
+      '--messages-out <file>',
+      'write the restored conversation (repaired, with the resume note) to this JSON file',
+    )
     .option('--session <id>', 'the session (default: the current one)')
     .action(async (label: string, _options, command: Command) => {
       const options = globals(command);
-      const own = command.opts<{ dryRun?: boolean; session?: string }>();
+      const own = command.opts<{
+        dryRun?: boolean;
+        session?: string;
+        patchNote?: string;
+        messagesOut?: string;
+      }>();
       const result = await withSession(options, own.session, (session) =>
-        session.rollback(label, { dryRun: own.dryRun === true }),
+        session.rollback(label, {
+          dryRun: own.dryRun === true,
+          ...(own.patchNote !== undefined && { patchNote: own.patchNote }),
+        }),
       );
+      let where = '';
+      if (result.conversation) {
+        const count = plural(result.conversation.messages.length, 'message');
+        if (own.messagesOut !== undefined && !result.isDryRun) {
+          const file = resolve(io.cwd, own.messagesOut);
+          await writeFileAtomic(file, `${JSON.stringify(result.conversation.messages, null, 2)}\n`);
+          where = `The restored conversation (${count}, ${result.conversation.format}) is in ${file}.\n`;
+        } else {
+          where = `The ${result.isDryRun ? 'conversation would be restored to' : 'restored conversation has'} ${count} (${result.conversation.format}): \`rewind conversation show\` prints it${result.isDryRun ? '' : ', or pass --messages-out FILE'}.\n`;
+        }
+      }
       emit(
         options,
         result,
-        (value) => (options.quiet && !value.isDryRun ? '' : renderRollback(value)),
+        (value) => (options.quiet && !value.isDryRun ? '' : `${renderRollback(value)}${where}`),
         result.warnings,
       );
+    });
+
+  const conversation = program
+    .command('conversation')
+    .description("record and show the agent's conversation, paired with checkpoints");
+
+  conversation
+    .command('sync')
+    .description('record the current conversation (a JSON array of messages; - reads stdin)')
+    .argument('<file>', 'a JSON file, or - for standard input')
+    .addOption(
+      new Option('--format <format>', 'the message format (default: detected)').choices([
+        ...FORMATS,
+      ]),
+    )
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (file: string, _options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ format?: Format; session?: string }>();
+      const messages = await readMessages(
+        file === '-' ? undefined : resolve(io.cwd, file),
+        io.stdin,
+      );
+      const result = await withSession(options, own.session, (session) =>
+        session.syncConversation(messages, { ...(own.format && { format: own.format }) }),
+      );
+      emit(options, result, (value) =>
+        options.quiet
+          ? ''
+          : value.isChanged
+            ? `Recorded the conversation: ${plural(value.messageCount, 'message')} (${value.format}).\n`
+            : `The conversation is unchanged (${plural(value.messageCount, 'message')}); nothing recorded.\n`,
+      );
+    });
+
+  conversation
+    .command('show')
+    .description(
+      'print the conversation at a checkpoint, repaired as a rollback would restore it (default: the current one)',
+    )
+    .argument('[label]', 'a checkpoint label, or "latest"')
+    .option('--patch-note <text>', 'the patch note a rollback would pass')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (label: string | undefined, _options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ session?: string; patchNote?: string }>();
+      const shown = await withSession(options, own.session, async (session) =>
+        label === undefined
+          ? await session.conversation()
+          : await session.conversationAt(label, {
+              ...(own.patchNote !== undefined && { patchNote: own.patchNote }),
+            }),
+      );
+      if (!shown) {
+        throw new RewindError(
+          'CONVERSATION_NOT_FOUND',
+          label === undefined
+            ? 'This session has no conversation yet. Record one with `rewind conversation sync FILE`.'
+            : `Checkpoint ${label} has no conversation. Pass --messages to \`rewind checkpoint\`, or sync one before checkpointing.`,
+          { data: { label } },
+        );
+      }
+      if (options.json) {
+        io.stdout(
+          `${JSON.stringify({ format: shown.format, messages: shown.messages }, null, 2)}\n`,
+        );
+      } else {
+        io.stdout(`${JSON.stringify(shown.messages, null, 2)}\n`);
+      }
     });
 
   program

@@ -14,13 +14,15 @@ export const ENTRY_KINDS = {
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':
-    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`.',
+    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`, and `conversation` (`tree`, `format`, `messageCount`) when the session has one.',
+  'conversation-synced':
+    'The conversation changed and was recorded. Body: `conversation` (`tree`: one file per message, `format`, `messageCount`).',
   'rollback-started':
-    'Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`.',
+    "Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`; when the checkpoint holds a conversation, `conversationBefore` (the current one, if any) and `conversationAfter` (the checkpoint's, repaired for its provider, with the resume note), each `tree`, `format`, `messageCount`.",
   'rollback-completed':
     'The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
   'undo-started':
-    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null).',
+    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
   'undo-completed':
     'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
   'rollback-failed':
@@ -126,8 +128,15 @@ export function describeEntry(entry: LedgerEntry): string {
         attachments > 0 ? ` (${attachments} attachment${attachments === 1 ? '' : 's'})` : '';
       return `note: ${String(body.text)}${suffix}`;
     }
-    case 'checkpoint-created':
-      return `checkpoint ${String(body.label)}: ${String(body.fileCount)} files, ${String(body.added)} added, ${String(body.modified)} modified, ${String(body.deleted)} deleted since the previous one`;
+    case 'checkpoint-created': {
+      const conversation = body.conversation as { messageCount?: number } | undefined;
+      const messages = conversation ? ` and ${String(conversation.messageCount)} messages` : '';
+      return `checkpoint ${String(body.label)}: ${String(body.fileCount)} files${messages}, ${String(body.added)} added, ${String(body.modified)} modified, ${String(body.deleted)} deleted since the previous one`;
+    }
+    case 'conversation-synced': {
+      const conversation = (body.conversation ?? {}) as { messageCount?: number; format?: string };
+      return `conversation recorded: ${String(conversation.messageCount)} ${String(conversation.format)} messages`;
+    }
     case 'rollback-started':
       return `rollback to ${String(body.label)} started: ${String(body.changeCount)} paths to restore (undo with \`rewind undo ${entry.seq}\`)`;
     case 'rollback-completed':

@@ -1,5 +1,18 @@
 import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import {
+  type Call,
+  checkFormat,
+  detectFormat,
+  type Format,
+  type Message,
+  type RepairStrategy,
+  type Result,
+  readConversation,
+  repair,
+  storeConversation,
+  withResumeNote,
+} from '../conversation/index.js';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { Ledger, type LedgerEntry, type SessionFile } from '../ledger/index.js';
 import {
@@ -61,6 +74,7 @@ import {
   type PathChange,
   referencesOf,
 } from './actions.js';
+import { type ConversationRef, conversationIn, currentConversation } from './conversation.js';
 import { pickSession } from './repository.js';
 
 /** Options of {@link openSession}. */
@@ -100,6 +114,8 @@ export interface CheckpointInfo {
   modified: number;
   deleted: number;
   isAutomatic: boolean;
+  /** The conversation recorded with the files, if any. */
+  conversation?: { format: Format; messageCount: number };
 }
 
 /** What {@link Session.checkpoint} recorded. */
@@ -121,6 +137,45 @@ export interface PlannedChange {
   isUnrecorded: boolean;
 }
 
+/** Options of {@link Session.checkpoint}. */
+export interface CheckpointOptions {
+  isAutomatic?: boolean;
+  /** The conversation to record with the files (else the session's current one, if any). */
+  messages?: readonly unknown[];
+  /** Its format; detected when omitted. */
+  format?: Format;
+}
+
+/** Options of {@link Session.rollback}. */
+export interface RollbackOptions {
+  dryRun?: boolean;
+  onProgress?: (progress: ApplyProgress) => void;
+  /** What changed since the checkpoint, told to the model in the resume note. */
+  patchNote?: string;
+  /** What to do with tool calls left without a result: see {@link RepairStrategy}. */
+  repairStrategy?: RepairStrategy;
+}
+
+/** The conversation a rollback hands back: repaired for its provider, with the resume note. */
+export interface RestoredConversation {
+  format: Format;
+  messages: Message[];
+  /** The note added at the end (as its own message, or merged into the last user turn). */
+  note: string;
+  /** Calls answered with a synthetic result, or dropped, and results removed, by the repair. */
+  answered: Call[];
+  dropped: Call[];
+  droppedResults: Result[];
+}
+
+/** The session's conversation as recorded. */
+export interface ConversationState {
+  format: Format;
+  messages: Message[];
+  /** The stored tree of its messages. */
+  tree: Digest;
+}
+
 /** What a rollback did, or would do with `dryRun`. */
 export interface RollbackResult {
   isDryRun: boolean;
@@ -133,6 +188,8 @@ export interface RollbackResult {
   changes: PlannedChange[];
   applied: ApplyResult | undefined;
   warnings: string[];
+  /** The checkpoint's conversation, repaired and with the resume note, when it has one. */
+  conversation?: RestoredConversation;
 }
 
 /** A path an undo would trample: what the action left there, and what is there now. */
@@ -312,6 +369,12 @@ function checkpointOf(entry: LedgerEntry): CheckpointInfo {
     modified: Number(body.modified),
     deleted: Number(body.deleted),
     isAutomatic: body.isAutomatic === true,
+    ...(conversationIn(body, 'conversation') && {
+      conversation: {
+        format: conversationIn(body, 'conversation')?.format as Format,
+        messageCount: Number(conversationIn(body, 'conversation')?.messageCount),
+      },
+    }),
   };
 }
 
@@ -526,6 +589,103 @@ export class Session {
     });
   }
 
+  #checkMessages(
+    messages: readonly unknown[],
+    format: Format | undefined,
+  ): { messages: Message[]; format: Format } {
+    const resolved = format ?? detectFormat(messages);
+    return { messages: checkFormat(messages, resolved), format: resolved };
+  }
+
+  async #storeConversation(messages: readonly Message[], format: Format): Promise<ConversationRef> {
+    const batch = this.#store.batch();
+    try {
+      const stored = await storeConversation(messages, batch);
+      return { tree: stored.tree, format, messageCount: stored.messageCount };
+    } finally {
+      await batch.commit();
+    }
+  }
+
+  /**
+   * Records the agent's current conversation (format detected unless given). Messages are stored
+   * one object each, so syncing a longer history costs only the new messages; a ledger entry is
+   * written only when the conversation changed. Throws `CONVERSATION_FORMAT_UNKNOWN` and
+   * `CONVERSATION_FORMAT_MISMATCH`.
+   */
+  async syncConversation(
+    messages: readonly unknown[],
+    options: { format?: Format } = {},
+  ): Promise<{ tree: Digest; format: Format; messageCount: number; isChanged: boolean }> {
+    const given = this.#checkMessages(messages, options.format);
+    return this.#withOperationLock('recording the conversation', async () => {
+      const ref = await this.#storeConversation(given.messages, given.format);
+      const current = currentConversation(await this.#entries());
+      const isChanged = current?.tree !== ref.tree || current.format !== ref.format;
+      if (isChanged) {
+        await this.#ledger.append('conversation-synced', { conversation: ref }, [
+          { type: 'tree', digest: ref.tree },
+        ]);
+      }
+      return { ...ref, isChanged };
+    });
+  }
+
+  /** The session's current conversation, exactly as recorded; undefined when it has none. */
+  async conversation(): Promise<ConversationState | undefined> {
+    const ref = currentConversation(await this.#entries());
+    if (!ref) return undefined;
+    return {
+      format: ref.format,
+      messages: await readConversation(this.#store, ref.tree),
+      tree: ref.tree,
+    };
+  }
+
+  /**
+   * The conversation a checkpoint recorded, as a rollback to it would hand it back: repaired for
+   * its provider, with the resume note. Undefined when the checkpoint has no conversation.
+   */
+  async conversationAt(
+    label: string,
+    options: Pick<RollbackOptions, 'patchNote' | 'repairStrategy'> = {},
+  ): Promise<RestoredConversation | undefined> {
+    const target = await this.#findCheckpoint(label);
+    return (await this.#restoredConversation(target, options))?.result;
+  }
+
+  async #restoredConversation(
+    target: CheckpointInfo,
+    options: Pick<RollbackOptions, 'patchNote' | 'repairStrategy' | 'dryRun'>,
+  ): Promise<{ ref: ConversationRef; result: RestoredConversation } | undefined> {
+    const entry = (await this.#entries()).find((candidate) => candidate.seq === target.seq);
+    const recorded = entry ? conversationIn(entry.body, 'conversation') : undefined;
+    if (!recorded) return undefined;
+    const messages = await readConversation(this.#store, recorded.tree);
+    const repaired = repair(messages, recorded.format, {
+      ...(options.repairStrategy && { strategy: options.repairStrategy }),
+      resultText: `Rewind: this tool call was rolled back with the workspace to checkpoint "${target.label}" before it completed, so it had no effect. Call it again if it is still needed.`,
+    });
+    const note = `Rewind: the workspace and this conversation were rolled back to checkpoint "${target.label}". Everything done after it was undone (it is still recorded); tool calls that were in flight were cancelled. Resume from this exact state.`;
+    const restored = withResumeNote(repaired.messages, recorded.format, note, {
+      ...(options.patchNote && { patchNote: options.patchNote }),
+    });
+    const ref = options.dryRun
+      ? { ...recorded, messageCount: restored.length }
+      : await this.#storeConversation(restored, recorded.format);
+    return {
+      ref,
+      result: {
+        format: recorded.format,
+        messages: restored,
+        note: options.patchNote ? `${note} Patch applied since: ${options.patchNote}` : note,
+        answered: repaired.answered,
+        dropped: repaired.dropped,
+        droppedResults: repaired.droppedResults,
+      },
+    };
+  }
+
   /** Every checkpoint of the session, oldest first. */
   async checkpoints(): Promise<CheckpointInfo[]> {
     return (await this.#entries())
@@ -558,11 +718,11 @@ export class Session {
    * Costs what changed since the last snapshot. Throws `INVALID_ARGUMENT` for a malformed label,
    * `CHECKPOINT_EXISTS`, and the errors of {@link snapshot}.
    */
-  async checkpoint(
-    label: string,
-    options: { isAutomatic?: boolean } = {},
-  ): Promise<CheckpointResult> {
+  async checkpoint(label: string, options: CheckpointOptions = {}): Promise<CheckpointResult> {
     checkLabel(label);
+    const given = options.messages
+      ? this.#checkMessages(options.messages, options.format)
+      : undefined;
     return this.#withOperationLock(`creating checkpoint ${label}`, async () => {
       const checkpoints = await this.checkpoints();
       const existing = checkpoints.find((checkpoint) => checkpoint.label === label);
@@ -575,6 +735,9 @@ export class Session {
       }
       const snap = await this.#snapshot();
       const counts = countFiles(await diffTrees(this.#store, checkpoints.at(-1)?.tree, snap.tree));
+      const conversation = given
+        ? await this.#storeConversation(given.messages, given.format)
+        : currentConversation(await this.#entries());
       const entry = await this.#ledger.append(
         'checkpoint-created',
         {
@@ -584,8 +747,12 @@ export class Session {
           sizeBytes: snap.sizeBytes,
           ...counts,
           isAutomatic: options.isAutomatic === true,
+          ...(conversation && { conversation }),
         },
-        [{ type: 'tree', digest: snap.tree }],
+        [
+          { type: 'tree', digest: snap.tree },
+          ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
+        ],
       );
       return { ...checkpointOf(entry), readCount: snap.readCount, warnings: snap.warnings };
     });
@@ -600,10 +767,7 @@ export class Session {
    *
    * Throws `CHECKPOINT_NOT_FOUND`, and the errors of {@link snapshot} and {@link applyChanges}.
    */
-  async rollback(
-    label: string,
-    options: { dryRun?: boolean; onProgress?: (progress: ApplyProgress) => void } = {},
-  ): Promise<RollbackResult> {
+  async rollback(label: string, options: RollbackOptions = {}): Promise<RollbackResult> {
     const target = await this.#findCheckpoint(label);
     return this.#withOperationLock(`rolling back to ${target.label}`, async () => {
       const snap = await this.#snapshot();
@@ -619,7 +783,10 @@ export class Session {
         applied: undefined,
         warnings: snap.warnings,
       };
+      const restored = await this.#restoredConversation(target, options);
+      if (restored) result.conversation = restored.result;
       if (result.isDryRun) return result;
+      const before = currentConversation(await this.#entries());
       const started = await this.#ledger.append(
         'rollback-started',
         {
@@ -628,10 +795,16 @@ export class Session {
           beforeTree: snap.tree,
           afterTree: target.tree,
           changeCount: changes.length,
+          ...(restored && {
+            ...(before && { conversationBefore: before }),
+            conversationAfter: restored.ref,
+          }),
         },
         [
           { type: 'tree', digest: snap.tree },
           { type: 'tree', digest: target.tree },
+          ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
+          ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
         ],
       );
       const applied = await this.#finish(started, changes, {
@@ -701,20 +874,39 @@ export class Session {
           });
           return { status: 'refused', undoes: action.id, conflicts };
         }
+        // Undoing what moved the conversation moves it back (to none, if there was none).
+        const movedTo = conversationIn(action.started.body, 'conversationAfter');
+        const movedFrom = conversationIn(action.started.body, 'conversationBefore');
+        const current = currentConversation(await this.#entries());
+        const moved = movedTo
+          ? {
+              ...(movedFrom && { conversationAfter: movedFrom }),
+              ...(current && { conversationBefore: current }),
+            }
+          : {};
+        const conversationRefs = [movedFrom, current].flatMap((ref) =>
+          movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
+        );
         const started =
           effect.type === 'trees'
             ? await this.#ledger.append(
                 'undo-started',
-                { undoes: action.id, beforeTree: effect.afterTree, afterTree: effect.beforeTree },
+                {
+                  undoes: action.id,
+                  beforeTree: effect.afterTree,
+                  afterTree: effect.beforeTree,
+                  ...moved,
+                },
                 [
                   { type: 'tree', digest: effect.afterTree },
                   { type: 'tree', digest: effect.beforeTree },
+                  ...conversationRefs,
                 ],
               )
             : await this.#ledger.append(
                 'undo-started',
-                { undoes: action.id, paths: reversePaths(effect.paths) },
-                referencesOf(effect.paths),
+                { undoes: action.id, paths: reversePaths(effect.paths), ...moved },
+                [...referencesOf(effect.paths), ...conversationRefs],
               );
         const reverse = touched.map((change) => ({
           path: change.path,

@@ -1,0 +1,63 @@
+import { RewindError } from '../errors.js';
+import { canonicalJson, type Digest, type JsonValue } from '../lib/index.js';
+import {
+  encodeTree,
+  type ObjectBatch,
+  type ObjectStore,
+  readTree,
+  type TreeEntry,
+} from '../store/index.js';
+import type { Message } from './formats.js';
+
+/** A stored conversation: its tree and how many messages it holds. */
+export interface StoredConversation {
+  /** A tree with one file per message, named by position (`00000000.json`, ...). */
+  tree: Digest;
+  messageCount: number;
+}
+
+/**
+ * Stores a conversation as a tree with one object per message, in order. Messages are objects
+ * named by their content, so storing a longer history again costs only its new messages, and the
+ * exact list comes back whatever happens to the history later. Each message is kept as its
+ * canonical JSON (key order normalized; `undefined` fields dropped, as JSON does).
+ * The caller commits `batch`.
+ */
+export async function storeConversation(
+  messages: readonly Message[],
+  batch: ObjectBatch,
+): Promise<StoredConversation> {
+  const entries: TreeEntry[] = [];
+  for (const [index, message] of messages.entries()) {
+    let text: string;
+    try {
+      text = canonicalJson(JSON.parse(JSON.stringify(message)) as JsonValue);
+    } catch (error) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `Message ${index} cannot be stored as JSON: ${(error as Error).message}.`,
+        { data: { index }, cause: error },
+      );
+    }
+    const { digest, sizeBytes } = await batch.put(Buffer.from(text));
+    entries.push({
+      name: `${String(index).padStart(8, '0')}.json`,
+      type: 'file',
+      mode: 0o644,
+      sizeBytes,
+      digest,
+    });
+  }
+  const { digest } = await batch.put(encodeTree(entries));
+  return { tree: digest, messageCount: messages.length };
+}
+
+/** Reads back a stored conversation, every message exactly as stored. */
+export async function readConversation(store: ObjectStore, tree: Digest): Promise<Message[]> {
+  const messages: Message[] = [];
+  for (const entry of (await readTree(store, tree)).entries) {
+    if (entry.type !== 'file') continue;
+    messages.push(JSON.parse((await store.get(entry.digest)).toString('utf8')) as Message);
+  }
+  return messages;
+}

@@ -1,0 +1,84 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const call = {
+  role: 'assistant',
+  content: null,
+  tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'exec', arguments: '{}' } }],
+};
+
+describe('rewind conversation', () => {
+  it('records a conversation with a checkpoint, and rollback writes the repaired one where asked', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    await writeFile(
+      join(cwd, 'messages.json'),
+      JSON.stringify([{ role: 'user', content: 'go' }, call]),
+    );
+    const checkpoint = await rewind(cwd, ['checkpoint', 'base', '--messages', 'messages.json']);
+    expect(checkpoint.code).toBe(0);
+    const later = [
+      { role: 'user', content: 'go' },
+      call,
+      { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
+    ];
+    const synced = await rewind(cwd, ['conversation', 'sync', '-'], {
+      stdin: JSON.stringify(later),
+    });
+    expect(synced.stdout).toBe('Recorded the conversation: 3 messages (openai-chat).\n');
+    const again = await rewind(cwd, ['conversation', 'sync', '-'], {
+      stdin: JSON.stringify(later),
+    });
+    expect(again.stdout).toContain('unchanged');
+    expect(JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout)).toEqual(later);
+
+    const shown = JSON.parse((await rewind(cwd, ['conversation', 'show', 'base'])).stdout);
+    expect(shown[2]).toMatchObject({ role: 'tool', tool_call_id: 'call_1' });
+    expect(shown[3]).toMatchObject({ role: 'system' });
+
+    await writeFile(join(cwd, 'a.txt'), 'two');
+    const rolled = await rewind(cwd, [
+      'rollback',
+      'base',
+      '--patch-note',
+      'fixed',
+      '--messages-out',
+      'restored.json',
+    ]);
+    expect(rolled.code).toBe(0);
+    expect(rolled.stdout).toMatch(
+      /The restored conversation \(4 messages, openai-chat\) is in .*restored\.json\./,
+    );
+    const restored = JSON.parse(await readFile(join(cwd, 'restored.json'), 'utf8'));
+    expect(restored).toEqual(
+      shown
+        .slice(0, 3)
+        .concat([
+          { role: 'system', content: expect.stringContaining('Patch applied since: fixed') },
+        ]),
+    );
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one');
+  });
+
+  it('refuses what is not a conversation, with its code', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const notArray = await rewind(cwd, ['conversation', 'sync', '-'], { stdin: '{"role":"user"}' });
+    expect(notArray.stderr).toContain('[CONVERSATION_FORMAT_UNKNOWN]');
+    const notJson = await rewind(cwd, ['conversation', 'sync', '-'], { stdin: 'hello' });
+    expect(notJson.stderr).toContain('[INVALID_ARGUMENT]');
+    const mismatch = await rewind(cwd, ['conversation', 'sync', '-', '--format', 'gemini'], {
+      stdin: '[{"role":"user","content":"x"}]',
+    });
+    expect(mismatch.stderr).toContain('[CONVERSATION_FORMAT_MISMATCH]');
+    const none = await rewind(cwd, ['conversation', 'show']);
+    expect(none.stderr).toContain('[CONVERSATION_NOT_FOUND]');
+    expect((await rewind(cwd, ['conversation', 'sync', 'x.json', '--format', 'nope'])).code).toBe(
+      2,
+    );
+  });
+});
