@@ -69,6 +69,8 @@ export const ERROR_CODES = [
   'CONVERSATION_FORMAT_MISMATCH',
   /** A session or checkpoint has no conversation recorded. `data.label`. */
   'CONVERSATION_NOT_FOUND',
+  /** The sandbox cannot start here (bubblewrap missing, user namespaces disabled). `data.reason`. */
+  'SANDBOX_UNAVAILABLE',
   /** A command could not be started (missing program or directory). `data.program`. */
   'EXEC_FAILED',
 ] as const;

@@ -48,7 +48,9 @@ export {
   writeFileAtomic,
 } from './lib/index.js';
 export {
+  bwrapArgs,
   type Command,
+  createSandbox,
   type HttpRequest,
   type HttpResponse,
   type RunOptions,

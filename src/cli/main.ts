@@ -6,6 +6,7 @@ import {
   type CheckpointInfo,
   type CheckpointResult,
   type Compensation,
+  createSandbox,
   type DraftInfo,
   type ExecResult,
   FORMATS,
@@ -260,6 +261,11 @@ function compensationOption(own: Record<string, unknown>): { compensation?: Comp
   return { compensation: { http: { method, url } } };
 }
 
+/** Whether a sandbox backend can start here: throws SANDBOX_UNAVAILABLE for bwrap if not. */
+function probeSandbox(backend: 'bwrap' | 'auto'): { warnings: string[] } {
+  return { warnings: createSandbox({ backend, workspace: '/' }).warnings };
+}
+
 function actionId(id: string): number {
   if (!/^\d+$/.test(id)) {
     throw new UsageError(`"${id}" is not an action id: give the number that \`rewind log\` shows.`);
@@ -309,6 +315,9 @@ function renderStatus(report: StatusReport): string {
     const flags = [
       session.isHashChained ? 'hash-chained' : '',
       session.tornLine ? 'torn last line ignored' : '',
+      session.sandbox !== 'none'
+        ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
+        : '',
     ]
       .filter(Boolean)
       .join(', ');
@@ -443,11 +452,34 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     .description('create .rewind/ in a directory and start a session')
     .argument('[dir]', 'the workspace directory (default: --dir, else the current directory)')
     .option('--hash-chain', 'make every ledger entry of the new session commit to the previous one')
+    .addOption(
+      new Option(
+        '--sandbox <backend>',
+        'where `rewind exec` runs commands (default: none)',
+      ).choices(['bwrap', 'none', 'auto']),
+    )
+    .option('--network', 'let sandboxed commands use the network')
     .action(async (dir: string | undefined, _options, command: Command) => {
       const options = globals(command);
+      const own = command.opts<{
+        hashChain?: boolean;
+        sandbox?: 'bwrap' | 'none' | 'auto';
+        network?: boolean;
+      }>();
       const workspace = resolve(io.cwd, dir ?? options.dir ?? '.');
-      const result = await init({ workspace, hashChain: command.opts().hashChain === true });
-      emit(options, result, (value) => (options.quiet ? '' : renderInit(value)));
+      let warnings: string[] = [];
+      if (own.sandbox !== undefined && own.sandbox !== 'none') {
+        // Checked now, so a sandbox that cannot start is said at once, not at the first exec.
+        const probe = probeSandbox(own.sandbox);
+        warnings = probe.warnings;
+      }
+      const result = await init({
+        workspace,
+        hashChain: own.hashChain === true,
+        ...(own.sandbox !== undefined && { sandbox: own.sandbox }),
+        ...(own.network === true && { network: true }),
+      });
+      emit(options, result, (value) => (options.quiet ? '' : renderInit(value)), warnings);
     });
 
   program

@@ -10,7 +10,7 @@ export const LEDGER_FORMAT_VERSION = 1;
  */
 export const ENTRY_KINDS = {
   'session-started':
-    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`.',
+    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init.',
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':

@@ -15,3 +15,12 @@ export {
   type RunResult,
   runProcess,
 } from './process.js';
+export {
+  bwrapArgs,
+  createSandbox,
+  probeBwrap,
+  SANDBOX_UID,
+  type Sandbox,
+  type SandboxBackend,
+  type SandboxOptions,
+} from './sandbox.js';

@@ -53,6 +53,10 @@ export interface SessionSummary {
   tornLine: UnreadableLine | undefined;
   /** Why this Rewind cannot work with the session (a newer Rewind wrote to it), if so. */
   unsupported: RewindError | undefined;
+  /** Where its commands run, as `init` recorded it (`none` unless said otherwise). */
+  sandbox: string;
+  /** Whether its sandboxed commands may use the network. */
+  network: boolean;
 }
 
 function summarize(
@@ -71,6 +75,8 @@ function summarize(
     isCurrent: current?.id === session.id,
     tornLine: reading.unreadable.find((line) => line.isTorn),
     unsupported: unsupportedEntry ? unsupportedEntryError(session, unsupportedEntry) : undefined,
+    sandbox: String(reading.entries[0]?.body.sandbox ?? 'none'),
+    network: reading.entries[0]?.body.network === true,
   };
 }
 
@@ -102,7 +108,15 @@ export interface InitResult {
  * `WORKSPACE_REFUSED` for `/` or a home directory.
  */
 export async function init(
-  options: WorkspaceOptions & { hashChain?: boolean; now?: () => Date; generateId?: () => string },
+  options: WorkspaceOptions & {
+    hashChain?: boolean;
+    now?: () => Date;
+    generateId?: () => string;
+    /** Where the session's commands run (`bwrap`, `none`, `auto`); recorded in the session. */
+    sandbox?: 'bwrap' | 'none' | 'auto';
+    /** Whether sandboxed commands may use the network; recorded in the session. */
+    network?: boolean;
+  },
 ): Promise<InitResult> {
   // A store in / or a home directory could never be snapshotted: refuse before creating it.
   const stats = await stat(options.workspace).catch(() => undefined);
@@ -123,6 +137,8 @@ export async function init(
         workspace: location.workspace,
         host: hostname(),
         pid: process.pid,
+        ...(options.sandbox && { sandbox: options.sandbox }),
+        ...(options.network !== undefined && { network: options.network }),
       },
     });
     await ledger.close();

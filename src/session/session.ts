@@ -32,11 +32,13 @@ import {
   type Command,
   checkRequest,
   checkTarget,
+  createSandbox,
   type HttpRequest,
   type HttpResponse,
   performRequest,
   type RunResult,
-  runProcess,
+  type Sandbox,
+  type SandboxBackend,
 } from '../sandbox/index.js';
 import {
   createObjectStore,
@@ -98,6 +100,15 @@ export interface OpenSessionOptions {
   redact?: RedactionOptions;
   /** Refuse HTTP requests to loopback and private addresses too. */
   blockPrivate?: boolean;
+  /**
+   * Where `exec` runs commands: `bwrap` (bubblewrap: the system read-only, only the workspace
+   * writable, `.rewind/` hidden, no network, no capabilities, an unprivileged uid), `none` (a
+   * plain child process), or `auto` (bwrap when it works here, else none with a warning).
+   * Default: what `init` recorded for the session, else `none`.
+   */
+  sandbox?: SandboxBackend | 'auto';
+  /** Let sandboxed commands use the network. Default: what `init` recorded, else no. */
+  network?: boolean;
 }
 
 /** A checkpoint as the ledger records it. */
@@ -440,6 +451,7 @@ export class Session {
   readonly #ledger: Ledger;
   readonly #options: OpenSessionOptions;
   readonly #redactor: Redactor;
+  #sandbox: Sandbox | undefined;
 
   private constructor(location: StoreLocation, ledger: Ledger, options: OpenSessionOptions) {
     this.#redactor = createRedactor(options.redact);
@@ -1379,6 +1391,31 @@ export class Session {
     });
   }
 
+  /**
+   * The sandbox commands run in, from the options or the session's recorded configuration;
+   * created once. Throws `SANDBOX_UNAVAILABLE` for a `bwrap` sandbox that cannot start here.
+   */
+  async #sandboxOf(): Promise<Sandbox> {
+    if (this.#sandbox) return this.#sandbox;
+    const started = (await this.#entries())[0]?.body ?? {};
+    const backend =
+      this.#options.sandbox ?? (started.sandbox as SandboxBackend | 'auto' | undefined) ?? 'none';
+    const network = this.#options.network ?? started.network === true;
+    this.#sandbox = createSandbox({ backend, workspace: this.workspace, network });
+    return this.#sandbox;
+  }
+
+  /** Where this session's commands run, and what the caller should know about it. */
+  async sandbox(): Promise<{ backend: SandboxBackend; network: boolean; warnings: string[] }> {
+    const sandbox = await this.#sandboxOf();
+    const started = (await this.#entries())[0]?.body ?? {};
+    return {
+      backend: sandbox.backend,
+      network: this.#options.network ?? started.network === true,
+      warnings: sandbox.warnings,
+    };
+  }
+
   /** What the ledger keeps of a spec: redacted, and without environment values. */
   #journaledSpec(spec: ActionSpec): Record<string, unknown> {
     const redact = this.#redactor;
@@ -1464,7 +1501,7 @@ export class Session {
   async #runExec(id: number, spec: ExecSpec, before: SnapshotResult): Promise<ExecResult> {
     let run: RunResult;
     try {
-      run = await runProcess(spec.command, {
+      run = await (await this.#sandboxOf()).run(spec.command, {
         cwd: this.workspace,
         timeoutMs: spec.timeoutMs,
         ...(spec.env && { env: spec.env }),
@@ -1502,6 +1539,7 @@ export class Session {
       if (kind) files[keys[kind]].push(change.path);
     }
     const isDone = run.exitCode === 0 && !run.timedOut;
+    const sandbox = await this.#sandboxOf();
     const redacted = [...(out.count > 0 ? ['stdout'] : []), ...(err.count > 0 ? ['stderr'] : [])];
     await this.#ledger.append(
       isDone ? 'action-completed' : 'action-failed',
@@ -1521,6 +1559,7 @@ export class Session {
           signal: run.signal,
           timedOut: run.timedOut,
           durationMs: Math.round(run.durationMs),
+          sandbox: sandbox.backend,
           stdout: { ...stdout, truncated: run.stdoutTruncated },
           stderr: { ...stderr, truncated: run.stderrTruncated },
         },
@@ -1555,7 +1594,7 @@ export class Session {
       changes: changes
         .filter((change) => fileChangeKind(change) !== undefined)
         .map((change) => ({ path: change.path, before: change.before, after: change.after })),
-      warnings: [...before.warnings, ...after.warnings],
+      warnings: [...sandbox.warnings, ...before.warnings, ...after.warnings],
       exitCode: run.exitCode,
       signal: run.signal,
       timedOut: run.timedOut,

@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { probeBwrap } from '../../src/sandbox/index.js';
 import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
@@ -178,5 +179,22 @@ describe('rewind action commands', () => {
     expect(badHeader.code).toBe(2);
     expect(existsSync(join(cwd, 'a.txt'))).toBe(false);
     expect((await rewind(cwd, ['log'])).stdout.trimEnd().split('\n')).toHaveLength(2);
+  });
+
+  it('records a sandbox at init, shows it in status, and runs exec in it', async () => {
+    const cwd = await makeTempDirectory();
+    const initialized = await rewind(cwd, ['init', '--sandbox', 'auto']);
+    expect(initialized.code).toBe(0);
+    const status = await rewind(cwd, ['status']);
+    expect(status.stdout).toContain('sandbox auto, no network');
+    const ran = await rewind(cwd, [
+      'exec',
+      '--',
+      'sh',
+      '-c',
+      'test -e .rewind/rewind.json && echo seen || echo hidden',
+    ]);
+    expect(ran.stdout).toContain(probeBwrap().works ? 'hidden' : 'seen');
+    expect((await rewind(cwd, ['init', '--sandbox', 'nope'])).code).toBe(2);
   });
 });

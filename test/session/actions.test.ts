@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { Ledger, listSessions, readLedgerFile } from '../../src/ledger/index.js';
+import { probeBwrap } from '../../src/sandbox/index.js';
 import { init, log, openSession } from '../../src/session/index.js';
 import { snapshot } from '../../src/workspace/index.js';
 import { runNode } from '../helpers/processes.js';
@@ -332,4 +333,28 @@ describe('exec', () => {
     expect(existsSync(join(workspace, 'half.txt'))).toBe(false);
     await session.close();
   });
+
+  it.runIf(probeBwrap().works)(
+    'runs in the session sandbox: file effects journaled, nothing outside the workspace, .rewind unseen',
+    async () => {
+      const workspace = await makeTempDirectory();
+      await init({ workspace, sandbox: 'bwrap' });
+      const session = await openSession({ workspace });
+      expect(await session.sandbox()).toMatchObject({ backend: 'bwrap', network: false });
+      const outside = join(await makeTempDirectory(), 'host.txt');
+      const result = await session.exec(
+        `echo in > in.txt; echo out > ${outside}; ls -A .rewind | wc -l`,
+      );
+      expect(result.created).toEqual(['in.txt']);
+      expect(result.stdout.trim()).toBe('0');
+      expect(existsSync(outside)).toBe(false);
+      const completed = (await log({ workspace })).entries.at(-1)?.entry.body as {
+        evidence: { sandbox: string };
+      };
+      expect(completed.evidence.sandbox).toBe('bwrap');
+      await session.undo(result.id);
+      expect(existsSync(join(workspace, 'in.txt'))).toBe(false);
+      await session.close();
+    },
+  );
 });

@@ -1,0 +1,176 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { bwrapArgs, createSandbox, probeBwrap, type Sandbox } from '../../src/sandbox/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const servers: Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((server) => new Promise((done) => server.close(done))));
+});
+
+async function workspaceWithStore(): Promise<string> {
+  const workspace = await makeTempDirectory();
+  await mkdir(join(workspace, '.rewind'));
+  await writeFile(join(workspace, '.rewind', 'secret.txt'), 'store content');
+  await writeFile(join(workspace, 'visible.txt'), 'workspace content');
+  return workspace;
+}
+
+const text = (buffer: Buffer): string => buffer.toString('utf8');
+
+describe('bwrapArgs', () => {
+  it('builds the sandbox argv: read-only system, writable workspace, hidden store, no network, no capabilities', () => {
+    const args = bwrapArgs({
+      workspace: '/w',
+      cwd: '/w/src',
+      command: ['npm', 'test'],
+      env: { PATH: '/usr/bin', HOME: '/tmp' },
+      hidden: ['.rewind'],
+      network: false,
+    });
+    const joined = args.join(' ');
+    expect(args.slice(0, 3)).toEqual(['--ro-bind', '/', '/']);
+    expect(joined).toContain('--bind /w /w');
+    expect(joined).toContain('--tmpfs /w/.rewind --remount-ro /w/.rewind');
+    expect(joined).toContain('--tmpfs /tmp');
+    for (const flag of [
+      '--unshare-user',
+      '--unshare-pid',
+      '--unshare-ipc',
+      '--unshare-uts',
+      '--unshare-net',
+      '--die-with-parent',
+      '--new-session',
+      '--clearenv',
+    ]) {
+      expect(args).toContain(flag);
+    }
+    expect(joined).toContain('--uid 1000 --gid 1000');
+    expect(joined).toContain('--cap-drop ALL');
+    expect(joined).toContain('--setenv PATH /usr/bin --setenv HOME /tmp');
+    expect(args.slice(-5)).toEqual(['--chdir', '/w/src', '--', 'npm', 'test']);
+    // The workspace bind comes after the read-only root, and the store is hidden after both.
+    expect(args.indexOf('--bind')).toBeGreaterThan(args.indexOf('--ro-bind'));
+    expect(args.lastIndexOf('--tmpfs')).toBeGreaterThan(args.indexOf('--bind'));
+    expect(
+      bwrapArgs({
+        workspace: '/w',
+        cwd: '/w',
+        command: ['true'],
+        env: {},
+        hidden: [],
+        network: true,
+      }),
+    ).not.toContain('--unshare-net');
+  });
+});
+
+describe.runIf(probeBwrap().works)('the bwrap sandbox', () => {
+  let sandbox: Sandbox;
+  const make = async (network = false) => {
+    const workspace = await workspaceWithStore();
+    sandbox = createSandbox({ backend: 'bwrap', workspace, network });
+    return workspace;
+  };
+
+  it('can write in the workspace; a write outside it leaves the host file unchanged', async () => {
+    const workspace = await make();
+    const outside = join(await makeTempDirectory(), 'host.txt');
+    await writeFile(outside, 'host');
+    const result = await sandbox.run(
+      `echo inside > made.txt; echo pwned > ${outside}; echo root > /etc/rewind-test`,
+    );
+    expect(await readFile(join(workspace, 'made.txt'), 'utf8')).toBe('inside\n');
+    expect(await readFile(outside, 'utf8')).toBe('host');
+    expect(existsSync('/etc/rewind-test')).toBe(false);
+    expect(text(result.stderr)).toContain('Read-only file system');
+  });
+
+  it('can read the workspace; .rewind cannot be read or written', async () => {
+    const workspace = await make();
+    const result = await sandbox.run(
+      'cat visible.txt; cat .rewind/secret.txt; echo x > .rewind/new.txt; ls -A .rewind | wc -l',
+    );
+    expect(text(result.stdout)).toContain('workspace content');
+    expect(text(result.stdout)).not.toContain('store content');
+    expect(text(result.stdout).trim().endsWith('0')).toBe(true);
+    expect(existsSync(join(workspace, '.rewind', 'new.txt'))).toBe(false);
+    expect(await readFile(join(workspace, '.rewind', 'secret.txt'), 'utf8')).toBe('store content');
+  });
+
+  it('cannot reach a server on the host loopback; can when the network is allowed', async () => {
+    const server = createServer((socket) => socket.end('hello'));
+    servers.push(server);
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    const port = (server.address() as { port: number }).port;
+    const probe = `node -e "require('net').connect(${port},'127.0.0.1').on('data',d=>{console.log('got '+d);process.exit(0)}).on('error',e=>{console.log(e.code);process.exit(3)})"`;
+    await make(false);
+    const blocked = await sandbox.run(probe, { timeoutMs: 10_000 });
+    expect(text(blocked.stdout)).toMatch(/ECONNREFUSED|ENETUNREACH/);
+    await make(true);
+    const allowed = await sandbox.run(probe, { timeoutMs: 10_000 });
+    expect(text(allowed.stdout)).toContain('got hello');
+  });
+
+  it('ends every process at the timeout, even children that ignore SIGTERM; they run until then', async () => {
+    const workspace = await make();
+    const started = Date.now();
+    const result = await sandbox.run(
+      `trap '' TERM; (trap '' TERM; while true; do date +%s%N > beat.txt; sleep 0.05; done) & sleep 60`,
+      { timeoutMs: 500 },
+    );
+    expect(result.timedOut).toBe(true);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const last = (await stat(join(workspace, 'beat.txt'))).mtimeMs;
+    await sleep(400);
+    expect((await stat(join(workspace, 'beat.txt'))).mtimeMs).toBe(last);
+  });
+
+  it('holds no host secrets in its environment; sees what the caller passes; runs unprivileged', async () => {
+    await make();
+    process.env.REWIND_TEST_TOKEN = 'hunter2';
+    try {
+      const result = await sandbox.run('env; id -u; grep CapEff /proc/self/status', {
+        env: { GIVEN: 'yes' },
+      });
+      const out = text(result.stdout);
+      expect(out).not.toContain('hunter2');
+      expect(out).toContain('GIVEN=yes');
+      expect(out).toMatch(/^1000$/m);
+      expect(out).toMatch(/CapEff:\s+0+$/m);
+    } finally {
+      delete process.env.REWIND_TEST_TOKEN;
+    }
+  });
+
+  it('caps output and reports the same shape on failure', async () => {
+    await make();
+    const result = await sandbox.run('head -c 100000 /dev/zero; exit 7', { maxOutputBytes: 1000 });
+    expect(result).toMatchObject({ exitCode: 7, timedOut: false, stdoutTruncated: true });
+    expect(result.stdout.length).toBe(1000);
+  });
+});
+
+describe('choosing a backend', () => {
+  it('refuses bwrap when it cannot start, saying why; auto falls back to none with a warning', async () => {
+    const workspace = await workspaceWithStore();
+    expect(() =>
+      createSandbox({ backend: 'bwrap', workspace, bwrap: '/nonexistent/bwrap' }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'SANDBOX_UNAVAILABLE',
+        message: expect.stringContaining('apt-get install bubblewrap'),
+      }),
+    );
+    const fallback = createSandbox({ backend: 'auto', workspace, bwrap: '/nonexistent/bwrap' });
+    expect(fallback.backend).toBe('none');
+    expect(fallback.warnings[0]).toContain('without a sandbox');
+    const result = await fallback.run('cat .rewind/secret.txt');
+    // The none backend isolates nothing: what the warning says.
+    expect(text(result.stdout)).toBe('store content');
+  });
+});
