@@ -71,6 +71,8 @@ export const ERROR_CODES = [
   'CONVERSATION_NOT_FOUND',
   /** The sandbox cannot start here (bubblewrap missing, user namespaces disabled). `data.reason`. */
   'SANDBOX_UNAVAILABLE',
+  /** An isolated session still holds changes not committed to the host. `data.paths`. */
+  'UNCOMMITTED_CHANGES',
   /** A command could not be started (missing program or directory). `data.program`. */
   'EXEC_FAILED',
 ] as const;

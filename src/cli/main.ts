@@ -5,6 +5,7 @@ import {
   type ActionResult,
   type CheckpointInfo,
   type CheckpointResult,
+  type CommitResult,
   type Compensation,
   createSandbox,
   type DraftInfo,
@@ -27,6 +28,7 @@ import {
   type RollbackResult,
   type Session,
   type StatusReport,
+  startIsolatedSession,
   status,
   type UndoResult,
   type VerifyReport,
@@ -281,6 +283,36 @@ function secondsOption(value: unknown, flag: string): number {
   return Math.round(seconds * 1000);
 }
 
+function renderCommit(result: CommitResult): string {
+  const lines: string[] = [];
+  const counts = { written: 0, created: 0, deleted: 0 };
+  for (const change of result.changes) counts[change.action] += 1;
+  const summary = `${counts.written} written, ${counts.created} created, ${counts.deleted} deleted`;
+  if (result.status === 'nothing-to-commit')
+    return 'Nothing to commit: the session changed nothing since it began or was last committed.\n';
+  if (result.status === 'dry-run') {
+    lines.push(`Committing would change the workspace: ${summary}.`);
+    for (const change of result.changes) lines.push(`  ${change.action.padEnd(8)} ${change.path}`);
+  } else if (result.status === 'committed') {
+    lines.push(
+      `Committed to the workspace: ${summary}. The previous state is saved: \`rewind undo ${result.id}\` puts it back.`,
+    );
+  } else {
+    lines.push(
+      `Refused to commit: ${plural(result.conflicts.length, 'path')} changed in the workspace too since the session began; nothing was written.`,
+    );
+  }
+  if (result.conflicts.length > 0) {
+    if (result.status === 'dry-run') lines.push(`Conflicts (the commit would be refused):`);
+    for (const conflict of result.conflicts) {
+      lines.push(
+        `  ${conflict.path}: the session ${conflict.session}, the workspace ${conflict.host}`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
 function renderUndo(result: UndoResult): string {
   if (result.status === 'undone') {
     return (
@@ -315,6 +347,7 @@ function renderStatus(report: StatusReport): string {
     const flags = [
       session.isHashChained ? 'hash-chained' : '',
       session.tornLine ? 'torn last line ignored' : '',
+      session.isolation === 'isolated' ? 'isolated' : '',
       session.sandbox !== 'none'
         ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
         : '',
@@ -459,12 +492,17 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
       ).choices(['bwrap', 'none', 'auto']),
     )
     .option('--network', 'let sandboxed commands use the network')
+    .option(
+      '--isolated',
+      'start an isolated session: it works on a private view, and the workspace changes only with `rewind commit`',
+    )
     .action(async (dir: string | undefined, _options, command: Command) => {
       const options = globals(command);
       const own = command.opts<{
         hashChain?: boolean;
         sandbox?: 'bwrap' | 'none' | 'auto';
         network?: boolean;
+        isolated?: boolean;
       }>();
       const workspace = resolve(io.cwd, dir ?? options.dir ?? '.');
       let warnings: string[] = [];
@@ -473,12 +511,30 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
         const probe = probeSandbox(own.sandbox);
         warnings = probe.warnings;
       }
+      const sandboxing = {
+        ...(own.sandbox !== undefined && { sandbox: own.sandbox }),
+        ...(own.network === true && { network: true }),
+      };
       const result = await init({
         workspace,
         hashChain: own.hashChain === true,
-        ...(own.sandbox !== undefined && { sandbox: own.sandbox }),
-        ...(own.network === true && { network: true }),
+        ...(own.isolated !== true && sandboxing),
       });
+      if (own.isolated === true) {
+        const isolated = await startIsolatedSession({ workspace, ...sandboxing });
+        const id = isolated.id;
+        await isolated.close();
+        emit(
+          options,
+          { ...result, isolatedSession: id },
+          (value) =>
+            options.quiet
+              ? ''
+              : `${renderInit(value)}Started isolated session ${id}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`,
+          warnings,
+        );
+        return;
+      }
       emit(options, result, (value) => (options.quiet ? '' : renderInit(value)), warnings);
     });
 
@@ -968,6 +1024,39 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
         emit(options, result, (value) => `Compensated #${number} with ${renderActionLine(value)}`);
         if (result.state === 'failed') state.exitCode = EXIT_FAILED;
       });
+    });
+
+  program
+    .command('commit')
+    .description(
+      "apply an isolated session's changes to the workspace, refusing when the workspace changed the same paths",
+    )
+    .option('--dry-run', 'list what would be written, created and deleted, and every conflict')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ dryRun?: boolean; session?: string }>();
+      const result = await withSession(options, own.session, (session) =>
+        session.commit({ dryRun: own.dryRun === true }),
+      );
+      emit(options, result, renderCommit);
+      if (result.status === 'refused') state.exitCode = EXIT_FAILED;
+    });
+
+  program
+    .command('destroy')
+    .description("remove an isolated session's view (refused while it holds uncommitted changes)")
+    .option('--force', 'drop uncommitted changes (they stay in the store)')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{ force?: boolean; session?: string }>();
+      await withSession(options, own.session, (session) =>
+        session.destroy({ force: own.force === true }),
+      );
+      emit(options, { destroyed: true }, () =>
+        options.quiet ? '' : 'Destroyed the session view.\n',
+      );
     });
 
   program

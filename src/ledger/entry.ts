@@ -10,7 +10,7 @@ export const LEDGER_FORMAT_VERSION = 1;
  */
 export const ENTRY_KINDS = {
   'session-started':
-    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init.',
+    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init; `isolation` (`isolated`) for an isolated session.',
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':
@@ -35,6 +35,12 @@ export const ENTRY_KINDS = {
     'Intent, journaled before the effect: an action is about to run. Body: `action` (write, delete, move, mkdir, exec), `class` (reversible, compensable, irreversible), `target`; a file action has `paths` (each `path` with its `before` and `after` tree entries, already stored); exec has `command`, `beforeTree`, `timeoutMs`, `outsideWorkspace` ("unknown").',
   'action-completed':
     'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
+  'view-created':
+    'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`.',
+  'commit-refused':
+    'A commit of an isolated session was refused: the host changed paths the session changed too. Body: `conflicts` (up to 50: `path`, `session`, `host`), `conflictCount`, `sessionTree`, `hostTree`.',
+  'session-destroyed':
+    'An isolated session removed its view; it is not used afterwards. Body: `pendingCount` (uncommitted files dropped), `viewTree` (the view as it was, kept in the store).',
   'action-approved':
     'A draft was approved and is about to run. Body: `startedSeq` (the draft), `digest` (the content approved), and for exec `beforeTree`.',
   'action-discarded': 'A draft was discarded: it never runs. Body: `startedSeq`.',
@@ -179,6 +185,12 @@ export function describeEntry(entry: LedgerEntry): string {
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
       return `#${String(body.startedSeq)} done${detail}${recovery}`;
     }
+    case 'view-created':
+      return `isolated view created: ${String(body.fileCount)} files copied from the host`;
+    case 'commit-refused':
+      return `commit refused: ${String(body.conflictCount)} conflicting ${body.conflictCount === 1 ? 'path' : 'paths'} (changed on the host too)`;
+    case 'session-destroyed':
+      return `session destroyed (${String(body.pendingCount)} uncommitted changes dropped)`;
     case 'action-approved':
       return `draft #${String(body.startedSeq)} approved (${String(body.digest).slice(0, 19)})`;
     case 'action-discarded':

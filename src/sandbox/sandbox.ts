@@ -24,6 +24,12 @@ export interface SandboxOptions {
   network?: boolean;
   /** The bubblewrap program (default `bwrap` on the PATH). */
   bwrap?: string;
+  /**
+   * Absolute directories that contain the workspace yet must not be visible (the store holding
+   * an isolated session's view): replaced by an empty read-only tmpfs before the workspace is
+   * mounted into it.
+   */
+  masked?: readonly string[];
 }
 
 /** Runs commands, the same way whatever the backend. */
@@ -56,21 +62,12 @@ export function bwrapArgs(input: {
   env: Record<string, string>;
   hidden: readonly string[];
   network: boolean;
+  masked?: readonly string[];
 }): string[] {
-  const args = [
-    '--ro-bind',
-    '/',
-    '/',
-    '--dev',
-    '/dev',
-    '--proc',
-    '/proc',
-    '--tmpfs',
-    '/tmp',
-    '--bind',
-    input.workspace,
-    input.workspace,
-  ];
+  const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
+  for (const path of input.masked ?? []) args.push('--tmpfs', path);
+  args.push('--bind', input.workspace, input.workspace);
+  for (const path of input.masked ?? []) args.push('--remount-ro', path);
   for (const hidden of input.hidden) {
     const path = `${input.workspace}/${hidden}`;
     args.push('--tmpfs', path, '--remount-ro', path);
@@ -202,6 +199,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
             env,
             hidden: present,
             network,
+            ...(options.masked && { masked: options.masked }),
           }),
         ],
         { ...runOptions, cwd, env: {} },

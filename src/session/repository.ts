@@ -1,6 +1,6 @@
-import { stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { basename } from 'node:path';
+import { basename, join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import {
   checkLedger,
@@ -55,6 +55,8 @@ export interface SessionSummary {
   unsupported: RewindError | undefined;
   /** Where its commands run, as `init` recorded it (`none` unless said otherwise). */
   sandbox: string;
+  /** `isolated` when it works on a private view of the workspace, else `shared`. */
+  isolation: 'shared' | 'isolated';
   /** Whether its sandboxed commands may use the network. */
   network: boolean;
 }
@@ -76,6 +78,7 @@ function summarize(
     tornLine: reading.unreadable.find((line) => line.isTorn),
     unsupported: unsupportedEntry ? unsupportedEntryError(session, unsupportedEntry) : undefined,
     sandbox: String(reading.entries[0]?.body.sandbox ?? 'none'),
+    isolation: reading.entries[0]?.body.isolation === 'isolated' ? 'isolated' : 'shared',
     network: reading.entries[0]?.body.network === true,
   };
 }
@@ -484,9 +487,16 @@ export async function gc(
   // The stat cache lets the next snapshot reuse objects without reading them: keep those too. A
   // cache naming a tree that cannot be read is stale: dropped, so the next snapshot reads all.
   let isCacheStale = false;
+  // Isolated sessions' views keep caches of their own.
+  const views = await readdir(join(location.directory, 'views')).catch(() => [] as string[]);
+  const viewReferences = (
+    await Promise.all(
+      views.map((view) => cachedReferences(join(location.directory, 'views', view))),
+    )
+  ).flat();
   await walkReferences(
     store,
-    await cachedReferences(location.directory),
+    [...(await cachedReferences(location.directory)), ...viewReferences],
     (reference) => {
       reachable.add(reference.digest);
     },

@@ -1,4 +1,7 @@
-import { lstat, mkdir, readFile, rm } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { constants, existsSync } from 'node:fs';
+import { cp, lstat, mkdir, readdir, readFile, rm } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import {
   type Call,
@@ -14,7 +17,7 @@ import {
   withResumeNote,
 } from '../conversation/index.js';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import { Ledger, type LedgerEntry, type SessionFile } from '../ledger/index.js';
+import { Ledger, type LedgerEntry, type SessionFile, setCurrentSession } from '../ledger/index.js';
 import {
   acquireLock,
   canonicalJson,
@@ -23,6 +26,7 @@ import {
   digestBytes,
   type JsonValue,
   normalizeWorkspacePath,
+  REWIND_VERSION,
   type RedactionOptions,
   type Redactor,
   resolveWorkspacePath,
@@ -111,6 +115,12 @@ export interface OpenSessionOptions {
   network?: boolean;
 }
 
+/** Options of {@link startIsolatedSession}. */
+export interface IsolatedSessionOptions extends OpenSessionOptions {
+  /** Make it the workspace's current session (default true), as `rewind init --isolated` does. */
+  makeCurrent?: boolean;
+}
+
 /** A checkpoint as the ledger records it. */
 export interface CheckpointInfo {
   label: string;
@@ -146,6 +156,25 @@ export interface PlannedChange {
    * undo saw it): the rollback saves it first, but this is what a user would see disappear.
    */
   isUnrecorded: boolean;
+}
+
+/** A path where the host and an isolated session both changed things since the session began. */
+export interface CommitConflict {
+  path: string;
+  /** What the session did there and what happened on the host. */
+  session: string;
+  host: string;
+}
+
+/** What {@link Session.commit} did, or would do with `dryRun`. */
+export interface CommitResult {
+  status: 'committed' | 'refused' | 'nothing-to-commit' | 'dry-run';
+  /** The commit's action id, for `undo`. */
+  id: number | undefined;
+  /** The files the commit writes, creates and deletes on the host. */
+  changes: PlannedChange[];
+  conflicts: CommitConflict[];
+  applied: ApplyResult | undefined;
 }
 
 /** Options of {@link Session.checkpoint}. */
@@ -424,6 +453,92 @@ async function entryAt(
   return undefined;
 }
 
+/**
+ * Copies the workspace into a view: everything but `.rewind` and `.git`, with reflinks where the
+ * filesystem has them (GNU cp), then made durable. A later version may mount an overlay instead;
+ * callers only see the view's path.
+ */
+async function copyIntoView(workspace: string, view: string): Promise<void> {
+  await mkdir(view, { recursive: true });
+  const names = (await readdir(workspace)).filter((name) => name !== '.rewind' && name !== '.git');
+  if (names.length > 0) {
+    const copied = spawnSync(
+      'cp',
+      ['-a', '--reflink=auto', '--', ...names.map((name) => join(workspace, name)), `${view}/`],
+      {
+        encoding: 'utf8',
+      },
+    );
+    if (copied.error || copied.status !== 0) {
+      // No GNU cp here: Node's copy (which clones where the filesystem can).
+      for (const name of names) {
+        await cp(join(workspace, name), join(view, name), {
+          recursive: true,
+          preserveTimestamps: true,
+          verbatimSymlinks: true,
+          mode: constants.COPYFILE_FICLONE,
+        });
+      }
+    }
+  }
+  spawnSync('sync', ['-f', view]);
+}
+
+/**
+ * Where an isolated session's change and the host's change since the session began collide:
+ * the same path changed differently, a path under a directory one side removed, or a directory
+ * the session removes that the host changed something in.
+ */
+function findCommitConflicts(
+  sessionChanges: readonly TreeChange[],
+  hostChanges: ReadonlyMap<string, TreeChange>,
+): CommitConflict[] {
+  const describe = (change: TreeChange): string => {
+    const kind = fileChangeKind(change);
+    if (kind) return kind;
+    return change.after ? 'changed a directory' : 'removed a directory';
+  };
+  const conflicts: CommitConflict[] = [];
+  const hostPaths = [...hostChanges.keys()];
+  for (const change of sessionChanges) {
+    const host = hostChanges.get(change.path);
+    if (
+      host &&
+      !(host.after && change.after
+        ? isSameEntry(host.after, change.after)
+        : host.after === change.after)
+    ) {
+      conflicts.push({ path: change.path, session: describe(change), host: describe(host) });
+      continue;
+    }
+    if (change.before?.type === 'directory' && change.after?.type !== 'directory') {
+      const inside = hostPaths.find((path) => path.startsWith(`${change.path}/`));
+      if (inside) {
+        conflicts.push({ path: change.path, session: describe(change), host: `changed ${inside}` });
+        continue;
+      }
+    }
+    const parts = change.path.split('/');
+    for (let index = 1; index < parts.length; index++) {
+      const ancestor = hostChanges.get(parts.slice(0, index).join('/'));
+      if (ancestor && ancestor.after?.type !== 'directory') {
+        conflicts.push({
+          path: change.path,
+          session: describe(change),
+          host: `${describe(ancestor)} ${ancestor.path}`,
+        });
+        break;
+      }
+    }
+  }
+  return conflicts;
+}
+
+/** Where an isolated session's view lives: under the store, so it is never snapshotted itself. */
+function viewOf(storeDirectory: string, sessionId: string): string {
+  return join(storeDirectory, 'views', sessionId, 'tree');
+}
+
 function notFound(path: string): RewindError {
   return new RewindError('PATH_NOT_FOUND', `Nothing is at ${path} in the workspace.`, {
     data: { path },
@@ -445,18 +560,36 @@ function reversePaths(paths: readonly PathChange[]): PathChange[] {
  */
 export class Session {
   readonly id: string;
+  /**
+   * Where the session works: the workspace itself, or for an isolated session its private view
+   * (the host directory changes only on {@link Session.commit}).
+   */
   readonly workspace: string;
+  /** The workspace directory on the host (the same as `workspace` unless isolated). */
+  readonly hostWorkspace: string;
+  /** `shared`: the session works on the workspace; `isolated`: on a private view of it. */
+  readonly isolation: 'shared' | 'isolated';
   readonly #location: StoreLocation;
   readonly #store: ObjectStore;
   readonly #ledger: Ledger;
   readonly #options: OpenSessionOptions;
   readonly #redactor: Redactor;
   #sandbox: Sandbox | undefined;
+  #isClosed = false;
 
-  private constructor(location: StoreLocation, ledger: Ledger, options: OpenSessionOptions) {
+  private constructor(
+    location: StoreLocation,
+    ledger: Ledger,
+    options: OpenSessionOptions,
+    isIsolated: boolean,
+  ) {
     this.#redactor = createRedactor(options.redact);
     this.id = ledger.session.id;
-    this.workspace = location.workspace;
+    this.hostWorkspace = location.workspace;
+    this.isolation = isIsolated ? 'isolated' : 'shared';
+    this.workspace = isIsolated
+      ? viewOf(location.directory, ledger.session.id)
+      : location.workspace;
     this.#location = location;
     this.#store = createObjectStore(location.directory);
     this.#ledger = ledger;
@@ -469,11 +602,65 @@ export class Session {
     const location = await openStore(options.workspace);
     const file: SessionFile = await pickSession(location, options.session);
     const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
-    const session = new Session(location, ledger, options);
+    const isIsolated = (await ledger.read()).entries[0]?.body.isolation === 'isolated';
+    if (isIsolated && !existsSync(viewOf(location.directory, ledger.session.id))) {
+      await ledger.close();
+      throw new RewindError(
+        'SESSION_NOT_FOUND',
+        `Session ${ledger.session.id} is isolated and its view is gone (the session was destroyed). Start another with \`rewind init --isolated\`.`,
+        { data: { session: ledger.session.id } },
+      );
+    }
+    const session = new Session(location, ledger, options, isIsolated);
     try {
       // Taking the lock finishes any interrupted operation first.
       await session.#withOperationLock('opening the session', async () => {});
     } catch (error) {
+      await ledger.close();
+      throw error;
+    }
+    return session;
+  }
+
+  /** See {@link startIsolatedSession}. */
+  static async startIsolated(options: IsolatedSessionOptions): Promise<Session> {
+    const location = await openStore(options.workspace);
+    const ledger = await Ledger.create(location.directory, {
+      ...(options.now && { now: options.now }),
+      startedBody: {
+        rewindVersion: REWIND_VERSION,
+        workspace: location.workspace,
+        host: hostname(),
+        pid: process.pid,
+        isolation: 'isolated',
+        ...(options.sandbox && { sandbox: options.sandbox }),
+        ...(options.network !== undefined && { network: options.network }),
+      },
+    });
+    const view = viewOf(location.directory, ledger.session.id);
+    const session = new Session(location, ledger, options, true);
+    try {
+      await copyIntoView(location.workspace, view);
+      await session.#withOperationLock('starting the isolated session', async () => {
+        const base = await session.#snapshot();
+        await ledger.append(
+          'view-created',
+          {
+            view: `views/${ledger.session.id}/tree`,
+            baseTree: base.tree,
+            fileCount: base.fileCount,
+            sizeBytes: base.sizeBytes,
+          },
+          [{ type: 'tree', digest: base.tree }],
+        );
+      });
+      if (options.makeCurrent !== false)
+        await setCurrentSession(location.directory, ledger.session);
+    } catch (error) {
+      await rm(join(location.directory, 'views', ledger.session.id), {
+        recursive: true,
+        force: true,
+      });
       await ledger.close();
       throw error;
     }
@@ -558,7 +745,8 @@ export class Session {
       isRecovery: options.isRecovery,
     };
     try {
-      const applied = await applyChanges(this.workspace, this.#store, changes, {
+      const target = started.body.on === 'host' ? this.hostWorkspace : this.workspace;
+      const applied = await applyChanges(target, this.#store, changes, {
         isRecovery: options.isRecovery,
         ...(options.onProgress && { onProgress: options.onProgress }),
       });
@@ -572,7 +760,12 @@ export class Session {
           before: change.after,
           after: change.before,
         }));
-        await applyChanges(this.workspace, this.#store, back, { isRecovery: true });
+        await applyChanges(
+          started.body.on === 'host' ? this.hostWorkspace : this.workspace,
+          this.#store,
+          back,
+          { isRecovery: true },
+        );
         isReverted = true;
       } catch {}
       const code = isRewindError(error) ? error.code : 'IO_FAILED';
@@ -596,7 +789,11 @@ export class Session {
   async #snapshot(): Promise<SnapshotResult> {
     return snapshot(this.workspace, {
       store: this.#store,
-      storeDirectory: this.#location.directory,
+      // A view keeps its own caches: the host's describe another directory.
+      storeDirectory:
+        this.isolation === 'isolated'
+          ? join(this.#location.directory, 'views', this.id)
+          : this.#location.directory,
       ...(this.#options.budget && { budget: this.#options.budget }),
     });
   }
@@ -876,7 +1073,11 @@ export class Session {
         const action = id === 'last' ? await this.#lastUndoable() : await this.#findAction(id);
         const effect = this.#checkUndoable(action);
         const touched = await this.#changesOf(effect);
-        const conflicts = await this.#findConflicts(effect, touched);
+        const conflicts = await this.#findConflicts(
+          effect,
+          touched,
+          action.started.body.on === 'host' ? this.hostWorkspace : this.workspace,
+        );
         if (conflicts.length > 0) {
           await this.#ledger.append('undo-refused', {
             undoes: action.id,
@@ -890,12 +1091,14 @@ export class Session {
         const movedTo = conversationIn(action.started.body, 'conversationAfter');
         const movedFrom = conversationIn(action.started.body, 'conversationBefore');
         const current = currentConversation(await this.#entries());
-        const moved = movedTo
-          ? {
-              ...(movedFrom && { conversationAfter: movedFrom }),
-              ...(current && { conversationBefore: current }),
-            }
-          : {};
+        const moved = {
+          ...(movedTo && {
+            ...(movedFrom && { conversationAfter: movedFrom }),
+            ...(current && { conversationBefore: current }),
+          }),
+          // An undo acts where the action did: the host, for a commit.
+          ...(action.started.body.on === 'host' && { on: 'host' }),
+        };
         const conversationRefs = [movedFrom, current].flatMap((ref) =>
           movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
         );
@@ -983,7 +1186,11 @@ export class Session {
   }
 
   /** The touched paths that no longer hold what the action left there. */
-  async #findConflicts(effect: Effect, touched: readonly TreeChange[]): Promise<UndoConflict[]> {
+  async #findConflicts(
+    effect: Effect,
+    touched: readonly TreeChange[],
+    target: string,
+  ): Promise<UndoConflict[]> {
     const conflicts: UndoConflict[] = [];
     if (effect.type === 'trees') {
       const snap = await this.#snapshot();
@@ -1008,7 +1215,7 @@ export class Session {
     const batch = this.#store.batch();
     try {
       for (const change of effect.paths) {
-        const { entry: current } = await snapshotPath(this.workspace, change.path, batch);
+        const { entry: current } = await snapshotPath(target, change.path, batch);
         if (sameState(current, change.after)) continue;
         if (current?.type === 'directory' && change.after?.type === 'directory') {
           for (const inner of await diffTrees(this.#store, current.digest, change.after.digest)) {
@@ -1401,7 +1608,13 @@ export class Session {
     const backend =
       this.#options.sandbox ?? (started.sandbox as SandboxBackend | 'auto' | undefined) ?? 'none';
     const network = this.#options.network ?? started.network === true;
-    this.#sandbox = createSandbox({ backend, workspace: this.workspace, network });
+    this.#sandbox = createSandbox({
+      backend,
+      workspace: this.workspace,
+      network,
+      // A view lives inside the host's store, which the command must not see either.
+      ...(this.isolation === 'isolated' && { masked: [this.#location.directory] }),
+    });
     return this.#sandbox;
   }
 
@@ -2116,8 +2329,155 @@ export class Session {
       await rm(this.#draftFile(kept), { force: true });
   }
 
+  /**
+   * The tree the session's view started from, or was last committed at: what `commit` compares
+   * the host and the view against.
+   */
+  async #baseTree(): Promise<Digest> {
+    const entries = await this.#entries();
+    let base = entries.find((entry) => entry.kind === 'view-created')?.body.baseTree as
+      | Digest
+      | undefined;
+    const actions = deriveActions(entries);
+    for (const action of actions.values()) {
+      if (action.kind === 'commit' && action.state === 'done')
+        base = action.started.body.sessionTree as Digest;
+    }
+    if (base === undefined) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `Session ${this.id} is not isolated: it works on the workspace itself, so there is nothing to commit.`,
+        { data: { session: this.id } },
+      );
+    }
+    return base;
+  }
+
+  /**
+   * Applies an isolated session's net change (from the tree it started from, or was last
+   * committed at, to its view now) to the host workspace, with a three-way check: a path the
+   * session changed that also changed on the host since (or whose directory the host removed, or
+   * under a directory the session removes) is a conflict, and by default the commit refuses,
+   * lists every conflict, journals the refusal and changes nothing. Deletions are propagated;
+   * paths are workspace-relative tree names (nothing lands outside the workspace or through a
+   * symbolic link); the host's previous state is stored first and the commit is an action, so
+   * `undo` puts the host back, and a crash midway is finished by the next open. The host ends
+   * either fully committed or unchanged.
+   */
+  async commit(options: { dryRun?: boolean } = {}): Promise<CommitResult> {
+    return this.#withOperationLock('committing to the host', async () => {
+      const base = await this.#baseTree();
+      const current = await this.#snapshot();
+      const host = await snapshot(this.hostWorkspace, {
+        store: this.#store,
+        storeDirectory: this.#location.directory,
+      });
+      const sessionChanges = await diffTrees(this.#store, base, current.tree);
+      const hostChanges = new Map(
+        (await diffTrees(this.#store, base, host.tree)).map((change) => [change.path, change]),
+      );
+      const conflicts = findCommitConflicts(sessionChanges, hostChanges);
+      const planned = await this.#plan(sessionChanges, false);
+      const result: CommitResult = {
+        status: 'dry-run',
+        id: undefined,
+        changes: planned,
+        conflicts,
+        applied: undefined,
+      };
+      if (options.dryRun) return result;
+      if (conflicts.length > 0) {
+        await this.#ledger.append('commit-refused', {
+          conflicts: conflicts.slice(0, 50),
+          conflictCount: conflicts.length,
+          sessionTree: current.tree,
+          hostTree: host.tree,
+        });
+        return { ...result, status: 'refused' };
+      }
+      // The topmost changed paths; a directory that only changed its mode is left as it is.
+      const tops = sessionChanges.filter(
+        (change) =>
+          !(change.before?.type === 'directory' && change.after?.type === 'directory') &&
+          !sessionChanges.some(
+            (other) =>
+              other !== change &&
+              change.path.startsWith(`${other.path}/`) &&
+              !(other.before?.type === 'directory' && other.after?.type === 'directory'),
+          ),
+      );
+      if (tops.length === 0) return { ...result, status: 'nothing-to-commit' };
+      const trees = new Map<Digest, Promise<TreeEntry[]>>();
+      const paths: PathChange[] = [];
+      for (const change of tops) {
+        paths.push({
+          path: change.path,
+          before: await entryAt(this.#store, host.tree, change.path, trees),
+          after: change.after,
+        });
+      }
+      const started = await this.#ledger.append(
+        'action-started',
+        {
+          action: 'commit',
+          class: 'reversible',
+          target: this.hostWorkspace,
+          on: 'host',
+          paths,
+          sessionTree: current.tree,
+          hostTree: host.tree,
+        },
+        [
+          ...referencesOf(paths),
+          { type: 'tree', digest: current.tree },
+          { type: 'tree', digest: host.tree },
+        ],
+      );
+      const applied = await this.#finish(started, await this.#changesOf({ type: 'paths', paths }), {
+        isRecovery: false,
+      });
+      return { ...result, status: 'committed', id: started.seq, applied };
+    });
+  }
+
+  /**
+   * Removes an isolated session's view and journals it; the session cannot be used afterwards
+   * (its ledger and everything it stored stay). Refuses (`UNCOMMITTED_CHANGES`) while the view
+   * holds changes not committed to the host, unless `force`.
+   */
+  async destroy(options: { force?: boolean } = {}): Promise<void> {
+    await this.#withOperationLock('destroying the session', async () => {
+      const base = await this.#baseTree();
+      const current = await this.#snapshot();
+      const pending = (await diffTrees(this.#store, base, current.tree)).filter(
+        (change) => fileChangeKind(change) !== undefined,
+      );
+      if (pending.length > 0 && options.force !== true) {
+        throw new RewindError(
+          'UNCOMMITTED_CHANGES',
+          `Session ${this.id} has ${pending.length} uncommitted change${pending.length === 1 ? '' : 's'} (${pending
+            .slice(0, 5)
+            .map((change) => change.path)
+            .join(
+              ', ',
+            )}${pending.length > 5 ? ', ...' : ''}). Commit them with \`rewind commit\`, or destroy with --force to drop them (they stay in the store).`,
+          { data: { session: this.id, paths: pending.slice(0, 50).map((change) => change.path) } },
+        );
+      }
+      await this.#ledger.append(
+        'session-destroyed',
+        { pendingCount: pending.length, viewTree: current.tree },
+        [{ type: 'tree', digest: current.tree }],
+      );
+      await rm(join(this.#location.directory, 'views', this.id), { recursive: true, force: true });
+    });
+    await this.close();
+  }
+
   /** Closes the session's ledger. */
   async close(): Promise<void> {
+    if (this.#isClosed) return;
+    this.#isClosed = true;
     await this.#ledger.close();
   }
 
@@ -2136,4 +2496,15 @@ export class Session {
  */
 export function openSession(options: OpenSessionOptions): Promise<Session> {
   return Session.open(options);
+}
+
+/**
+ * Starts an isolated session on a workspace that has a store: the session works on a private
+ * view of the workspace (a copy under `.rewind/views/`, with reflinks where the filesystem has
+ * them) and the host directory changes only through {@link Session.commit}. Files, commands,
+ * checkpoints, rollback and undo all act on the view. Resume it later with
+ * `openSession({ workspace, session: id })`.
+ */
+export function startIsolatedSession(options: IsolatedSessionOptions): Promise<Session> {
+  return Session.startIsolated(options);
 }

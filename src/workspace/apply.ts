@@ -13,7 +13,7 @@ import {
 } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { resolveWorkspacePath, syncPaths } from '../lib/index.js';
+import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
@@ -117,6 +117,18 @@ async function removeLeftovers(directories: Iterable<string>): Promise<void> {
 
 /** Files up to this size are fetched whole and written with synchronous calls. */
 const SMALL_FILE_BYTES = 1024 * 1024;
+
+/** True when the file at `absolute` already has the entry's content and mode. */
+async function holdsFile(absolute: string, entry: TreeEntry & { type: 'file' }): Promise<boolean> {
+  try {
+    const stats = lstatSync(absolute);
+    if (!stats.isFile() || stats.size !== entry.sizeBytes || (stats.mode & 0o7777) !== entry.mode)
+      return false;
+    return (await digestFile(absolute)).digest === entry.digest;
+  } catch {
+    return false;
+  }
+}
 
 async function writeFromStore(
   store: ObjectStore,
@@ -247,6 +259,13 @@ export async function applyChanges(
       }
       modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
     } else if (after.type === 'file') {
+      // Putting things back after a failure (or a crash) leaves alone what already is right: it
+      // may be exactly the file that could not be replaced.
+      if (options.isRecovery && type === 'file' && (await holdsFile(absolute, after))) {
+        directoriesToSync.add(posix.dirname(absolute));
+        report(change.path);
+        continue;
+      }
       await writeFromStore(store, absolute, after);
       written.push(absolute);
       if (type === undefined) result.created += 1;

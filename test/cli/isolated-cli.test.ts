@@ -1,0 +1,35 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+describe('rewind init --isolated, commit, destroy', () => {
+  it('works on a view, shows the commit plan, refuses conflicts, commits, and destroys the view', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    const initialized = await rewind(cwd, ['init', '--isolated']);
+    expect(initialized.stdout).toContain('Started isolated session');
+    expect((await rewind(cwd, ['status'])).stdout).toMatch(/\* \S+ .* isolated/);
+    await rewind(cwd, ['write', 'a.txt', 'two']);
+    await rewind(cwd, ['write', 'b.txt', 'new']);
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one');
+    const plan = await rewind(cwd, ['commit', '--dry-run']);
+    expect(plan.stdout).toBe(
+      'Committing would change the workspace: 1 written, 1 created, 0 deleted.\n  written  a.txt\n  created  b.txt\n',
+    );
+    await writeFile(join(cwd, 'a.txt'), 'host');
+    const refused = await rewind(cwd, ['commit']);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain('a.txt: the session modified, the workspace modified');
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    const committed = await rewind(cwd, ['commit']);
+    expect(committed.code).toBe(0);
+    expect(await readFile(join(cwd, 'b.txt'), 'utf8')).toBe('new');
+    expect((await rewind(cwd, ['destroy'])).code).toBe(0);
+    const gone = await rewind(cwd, ['status']);
+    expect(gone.code).toBe(0);
+    expect(existsSync(join(cwd, 'b.txt'))).toBe(true);
+  });
+});

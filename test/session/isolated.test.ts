@@ -1,0 +1,175 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { probeBwrap } from '../../src/sandbox/index.js';
+import { gc, init, log, openSession, startIsolatedSession } from '../../src/session/index.js';
+import { runNode } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { type Layout, lay } from '../helpers/workspace.js';
+
+async function isolatedOn(layout: Layout) {
+  const workspace = await makeTempDirectory();
+  await lay(workspace, layout);
+  await init({ workspace });
+  const session = await startIsolatedSession({ workspace });
+  return { workspace, session };
+}
+
+const read = (root: string, path: string) => readFile(join(root, path), 'utf8');
+
+describe('isolated sessions', () => {
+  it('work on a private view: the host is untouched until commit, which propagates writes and deletions', async () => {
+    const { workspace, session } = await isolatedOn({
+      'a.txt': 'one',
+      'gone/x.txt': 'x',
+      'keep.txt': 'k',
+    });
+    expect(session.isolation).toBe('isolated');
+    expect(session.workspace).not.toBe(workspace);
+    await session.write('a.txt', 'two');
+    await session.write('new/b.txt', 'b');
+    await session.delete('gone');
+    await session.exec('echo made > made.txt');
+    await session.checkpoint('in-view');
+    expect(await read(workspace, 'a.txt')).toBe('one');
+    expect(existsSync(join(workspace, 'new'))).toBe(false);
+    expect(existsSync(join(workspace, 'gone/x.txt'))).toBe(true);
+
+    const plan = await session.commit({ dryRun: true });
+    expect(plan.status).toBe('dry-run');
+    expect(plan.changes.map((change) => `${change.action} ${change.path}`).sort()).toEqual([
+      'created made.txt',
+      'created new/b.txt',
+      'deleted gone/x.txt',
+      'written a.txt',
+    ]);
+    expect(await read(workspace, 'a.txt')).toBe('one');
+    const committed = await session.commit();
+    expect(committed.status).toBe('committed');
+    expect(await read(workspace, 'a.txt')).toBe('two');
+    expect(await read(workspace, 'new/b.txt')).toBe('b');
+    expect(await read(workspace, 'made.txt')).toBe('made\n');
+    expect(existsSync(join(workspace, 'gone'))).toBe(false);
+    expect(await read(workspace, 'keep.txt')).toBe('k');
+    // Nothing new: the next commit has nothing to do.
+    expect((await session.commit()).status).toBe('nothing-to-commit');
+
+    // A commit is an action: undo puts the host back as it was.
+    await session.undo(committed.id as number);
+    expect(await read(workspace, 'a.txt')).toBe('one');
+    expect(existsSync(join(workspace, 'gone/x.txt'))).toBe(true);
+    expect(existsSync(join(workspace, 'made.txt'))).toBe(false);
+    await session.close();
+  });
+
+  it('refuses a commit that would overwrite host edits, lists every conflict, and changes nothing', async () => {
+    const { workspace, session } = await isolatedOn({
+      'a.txt': 'one',
+      'dir/x.txt': 'x',
+      'b.txt': 'b',
+    });
+    await session.write('a.txt', 'session');
+    await session.delete('dir');
+    await session.write('b.txt', 'same');
+    await writeFile(join(workspace, 'a.txt'), 'host edit');
+    await writeFile(join(workspace, 'dir/new.txt'), 'host file');
+    await writeFile(join(workspace, 'b.txt'), 'same');
+    await writeFile(join(workspace, 'host-only.txt'), 'h');
+    const result = await session.commit();
+    expect(result.status).toBe('refused');
+    // b.txt changed the same way on both sides: no conflict.
+    expect(result.conflicts).toEqual([
+      { path: 'a.txt', session: 'modified', host: 'modified' },
+      { path: 'dir', session: 'removed a directory', host: 'changed dir/new.txt' },
+    ]);
+    expect(await read(workspace, 'a.txt')).toBe('host edit');
+    expect(await read(workspace, 'dir/x.txt')).toBe('x');
+    expect((await log({ workspace })).entries.at(-1)?.kind).toBe('commit-refused');
+    await session.close();
+  });
+
+  it('is resumed after a restart by its id, and destroy refuses to drop uncommitted work unless forced', async () => {
+    const { workspace, session } = await isolatedOn({ 'a.txt': 'one' });
+    await session.write('a.txt', 'two');
+    const id = session.id;
+    await session.close();
+    const attached = await openSession({ workspace, session: id });
+    expect(attached.isolation).toBe('isolated');
+    await expect(attached.destroy()).rejects.toMatchObject({
+      code: 'UNCOMMITTED_CHANGES',
+      data: { paths: ['a.txt'] },
+    });
+    await attached.destroy({ force: true });
+    expect(existsSync(join(workspace, '.rewind', 'views', id))).toBe(false);
+    await expect(openSession({ workspace, session: id })).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+    expect(await read(workspace, 'a.txt')).toBe('one');
+    // The view's content is still in the store, and gc keeps what ledgers refer to.
+    expect((await gc({ workspace, graceMs: 0 })).removed).toEqual([]);
+  });
+
+  it('keeps everything when the host cannot be written, and a second process commits nothing twice', async () => {
+    const { workspace, session } = await isolatedOn({ 'locked/a.txt': 'one' });
+    await session.write('locked/a.txt', 'two');
+    await session.write('locked/b.txt', 'new');
+    // A host file that cannot be replaced: immutable (even root cannot), or a read-only directory.
+    const isRoot = process.getuid?.() === 0;
+    const locked = join(workspace, 'locked', 'a.txt');
+    if (isRoot) execFileSync('chattr', ['+i', locked]);
+    else await chmod(join(workspace, 'locked'), 0o555);
+    try {
+      await expect(session.commit()).rejects.toMatchObject({ data: { isReverted: true } });
+      expect(await read(workspace, 'locked/a.txt')).toBe('one');
+      expect(existsSync(join(workspace, 'locked/b.txt'))).toBe(false);
+    } finally {
+      if (isRoot) execFileSync('chattr', ['-i', locked]);
+      else await chmod(join(workspace, 'locked'), 0o755);
+    }
+    const id = session.id;
+    await session.close();
+    const script = `
+      const { openSession } = await import(${JSON.stringify(new URL('../../dist/index.js', import.meta.url).href)});
+      const session = await openSession({ workspace: process.argv[1], session: process.argv[2] });
+      console.log((await session.commit()).status);
+      await session.close();
+    `;
+    const runs = await Promise.all(
+      [1, 2].map(() => runNode(['--input-type=module', '-e', script, workspace, id])),
+    );
+    expect(runs.map((run) => run.stdout.trim()).sort()).toEqual(['committed', 'nothing-to-commit']);
+    expect(await read(workspace, 'locked/b.txt')).toBe('new');
+  });
+
+  it.runIf(probeBwrap().works)(
+    'runs sandboxed commands in the view, with the host store out of sight',
+    async () => {
+      const workspace = await makeTempDirectory();
+      await lay(workspace, { 'a.txt': 'one' });
+      await init({ workspace });
+      const session = await startIsolatedSession({ workspace, sandbox: 'bwrap' });
+      const result = await session.exec(
+        `echo two > a.txt; ls -A ${join(workspace, '.rewind')}; echo host > ${join(workspace, 'a.txt')}`,
+      );
+      expect(result.modified).toEqual(['a.txt']);
+      // Only the way down to the view is there: no sessions, objects or caches.
+      expect(result.stdout.trim()).toBe('views');
+      expect(await read(workspace, 'a.txt')).toBe('one');
+      await session.close();
+    },
+  );
+
+  it('refuses commit on a session that is not isolated', async () => {
+    const workspace = await makeTempDirectory();
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    await expect(session.commit()).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await session.close();
+    await rm(workspace, { recursive: true });
+    await expect(startIsolatedSession({ workspace })).rejects.toMatchObject({
+      code: 'STORE_NOT_FOUND',
+    });
+  });
+});
