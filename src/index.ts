@@ -64,6 +64,7 @@ export {
   type ActionResult,
   type ActionSpec,
   type ActionState,
+  attachSession,
   type CheckpointInfo,
   type CheckpointOptions,
   type CheckpointResult,
@@ -73,6 +74,8 @@ export {
   type ConversationState,
   type DiffResult,
   type DraftInfo,
+  type EndOptions,
+  type EndResult,
   type ExecOptions,
   type ExecResult,
   type ExecSpec,
@@ -100,6 +103,7 @@ export {
   type RollbackOptions,
   type RollbackResult,
   Session,
+  type SessionStatus,
   type SessionSummary,
   type StatusReport,
   startIsolatedSession,
@@ -110,6 +114,7 @@ export {
   type VerifyReport,
   verify,
   type WorkspaceOptions,
+  withIsolatedSession,
 } from './session/index.js';
 export {
   createObjectStore,

@@ -543,7 +543,25 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     .description('show sessions, the current session, and the size of the store')
     .action(async (_options, command: Command) => {
       const options = globals(command);
-      emit(options, await status({ workspace: await workspaceOf(options) }), renderStatus);
+      const report = await status({ workspace: await workspaceOf(options) });
+      const current = report.sessions.find((session) => session.isCurrent);
+      // For an isolated current session: what a commit would do now.
+      const pending =
+        current?.isolation === 'isolated' && !current.unsupported
+          ? await withSession(options, current.id, (session) => session.status()).catch(
+              () => undefined,
+            )
+          : undefined;
+      emit(options, { ...report, ...(pending && { pending }) }, (value) => {
+        const extra = pending
+          ? `Pending    ${plural(pending.pendingChanges.length, 'change')} to commit from the isolated view` +
+            (pending.conflicts.length > 0
+              ? ` (${plural(pending.conflicts.length, 'conflict')}: \`rewind commit --dry-run\`)`
+              : '') +
+            '\n'
+          : '';
+        return `${renderStatus(value)}${extra}`;
+      });
     });
 
   program

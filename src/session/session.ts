@@ -96,6 +96,11 @@ export interface OpenSessionOptions {
   /** First-snapshot budget; see {@link SnapshotOptions}. */
   budget?: { maxBytes?: number; maxFiles?: number };
   /**
+   * `isolated` without `session` starts a new isolated session (see {@link startIsolatedSession});
+   * an existing session is opened as it was created, whatever this says.
+   */
+  isolation?: 'shared' | 'isolated';
+  /**
    * Strips secrets before anything is hashed or stored: credential headers (`headers: true`:
    * Authorization, Cookie, X-Api-Key...) and every match of `patterns` in commands, URLs,
    * headers, bodies and outputs. Off by default. A draft keeps its exact content (under
@@ -119,6 +124,31 @@ export interface OpenSessionOptions {
 export interface IsolatedSessionOptions extends OpenSessionOptions {
   /** Make it the workspace's current session (default true), as `rewind init --isolated` does. */
   makeCurrent?: boolean;
+}
+
+/** What {@link Session.end} does when an isolated session's work is over. */
+export interface EndOptions {
+  /** Commit to the host when the work ended cleanly (no `error`). Default false. */
+  autoCommit?: boolean;
+  /** Remove the view afterwards, unless that would drop uncommitted work. Default false. */
+  destroyOnExit?: boolean;
+  /**
+   * `interactive` (default) or `agent`: in agent mode a failed run (any `error`) preserves the
+   * session for a person to look at, whatever `destroyOnExit` says.
+   */
+  mode?: 'interactive' | 'agent';
+  /** Why the work ended early, if it did: nothing is committed then. */
+  error?: unknown;
+}
+
+/** What {@link Session.end} did. */
+export interface EndResult {
+  commit: CommitResult | undefined;
+  /** The commit's error, when an auto-commit failed (the session is kept). */
+  commitError: unknown;
+  isDestroyed: boolean;
+  /** True when the view is kept: resume it with `openSession({ workspace, session: id })`. */
+  isPreserved: boolean;
 }
 
 /** A checkpoint as the ledger records it. */
@@ -164,6 +194,21 @@ export interface CommitConflict {
   /** What the session did there and what happened on the host. */
   session: string;
   host: string;
+}
+
+/** What {@link Session.status} reports. */
+export interface SessionStatus {
+  id: string;
+  isolation: 'shared' | 'isolated';
+  /** Where the session works (the view, for an isolated session). */
+  workspace: string;
+  hostWorkspace: string;
+  sandbox: SandboxBackend;
+  network: boolean;
+  /** For an isolated session: what a commit would write, create and delete now. */
+  pendingChanges: PlannedChange[];
+  /** For an isolated session: what would make a commit refuse now. */
+  conflicts: CommitConflict[];
 }
 
 /** What {@link Session.commit} did, or would do with `dryRun`. */
@@ -2474,6 +2519,68 @@ export class Session {
     await this.close();
   }
 
+  /**
+   * Ends an isolated session's work, as the first seed's context manager did, fixed: commits
+   * only when the work ended cleanly and `autoCommit` is on; a refused or failed commit never
+   * destroys anything; `destroyOnExit` removes the view only when nothing uncommitted is left
+   * (and never after a failure in agent mode). Then closes the session.
+   */
+  async end(options: EndOptions = {}): Promise<EndResult> {
+    const result: EndResult = {
+      commit: undefined,
+      commitError: undefined,
+      isDestroyed: false,
+      isPreserved: true,
+    };
+    const failed = options.error !== undefined;
+    try {
+      if (this.isolation === 'isolated') {
+        if (!failed && options.autoCommit) {
+          try {
+            result.commit = await this.commit();
+          } catch (error) {
+            result.commitError = error;
+          }
+        }
+        const isSettled =
+          result.commitError === undefined &&
+          (result.commit === undefined ||
+            result.commit.status === 'committed' ||
+            result.commit.status === 'nothing-to-commit');
+        const keepForInspection = failed && options.mode === 'agent';
+        if (options.destroyOnExit && isSettled && !keepForInspection) {
+          try {
+            await this.destroy();
+            result.isDestroyed = true;
+            result.isPreserved = false;
+          } catch (error) {
+            // Uncommitted work: kept, never dropped.
+            if (!isRewindError(error, 'UNCOMMITTED_CHANGES')) throw error;
+          }
+        }
+      }
+    } finally {
+      await this.close();
+    }
+    return result;
+  }
+
+  /** What the session is and, for an isolated one, what a commit would do now. */
+  async status(): Promise<SessionStatus> {
+    const sandbox = await this.sandbox();
+    const pending = this.isolation === 'isolated' ? await this.commit({ dryRun: true }) : undefined;
+    return {
+      id: this.id,
+      isolation: this.isolation,
+      workspace: this.workspace,
+      hostWorkspace: this.hostWorkspace,
+      sandbox: sandbox.backend,
+      network: sandbox.network,
+      pendingChanges: pending?.changes ?? [],
+      conflicts: pending?.conflicts ?? [],
+    };
+  }
+
   /** Closes the session's ledger. */
   async close(): Promise<void> {
     if (this.#isClosed) return;
@@ -2495,7 +2602,22 @@ export class Session {
  * `LEDGER_VERSION_UNSUPPORTED` for a session a newer Rewind wrote to.
  */
 export function openSession(options: OpenSessionOptions): Promise<Session> {
+  if (options.isolation === 'isolated' && options.session === undefined) {
+    return Session.startIsolated(options);
+  }
   return Session.open(options);
+}
+
+/**
+ * Resumes a session by id after a crash or a restart: an isolated session finds its view as it
+ * was left, and anything interrupted is finished first. The same as `openSession` with `session`.
+ */
+export function attachSession(
+  workspace: string,
+  id: string,
+  options: Omit<OpenSessionOptions, 'workspace' | 'session'> = {},
+): Promise<Session> {
+  return Session.open({ ...options, workspace, session: id });
 }
 
 /**
@@ -2507,4 +2629,24 @@ export function openSession(options: OpenSessionOptions): Promise<Session> {
  */
 export function startIsolatedSession(options: IsolatedSessionOptions): Promise<Session> {
   return Session.startIsolated(options);
+}
+
+/**
+ * Runs `work` in an isolated session and ends it (see {@link Session.end}): a clean return
+ * auto-commits when asked; a throw commits nothing, and in agent mode keeps the session. The
+ * error `work` threw is rethrown after.
+ */
+export async function withIsolatedSession<T>(
+  options: IsolatedSessionOptions & Omit<EndOptions, 'error'>,
+  work: (session: Session) => Promise<T>,
+): Promise<{ value: T; end: EndResult }> {
+  const session = await startIsolatedSession(options);
+  let value: T;
+  try {
+    value = await work(session);
+  } catch (error) {
+    await session.end({ ...options, error });
+    throw error;
+  }
+  return { value, end: await session.end(options) };
 }

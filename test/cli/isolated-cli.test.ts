@@ -15,6 +15,9 @@ describe('rewind init --isolated, commit, destroy', () => {
     await rewind(cwd, ['write', 'a.txt', 'two']);
     await rewind(cwd, ['write', 'b.txt', 'new']);
     expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one');
+    expect((await rewind(cwd, ['status'])).stdout).toContain(
+      'Pending    2 changes to commit from the isolated view\n',
+    );
     const plan = await rewind(cwd, ['commit', '--dry-run']);
     expect(plan.stdout).toBe(
       'Committing would change the workspace: 1 written, 1 created, 0 deleted.\n  written  a.txt\n  created  b.txt\n',

@@ -4,7 +4,15 @@ import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { probeBwrap } from '../../src/sandbox/index.js';
-import { gc, init, log, openSession, startIsolatedSession } from '../../src/session/index.js';
+import {
+  attachSession,
+  gc,
+  init,
+  log,
+  openSession,
+  startIsolatedSession,
+  withIsolatedSession,
+} from '../../src/session/index.js';
 import { runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { type Layout, lay } from '../helpers/workspace.js';
@@ -13,7 +21,7 @@ async function isolatedOn(layout: Layout) {
   const workspace = await makeTempDirectory();
   await lay(workspace, layout);
   await init({ workspace });
-  const session = await startIsolatedSession({ workspace });
+  const session = await openSession({ workspace, isolation: 'isolated' });
   return { workspace, session };
 }
 
@@ -95,7 +103,7 @@ describe('isolated sessions', () => {
     await session.write('a.txt', 'two');
     const id = session.id;
     await session.close();
-    const attached = await openSession({ workspace, session: id });
+    const attached = await attachSession(workspace, id);
     expect(attached.isolation).toBe('isolated');
     await expect(attached.destroy()).rejects.toMatchObject({
       code: 'UNCOMMITTED_CHANGES',
@@ -171,5 +179,57 @@ describe('isolated sessions', () => {
     await expect(startIsolatedSession({ workspace })).rejects.toMatchObject({
       code: 'STORE_NOT_FOUND',
     });
+  });
+
+  it('ends its work as asked: auto-commit on a clean exit only, never destroying uncommitted work', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'one' });
+    await init({ workspace });
+    const clean = await withIsolatedSession(
+      { workspace, autoCommit: true, destroyOnExit: true },
+      async (session) => {
+        await session.write('a.txt', 'two');
+        expect((await session.status()).pendingChanges).toEqual([
+          { path: 'a.txt', action: 'written', isUnrecorded: false },
+        ]);
+        return session.id;
+      },
+    );
+    expect(clean.end).toMatchObject({ isDestroyed: true, commit: { status: 'committed' } });
+    expect(await read(workspace, 'a.txt')).toBe('two');
+    expect(existsSync(join(workspace, '.rewind', 'views', clean.value))).toBe(false);
+
+    // A failure commits nothing; the uncommitted work is kept.
+    let failedId = '';
+    await expect(
+      withIsolatedSession({ workspace, autoCommit: true, destroyOnExit: true }, async (session) => {
+        failedId = session.id;
+        await session.write('a.txt', 'three');
+        throw new Error('the agent gave up');
+      }),
+    ).rejects.toThrow('the agent gave up');
+    expect(await read(workspace, 'a.txt')).toBe('two');
+    const kept = await openSession({ workspace, session: failedId });
+    expect((await kept.status()).pendingChanges).toHaveLength(1);
+
+    // A refused auto-commit keeps the session too.
+    await writeFile(join(workspace, 'a.txt'), 'host edit');
+    const refused = await kept.end({ autoCommit: true, destroyOnExit: true });
+    expect(refused).toMatchObject({
+      isDestroyed: false,
+      isPreserved: true,
+      commit: { status: 'refused' },
+    });
+    expect(existsSync(join(workspace, '.rewind', 'views', failedId))).toBe(true);
+
+    // Agent mode keeps a failed session for a person to look at, even with nothing to commit.
+    let agentId = '';
+    await expect(
+      withIsolatedSession({ workspace, destroyOnExit: true, mode: 'agent' }, async (session) => {
+        agentId = session.id;
+        throw new Error('halt');
+      }),
+    ).rejects.toThrow('halt');
+    expect(existsSync(join(workspace, '.rewind', 'views', agentId))).toBe(true);
   });
 });
