@@ -131,6 +131,16 @@ export {
   type TreeEntry,
 } from './store/index.js';
 export {
+  formatVerification,
+  parseVerdict,
+  runVerifier,
+  type Verdict,
+  type VerificationResult,
+  type VerificationStatus,
+  type VerifierConfig,
+  type VerifierOutput,
+} from './verifier/index.js';
+export {
   type ApplyProgress,
   type ApplyResult,
   applyChanges,

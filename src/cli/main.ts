@@ -12,6 +12,7 @@ import {
   type ExecResult,
   FORMATS,
   type Format,
+  formatVerification,
   type GcReport,
   gc,
   type HttpResult,
@@ -105,6 +106,8 @@ class UsageError extends Error {}
 const EXIT_OK = 0;
 const EXIT_FAILED = 1;
 const EXIT_USAGE = 2;
+/** `rewind test`: the verifier gave no verdict. */
+const EXIT_UNKNOWN = 3;
 
 function describeError(error: unknown, isDebug: boolean): string {
   const lines: string[] = [];
@@ -1075,6 +1078,46 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
       emit(options, { destroyed: true }, () =>
         options.quiet ? '' : 'Destroyed the session view.\n',
       );
+    });
+
+  program
+    .command('test')
+    .description(
+      "run the session's verifier, print its verdict in words, journal it; exit 0 pass, 1 fail, 3 unknown",
+    )
+    .option(
+      '--verifier <command>',
+      'the verifier command (default: .rewind/config.json "verifier")',
+    )
+    .option('--retries <n>', 'retry an unknown verdict this many times', '0')
+    .option('--timeout <seconds>', 'end the verifier after this (counts as unknown)', '600')
+    .option('--session <id>', 'the session (default: the current one)')
+    .action(async (_options, command: Command) => {
+      const options = globals(command);
+      const own = command.opts<{
+        verifier?: string;
+        retries: string;
+        timeout: string;
+        session?: string;
+      }>();
+      if (!/^\d+$/.test(own.retries)) {
+        throw new UsageError(`--retries must be a whole number, not "${own.retries}".`);
+      }
+      const timeoutMs = secondsOption(own.timeout, '--timeout');
+      const result = await withSession(options, own.session, (session) =>
+        session.test(
+          own.verifier !== undefined
+            ? { verifier: { command: own.verifier, retries: Number(own.retries), timeoutMs } }
+            : {},
+        ),
+      );
+      emit(
+        options,
+        result,
+        (value) => `${value.status.toUpperCase()}: ${formatVerification(value)}\n`,
+      );
+      state.exitCode =
+        result.status === 'pass' ? EXIT_OK : result.status === 'fail' ? EXIT_FAILED : EXIT_UNKNOWN;
     });
 
   program

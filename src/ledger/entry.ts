@@ -35,6 +35,8 @@ export const ENTRY_KINDS = {
     'Intent, journaled before the effect: an action is about to run. Body: `action` (write, delete, move, mkdir, exec), `class` (reversible, compensable, irreversible), `target`; a file action has `paths` (each `path` with its `before` and `after` tree entries, already stored); exec has `command`, `beforeTree`, `timeoutMs`, `outsideWorkspace` ("unknown").',
   'action-completed':
     'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
+  'verification-recorded':
+    'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`).',
   'view-created':
     'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`.',
   'commit-refused':
@@ -184,6 +186,14 @@ export function describeEntry(entry: LedgerEntry): string {
         : '';
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
       return `#${String(body.startedSeq)} done${detail}${recovery}`;
+    }
+    case 'verification-recorded': {
+      const summary = typeof body.summary === 'string' ? `: ${body.summary}` : '';
+      const attempts =
+        Array.isArray(body.attempts) && body.attempts.length > 1
+          ? ` after ${body.attempts.length} attempts`
+          : '';
+      return `verification ${String(body.status)}${attempts}${summary}`;
     }
     case 'view-created':
       return `isolated view created: ${String(body.fileCount)} files copied from the host`;

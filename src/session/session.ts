@@ -54,6 +54,7 @@ import {
   type StoreLocation,
   type TreeEntry,
 } from '../store/index.js';
+import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -2579,6 +2580,97 @@ export class Session {
       pendingChanges: pending?.changes ?? [],
       conflicts: pending?.conflicts ?? [],
     };
+  }
+
+  /**
+   * The verifier this session runs: `.rewind/config.json`'s `verifier` (`command`, `retries`,
+   * `retryDelayMs`, `timeoutMs`), unless one is given. Undefined when there is none.
+   */
+  async #verifierConfig(given: VerifierConfig | undefined): Promise<VerifierConfig | undefined> {
+    if (given) return given;
+    let text: string;
+    try {
+      text = await readFile(join(this.#location.directory, 'config.json'), 'utf8');
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) return undefined;
+      throw error;
+    }
+    let config: { verifier?: VerifierConfig };
+    try {
+      config = JSON.parse(text);
+    } catch (error) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `.rewind/config.json is not JSON (${(error as Error).message}). Fix it, or pass the verifier explicitly.`,
+        { cause: error },
+      );
+    }
+    return config.verifier;
+  }
+
+  /**
+   * Runs the session's verifier in its workspace (through its sandbox) and journals the verdict
+   * (`verification-recorded`, with the output as evidence). The verdict is the JSON object the
+   * verifier prints (`status` pass, fail or unknown); the exit code is recorded but never decides;
+   * an unknown verdict is retried up to `retries` times and is never treated as a pass.
+   * Throws `INVALID_ARGUMENT` when no verifier is configured or given.
+   */
+  async test(
+    options: { verifier?: VerifierConfig } = {},
+  ): Promise<VerificationResult & { id: number }> {
+    const config = await this.#verifierConfig(options.verifier);
+    if (
+      !config ||
+      (typeof config.command === 'string'
+        ? config.command.trim() === ''
+        : config.command.length === 0)
+    ) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        'No verifier is configured. Pass one (`rewind test --verifier CMD`), or set "verifier": {"command": "..."} in .rewind/config.json. It must print {"status": "pass" | "fail" | "unknown"} on stdout.',
+      );
+    }
+    return this.#withOperationLock('running the verifier', async () => {
+      const sandbox = await this.#sandboxOf();
+      const result = await runVerifier(config, async (command, timeoutMs) => {
+        const run = await sandbox.run(command, { cwd: this.workspace, timeoutMs });
+        return {
+          stdout: run.stdout.toString('utf8'),
+          stderr: run.stderr.toString('utf8'),
+          exitCode: run.exitCode,
+          timedOut: run.timedOut,
+        };
+      });
+      const last = result.attempts.at(-1);
+      const batch = this.#store.batch();
+      const stdout = await batch.put(this.#redactBytes(Buffer.from(last?.stdout ?? '')).bytes);
+      const stderr = await batch.put(this.#redactBytes(Buffer.from(last?.stderr ?? '')).bytes);
+      await batch.commit();
+      const command =
+        typeof config.command === 'string' ? config.command : config.command.join(' ');
+      const entry = await this.#ledger.append(
+        'verification-recorded',
+        {
+          status: result.status,
+          ...(result.summary !== undefined && {
+            summary: this.#redactor.text(result.summary).text,
+          }),
+          errors: result.errors.map((error) => this.#redactor.text(error).text),
+          ...(result.notes !== undefined && { notes: result.notes }),
+          command: this.#redactor.text(command).text,
+          attempts: result.attempts.map((attempt) => ({
+            status: attempt.status,
+            exitCode: attempt.exitCode,
+          })),
+          evidence: { stdout, stderr, sandbox: sandbox.backend },
+        },
+        [
+          { type: 'blob', digest: stdout.digest },
+          { type: 'blob', digest: stderr.digest },
+        ],
+      );
+      return { ...result, id: entry.seq };
+    });
   }
 
   /** Closes the session's ledger. */
