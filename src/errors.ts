@@ -73,6 +73,12 @@ export const ERROR_CODES = [
   'SANDBOX_UNAVAILABLE',
   /** An isolated session still holds changes not committed to the host. `data.paths`. */
   'UNCOMMITTED_CHANGES',
+  /** The verifier failed (after any automatic rollback). `data.verificationSeq`. */
+  'VERIFICATION_FAILED',
+  /** The verifier gave no verdict and the escalation said continue or rollback. */
+  'VERIFICATION_UNKNOWN',
+  /** The escalation said stop: see HaltError. `data.checkpoint`. */
+  'HALTED',
   /** A command could not be started (missing program or directory). `data.program`. */
   'EXEC_FAILED',
 ] as const;

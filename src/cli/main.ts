@@ -571,12 +571,19 @@ function createProgram(io: CliIo, state: { exitCode: number }): Command {
     .command('log')
     .description('show the timeline of a session, one line per ledger entry')
     .option('--session <id>', 'the session to show (default: the current one)')
+    .option(
+      '--kind <kind>',
+      'only entries of this kind or family (verification, action, rollback...)',
+    )
+    .option('--checkpoint <label>', 'only entries about this checkpoint')
     .action(async (_options, command: Command) => {
       const options = globals(command);
-      const session: string | undefined = command.opts().session;
+      const own = command.opts<{ session?: string; kind?: string; checkpoint?: string }>();
       const report = await log({
         workspace: await workspaceOf(options),
-        ...(session !== undefined && { session }),
+        ...(own.session !== undefined && { session: own.session }),
+        ...(own.kind !== undefined && { kind: own.kind }),
+        ...(own.checkpoint !== undefined && { checkpoint: own.checkpoint }),
       });
       emit(options, report, renderLog, logWarnings(report));
     });

@@ -37,6 +37,12 @@ export const ENTRY_KINDS = {
     'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
   'verification-recorded':
     'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`).',
+  'checkpoint-pruned':
+    'An automatic checkpoint fell out of keepLast: it is no longer listed, and no longer keeps its objects alive. Body: `label`, `checkpointSeq`.',
+  'escalation-resolved':
+    'A verification stayed unknown after its retries and was escalated. Body: `verificationSeq`, `resolution` (continue, rollback, stop), `checkpoint` (the rollback target), `handler`, `error` (when the handler failed: then stop).',
+  'rollback-skipped':
+    'An automatic rollback was not done because it would change nothing. Body: `label`, `event` (exception, test-failure, escalation), `reason`.',
   'view-created':
     'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`.',
   'commit-refused':
@@ -195,6 +201,12 @@ export function describeEntry(entry: LedgerEntry): string {
           : '';
       return `verification ${String(body.status)}${attempts}${summary}`;
     }
+    case 'checkpoint-pruned':
+      return `automatic checkpoint ${String(body.label)} pruned (keepLast)`;
+    case 'escalation-resolved':
+      return `unknown verdict escalated: ${String(body.resolution)}${body.checkpoint ? ` (checkpoint ${String(body.checkpoint)})` : ''}`;
+    case 'rollback-skipped':
+      return `rollback to ${String(body.label)} skipped: ${String(body.reason)}`;
     case 'view-created':
       return `isolated view created: ${String(body.fileCount)} files copied from the host`;
     case 'commit-refused':

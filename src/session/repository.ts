@@ -230,7 +230,15 @@ export async function pickSession(
  * (`session.unsupported` says so), never hidden. Throws `STORE_NOT_FOUND`, `SESSION_NOT_FOUND`,
  * `SESSION_AMBIGUOUS`.
  */
-export async function log(options: WorkspaceOptions & { session?: string }): Promise<LogReport> {
+export async function log(
+  options: WorkspaceOptions & {
+    session?: string;
+    /** Only entries of this kind, or of its family (`verification` is `verification-recorded`). */
+    kind?: string;
+    /** Only entries about this checkpoint: its creation, rollbacks to it, escalations naming it. */
+    checkpoint?: string;
+  },
+): Promise<LogReport> {
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
   const current = await readCurrentSession(location.directory).catch(() => undefined);
@@ -238,19 +246,39 @@ export async function log(options: WorkspaceOptions & { session?: string }): Pro
   const actions = deriveActions(reading.entries);
   return {
     session: summarize(session, reading, current),
-    entries: reading.entries.map((entry) => {
-      const action = actions.get(entry.seq);
-      return {
-        seq: entry.seq,
-        at: entry.at,
-        kind: entry.kind,
-        summary: describeEntry(entry),
-        entry,
-        ...(action && { action: { class: action.class, state: action.state } }),
-      };
-    }),
+    entries: reading.entries
+      .filter((entry) => matchesFilter(entry, options))
+      .map((entry) => {
+        const action = actions.get(entry.seq);
+        return {
+          seq: entry.seq,
+          at: entry.at,
+          kind: entry.kind,
+          summary: describeEntry(entry),
+          entry,
+          ...(action && { action: { class: action.class, state: action.state } }),
+        };
+      }),
     unreadable: reading.unreadable,
   };
+}
+
+function matchesFilter(
+  entry: LedgerEntry,
+  filter: { kind?: string; checkpoint?: string },
+): boolean {
+  if (
+    filter.kind !== undefined &&
+    entry.kind !== filter.kind &&
+    !entry.kind.startsWith(`${filter.kind}-`)
+  ) {
+    return false;
+  }
+  if (filter.checkpoint !== undefined) {
+    const body = entry.body;
+    return body.label === filter.checkpoint || body.checkpoint === filter.checkpoint;
+  }
+  return true;
 }
 
 /** What {@link note} recorded. */
@@ -341,7 +369,14 @@ function collectReferences(sessions: { session: SessionFile; reading: LedgerRead
   const roots: ObjectReference[] = [];
   const referrers = new Map<Digest, Referrer>();
   for (const { session, reading } of sessions) {
+    // An automatic checkpoint pruned by keepLast is no longer a reference: gc may reclaim it.
+    const pruned = new Set(
+      reading.entries
+        .filter((entry) => entry.kind === 'checkpoint-pruned')
+        .map((entry) => Number(entry.body.checkpointSeq)),
+    );
     for (const entry of reading.entries) {
+      if (pruned.has(entry.seq)) continue;
       for (const reference of entry.refs ?? []) {
         roots.push(reference);
         if (!referrers.has(reference.digest))

@@ -54,7 +54,12 @@ import {
   type StoreLocation,
   type TreeEntry,
 } from '../store/index.js';
-import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
+import {
+  formatVerification,
+  runVerifier,
+  type VerificationResult,
+  type VerifierConfig,
+} from '../verifier/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -221,6 +226,58 @@ export interface CommitResult {
   changes: PlannedChange[];
   conflicts: CommitConflict[];
   applied: ApplyResult | undefined;
+}
+
+/** How an unknown verdict that survived its retries is resolved. */
+export type Resolution = 'continue' | 'rollback' | 'stop';
+
+/** Decides what to do with an unknown verdict; see {@link stopEscalation}. */
+export type EscalationHandler = (context: {
+  result: VerificationResult;
+  /** The checkpoint a rollback would go to. */
+  checkpoint: string;
+}) => Resolution | Promise<Resolution>;
+
+/** The built-in escalation handler for agent mode: stop (a person must look). */
+export const stopEscalation: EscalationHandler = () => 'stop';
+
+/**
+ * Raised when an escalation resolves to stop: carries the checkpoint and the last verification.
+ * It passes through every tool wrapper untouched.
+ */
+export class HaltError extends RewindError {
+  readonly checkpoint: string;
+  readonly lastResult: VerificationResult;
+  constructor(checkpoint: string, lastResult: VerificationResult) {
+    super(
+      'HALTED',
+      `Stopped: the verifier gave no verdict (${lastResult.notes ?? 'unknown'}) and the escalation said stop. The workspace is as it was; checkpoint ${checkpoint} is the known-good point.`,
+      { data: { checkpoint, status: lastResult.status } },
+    );
+    this.checkpoint = checkpoint;
+    this.lastResult = lastResult;
+  }
+}
+
+/** What the last automatic rollback did. */
+export interface AutoRollbackReport {
+  event: 'exception' | 'test-failure' | 'escalation';
+  to: string;
+  /** True when it was skipped because it would have changed nothing. */
+  isSkipped: boolean;
+  /** The restored conversation, when the checkpoint had one. */
+  messages: Message[] | undefined;
+}
+
+/** The policies of {@link Session.autoCheckpoint} and {@link Session.autoRollback}. */
+interface Policies {
+  checkpoint?: { trigger: 'before-tool-call'; keepLast: number | undefined };
+  rollback?: {
+    on: ReadonlySet<'exception' | 'test-failure'>;
+    to: string;
+    verifier: VerifierConfig | undefined;
+    escalation: EscalationHandler;
+  };
 }
 
 /** Options of {@link Session.checkpoint}. */
@@ -585,6 +642,17 @@ function viewOf(storeDirectory: string, sessionId: string): string {
   return join(storeDirectory, 'views', sessionId, 'tree');
 }
 
+/** The `[REWIND]` notice a model sees after an automatic rollback, with the verifier's words. */
+function rewindNotice(
+  rolled: AutoRollbackReport | undefined,
+  result: VerificationResult | undefined,
+): string {
+  if (!rolled || rolled.isSkipped) return '';
+  const verdict =
+    result && result.status !== 'pass' ? ` The verifier said: ${formatVerification(result)}` : '';
+  return `\n[REWIND] The workspace and conversation were rolled back to checkpoint "${rolled.to}"; changes made after it were undone.${verdict}`;
+}
+
 function notFound(path: string): RewindError {
   return new RewindError('PATH_NOT_FOUND', `Nothing is at ${path} in the workspace.`, {
     data: { path },
@@ -622,6 +690,12 @@ export class Session {
   readonly #redactor: Redactor;
   #sandbox: Sandbox | undefined;
   #isClosed = false;
+  #policies: Policies = {};
+  #autoCounter = 0;
+  /** Tool calls run one at a time: a checkpoint never interleaves with another call's write. */
+  #toolQueue: Promise<unknown> = Promise.resolve();
+  /** What the last automatic rollback did, if one was attempted. */
+  lastAutoRollback: AutoRollbackReport | undefined;
 
   private constructor(
     location: StoreLocation,
@@ -943,8 +1017,14 @@ export class Session {
 
   /** Every checkpoint of the session, oldest first. */
   async checkpoints(): Promise<CheckpointInfo[]> {
-    return (await this.#entries())
-      .filter((entry) => entry.kind === 'checkpoint-created')
+    const entries = await this.#entries();
+    const pruned = new Set(
+      entries
+        .filter((entry) => entry.kind === 'checkpoint-pruned')
+        .map((entry) => Number(entry.body.checkpointSeq)),
+    );
+    return entries
+      .filter((entry) => entry.kind === 'checkpoint-created' && !pruned.has(entry.seq))
       .map(checkpointOf);
   }
 
@@ -2671,6 +2751,240 @@ export class Session {
       );
       return { ...result, id: entry.seq };
     });
+  }
+
+  /**
+   * Takes an automatic checkpoint before every wrapped tool call ({@link Session.tool}), keeping
+   * the last `keepLast`: older automatic checkpoints are pruned (journaled; they stop being
+   * listed and keeping objects alive, so `rewind gc` reclaims what only they held).
+   */
+  autoCheckpoint(options: { trigger?: 'before-tool-call'; keepLast?: number } = {}): void {
+    if (
+      options.keepLast !== undefined &&
+      (!Number.isInteger(options.keepLast) || options.keepLast < 1)
+    ) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `keepLast must be a whole number of 1 or more, not ${options.keepLast}.`,
+        {
+          data: { keepLast: options.keepLast },
+        },
+      );
+    }
+    this.#policies.checkpoint = {
+      trigger: options.trigger ?? 'before-tool-call',
+      keepLast: options.keepLast,
+    };
+  }
+
+  /**
+   * Rolls back files and conversation to `to` (default `latest`: the newest checkpoint of any
+   * kind) when a wrapped tool fails (`exception`) or the verifier fails (`test-failure`, through
+   * {@link Session.check}). A rollback that would change nothing is skipped and journaled.
+   * An unknown verdict goes to `escalation` (default {@link stopEscalation}).
+   */
+  autoRollback(
+    options: {
+      on?: readonly ('exception' | 'test-failure')[];
+      to?: string;
+      verifier?: VerifierConfig;
+      escalation?: EscalationHandler;
+    } = {},
+  ): void {
+    const on = options.on ?? ['exception', 'test-failure'];
+    for (const event of on) {
+      if (event !== 'exception' && event !== 'test-failure') {
+        throw new RewindError(
+          'INVALID_ARGUMENT',
+          `"${String(event)}" is not an event: use exception or test-failure.`,
+          {
+            data: { event },
+          },
+        );
+      }
+    }
+    if (options.to !== undefined && options.to !== 'latest') checkLabel(options.to);
+    this.#policies.rollback = {
+      on: new Set(on),
+      to: options.to ?? 'latest',
+      verifier: options.verifier,
+      escalation: options.escalation ?? stopEscalation,
+    };
+  }
+
+  /** The automatic checkpoint before a tool call, and the pruning of older ones. */
+  async #checkpointBeforeTool(name: string): Promise<string | undefined> {
+    const policy = this.#policies.checkpoint;
+    if (!policy) return undefined;
+    this.#autoCounter += 1;
+    const label = `auto-${String(this.#autoCounter).padStart(4, '0')}-${name.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 40) || 'tool'}-${Date.now()}`;
+    await this.checkpoint(label, { isAutomatic: true });
+    if (policy.keepLast !== undefined) {
+      const automatic = (await this.checkpoints()).filter((checkpoint) => checkpoint.isAutomatic);
+      for (const old of automatic.slice(0, Math.max(0, automatic.length - policy.keepLast))) {
+        await this.#withOperationLock(`pruning ${old.label}`, () =>
+          this.#ledger.append('checkpoint-pruned', { label: old.label, checkpointSeq: old.seq }),
+        );
+      }
+    }
+    return label;
+  }
+
+  /**
+   * Rolls back for a policy unless that would change nothing (files and conversation already as
+   * at the checkpoint): then the skip is journaled instead. Records `lastAutoRollback`.
+   */
+  async #autoRollbackTo(
+    event: AutoRollbackReport['event'],
+    patchNote: string | undefined,
+  ): Promise<AutoRollbackReport | undefined> {
+    const policy = this.#policies.rollback;
+    if (!policy) return undefined;
+    const to = policy.to;
+    let plan: RollbackResult;
+    try {
+      plan = await this.rollback(to, { dryRun: true });
+    } catch (error) {
+      if (isRewindError(error, 'CHECKPOINT_NOT_FOUND')) {
+        // Nothing to go back to: the failure propagates as it is.
+        await this.#withOperationLock('journaling a skipped rollback', () =>
+          this.#ledger.append('rollback-skipped', {
+            label: to,
+            event,
+            reason: 'no checkpoint to roll back to',
+          }),
+        );
+        return undefined;
+      }
+      throw error;
+    }
+    const current = currentConversation(await this.#entries());
+    const target = (await this.checkpoints()).find((checkpoint) => checkpoint.label === plan.label);
+    const targetEntry = (await this.#entries()).find((entry) => entry.seq === target?.seq);
+    const targetConversation = targetEntry
+      ? conversationIn(targetEntry.body, 'conversation')
+      : undefined;
+    const lastRestored = [...(await this.#entries())]
+      .reverse()
+      .find((entry) => entry.kind === 'rollback-started' && entry.body.label === plan.label);
+    const conversationUnchanged =
+      targetConversation === undefined ||
+      current?.tree === targetConversation.tree ||
+      (lastRestored !== undefined &&
+        current?.tree === conversationIn(lastRestored.body, 'conversationAfter')?.tree);
+    if (plan.changes.length === 0 && conversationUnchanged) {
+      await this.#withOperationLock('journaling a skipped rollback', () =>
+        this.#ledger.append('rollback-skipped', {
+          label: plan.label,
+          event,
+          reason: 'nothing changed since that checkpoint',
+        }),
+      );
+      this.lastAutoRollback = { event, to: plan.label, isSkipped: true, messages: undefined };
+      return this.lastAutoRollback;
+    }
+    const result = await this.rollback(to, { ...(patchNote !== undefined && { patchNote }) });
+    this.lastAutoRollback = {
+      event,
+      to: result.label,
+      isSkipped: false,
+      messages: result.conversation?.messages,
+    };
+    return this.lastAutoRollback;
+  }
+
+  /**
+   * Verifies the workspace with the policy's verifier (or the session's) and acts on the verdict:
+   * pass returns it; fail rolls back (with `test-failure` on) and throws `VERIFICATION_FAILED`;
+   * unknown is escalated: `continue` throws `VERIFICATION_UNKNOWN`, `rollback` rolls back and
+   * throws it, `stop` throws a {@link HaltError}. Every step is journaled.
+   */
+  async check(): Promise<VerificationResult & { id: number }> {
+    const policy = this.#policies.rollback;
+    const result = await this.test({ ...(policy?.verifier && { verifier: policy.verifier }) });
+    if (result.status === 'pass') return result;
+    const to = policy?.to ?? 'latest';
+    if (result.status === 'fail') {
+      const rolled = policy?.on.has('test-failure')
+        ? await this.#autoRollbackTo('test-failure', formatVerification(result))
+        : undefined;
+      throw new RewindError(
+        'VERIFICATION_FAILED',
+        `Tests failed. ${formatVerification(result)}${rewindNotice(rolled, result)}`,
+        {
+          data: {
+            verificationSeq: result.id,
+            rolledBackTo: rolled && !rolled.isSkipped ? rolled.to : undefined,
+          },
+        },
+      );
+    }
+    const handler = policy?.escalation ?? stopEscalation;
+    let resolution: Resolution;
+    let handlerError: string | undefined;
+    try {
+      resolution = await handler({ result, checkpoint: to });
+      if (resolution !== 'continue' && resolution !== 'rollback' && resolution !== 'stop') {
+        throw new Error(`it answered ${JSON.stringify(resolution)}`);
+      }
+    } catch (error) {
+      // A handler that fails cannot say "go on": stop, and say why.
+      resolution = 'stop';
+      handlerError = error instanceof Error ? error.message : String(error);
+    }
+    await this.#withOperationLock('journaling an escalation', () =>
+      this.#ledger.append('escalation-resolved', {
+        verificationSeq: result.id,
+        resolution,
+        checkpoint: to,
+        ...(handlerError !== undefined && { error: handlerError }),
+      }),
+    );
+    if (resolution === 'stop') throw new HaltError(to, result);
+    const rolled =
+      resolution === 'rollback'
+        ? await this.#autoRollbackTo('escalation', result.notes)
+        : undefined;
+    throw new RewindError(
+      'VERIFICATION_UNKNOWN',
+      `The verifier gave no verdict: ${formatVerification(result)}${rewindNotice(rolled, result)}`,
+      {
+        data: { verificationSeq: result.id, resolution },
+      },
+    );
+  }
+
+  /**
+   * Wraps a tool function for any agent framework: tool calls run one at a time (a checkpoint
+   * never interleaves with another call's write); with {@link Session.autoCheckpoint}, a
+   * checkpoint comes first; a failure becomes a string for the model that starts with `ERROR:`,
+   * after an automatic rollback (with `exception` in {@link Session.autoRollback}, unless
+   * `rollbackOnError: false`, for read-only tools) and a `[REWIND]` notice naming the
+   * checkpoint restored. A {@link HaltError} always propagates.
+   */
+  tool<A extends unknown[], R>(
+    fn: (...args: A) => Promise<R> | R,
+    options: { name?: string; rollbackOnError?: boolean } = {},
+  ): (...args: A) => Promise<R | string> {
+    const name = options.name ?? (fn.name || 'tool');
+    return (...args: A) => {
+      const call = this.#toolQueue.then(async () => {
+        await this.#checkpointBeforeTool(name);
+        try {
+          return await fn(...args);
+        } catch (error) {
+          if (error instanceof HaltError) throw error;
+          const message = error instanceof Error ? error.message : String(error);
+          const rolled =
+            options.rollbackOnError !== false && this.#policies.rollback?.on.has('exception')
+              ? await this.#autoRollbackTo('exception', message)
+              : undefined;
+          return `ERROR: ${message}${rewindNotice(rolled, undefined)}`;
+        }
+      });
+      this.#toolQueue = call.catch(() => {});
+      return call;
+    };
   }
 
   /** Closes the session's ledger. */

@@ -1,0 +1,219 @@
+import { describe, expect, it } from 'vitest';
+import { gc, HaltError, log } from '../../src/session/index.js';
+import { sessionOn } from '../helpers/session.js';
+import { lay } from '../helpers/workspace.js';
+
+const PASS = `echo '{"status":"pass","summary":"3 tests passed"}'`;
+const FAIL = `echo '{"status":"fail","summary":"Tests failed","errors":["assertion failed"]}'`;
+const UNKNOWN = 'echo not json';
+
+async function kinds(workspace: string): Promise<string[]> {
+  return (await log({ workspace })).entries.map((line) => line.kind);
+}
+
+describe('auto-checkpoint', () => {
+  it('checkpoints before every wrapped tool call and really prunes beyond keepLast (seed 2, fixed)', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
+    session.autoCheckpoint({ keepLast: 2 });
+    const edit = session.tool(
+      async (text: string) => {
+        await session.write('a.txt', text);
+        return 'ok';
+      },
+      { name: 'edit file' },
+    );
+    for (const text of ['b', 'c', 'd']) expect(await edit(text)).toBe('ok');
+    const automatic = (await session.checkpoints()).filter((checkpoint) => checkpoint.isAutomatic);
+    expect(automatic).toHaveLength(2);
+    expect(automatic[0]?.label).toMatch(/^auto-0002-edit_file-\d+$/);
+    expect((await kinds(workspace)).filter((kind) => kind === 'checkpoint-pruned')).toHaveLength(1);
+    expect(() => session.autoCheckpoint({ keepLast: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
+    );
+    await session.close();
+  });
+});
+
+describe('pruned automatic checkpoints', () => {
+  it('stop keeping their objects alive: gc reclaims what only they held', async () => {
+    const { workspace, session, store } = await sessionOn({ 'a.txt': 'first' });
+    session.autoCheckpoint({ keepLast: 1 });
+    const overwrite = session.tool(async (text: string) => {
+      await lay(workspace, { 'a.txt': text });
+      return text;
+    });
+    await overwrite('second');
+    // The checkpoint taken before this call holds the only copy of "second".
+    await overwrite('third');
+    const onlyInFirst = (await session.checkpoints())[0]?.tree;
+    await overwrite('fourth');
+    await overwrite('fifth');
+    expect((await session.checkpoints()).map((checkpoint) => checkpoint.tree)).not.toContain(
+      onlyInFirst,
+    );
+    const report = await gc({ workspace, graceMs: 0 });
+    expect(report.removed.map((object) => object.digest)).toContain(onlyInFirst);
+    expect(await store.has(onlyInFirst as never)).toBe(false);
+    await session.close();
+  });
+});
+
+describe('auto-rollback and escalation', () => {
+  it('rolls back to the newest checkpoint when the verifier fails, and says so (seed 17, 40)', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'good' });
+    await session.checkpoint('good', {
+      messages: [{ role: 'user', content: 'fix it' }],
+      format: 'anthropic',
+    });
+    session.autoRollback({ on: ['test-failure'], verifier: { command: FAIL } });
+    await lay(workspace, { 'a.txt': 'broken' });
+    const failure = await session.check().catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: 'VERIFICATION_FAILED' });
+    expect((failure as Error).message).toContain('Tests failed:\n  - assertion failed');
+    expect((failure as Error).message).toContain('[REWIND]');
+    expect(session.lastAutoRollback).toMatchObject({
+      event: 'test-failure',
+      to: 'good',
+      isSkipped: false,
+    });
+    expect(session.lastAutoRollback?.messages?.at(-1)).toMatchObject({ role: 'user' });
+    const tail = (await kinds(workspace)).slice(-3);
+    expect(tail).toEqual(['verification-recorded', 'rollback-started', 'rollback-completed']);
+    // Nothing changed since: a second failure skips the rollback and journals the skip (seed 31-33, fixed).
+    await expect(session.check()).rejects.toMatchObject({ code: 'VERIFICATION_FAILED' });
+    expect(session.lastAutoRollback).toMatchObject({ isSkipped: true });
+    expect((await kinds(workspace)).at(-1)).toBe('rollback-skipped');
+    // The ledger is never rolled back, and filters by kind and by checkpoint.
+    const verifications = await log({ workspace, kind: 'verification' });
+    expect(verifications.entries.map((line) => line.entry.body.status)).toEqual(['fail', 'fail']);
+    const aboutGood = await log({ workspace, checkpoint: 'good' });
+    expect(aboutGood.entries.map((line) => line.kind)).toEqual([
+      'checkpoint-created',
+      'rollback-started',
+      'rollback-skipped',
+    ]);
+    await session.close();
+  });
+
+  it('passes without rolling back (seed 16, 39)', async () => {
+    const { workspace, session } = await sessionOn({});
+    await session.checkpoint('good');
+    session.autoRollback({ verifier: { command: PASS } });
+    expect(await session.check()).toMatchObject({ status: 'pass', summary: '3 tests passed' });
+    expect(session.lastAutoRollback).toBeUndefined();
+    expect((await kinds(workspace)).at(-1)).toBe('verification-recorded');
+    await session.close();
+  });
+
+  it.each([
+    ['continue', 'VERIFICATION_UNKNOWN', false],
+    ['rollback', 'VERIFICATION_UNKNOWN', true],
+  ] as const)(
+    'resolves an unknown verdict with %s (seed 8, 9, 18)',
+    async (resolution, code, isRolledBack) => {
+      const { workspace, session } = await sessionOn({ 'a.txt': 'good' });
+      await session.checkpoint('good');
+      session.autoRollback({
+        verifier: { command: UNKNOWN, retries: 1, retryDelayMs: 1 },
+        escalation: () => resolution,
+      });
+      await lay(workspace, { 'a.txt': 'changed' });
+      await expect(session.check()).rejects.toMatchObject({ code });
+      const all = await kinds(workspace);
+      expect(all).toContain('escalation-resolved');
+      expect(all.includes('rollback-completed')).toBe(isRolledBack);
+      if (isRolledBack)
+        expect(session.lastAutoRollback).toMatchObject({ event: 'escalation', to: 'good' });
+      await session.close();
+    },
+  );
+
+  it('stops by default on an unknown verdict: a halt with the checkpoint and the last result (seed 10)', async () => {
+    const { workspace, session } = await sessionOn({});
+    await session.checkpoint('good');
+    session.autoRollback({ verifier: { command: UNKNOWN } });
+    const halt = await session.check().catch((error: unknown) => error);
+    expect(halt).toBeInstanceOf(HaltError);
+    expect(halt).toMatchObject({ checkpoint: 'latest', lastResult: { status: 'unknown' } });
+    expect((await kinds(workspace)).at(-1)).toBe('escalation-resolved');
+    // An escalation handler that throws stops too, and the ledger says why.
+    session.autoRollback({
+      verifier: { command: UNKNOWN },
+      escalation: () => {
+        throw new Error('no terminal');
+      },
+    });
+    await expect(session.check()).rejects.toBeInstanceOf(HaltError);
+    expect((await log({ workspace })).entries.at(-1)?.entry.body).toMatchObject({
+      resolution: 'stop',
+      error: 'no terminal',
+    });
+    await session.close();
+  });
+});
+
+describe('the tool wrapper', () => {
+  it('turns failures into ERROR: strings, after rolling back with a [REWIND] notice (seed 26, 29, 30)', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'good' });
+    await session.checkpoint('good');
+    session.autoRollback({ on: ['exception'] });
+    const plain = session.tool(
+      () => {
+        throw new Error('something broke');
+      },
+      { rollbackOnError: false },
+    );
+    expect(await plain()).toBe('ERROR: something broke');
+    expect(session.lastAutoRollback).toBeUndefined();
+    const breaking = session.tool(async () => {
+      await session.write('a.txt', 'bad');
+      throw new Error('something broke');
+    });
+    const said = await breaking();
+    expect(said).toMatch(/^ERROR: something broke\n\[REWIND\] .*checkpoint "good"/);
+    expect(session.lastAutoRollback).toMatchObject({ event: 'exception', to: 'good' });
+    expect(
+      (await log({ workspace })).entries.some((line) => line.kind === 'rollback-completed'),
+    ).toBe(true);
+    await session.close();
+  });
+
+  it('lets a halt through, and with no checkpoint just reports the error (seed 4, 27)', async () => {
+    const { session } = await sessionOn({});
+    session.autoRollback({ on: ['exception'] });
+    const failing = session.tool(() => {
+      throw new Error('no checkpoint yet');
+    });
+    expect(await failing()).toBe('ERROR: no checkpoint yet');
+    expect(session.lastAutoRollback).toBeUndefined();
+    const halting = session.tool(() => {
+      throw new HaltError('good', {
+        status: 'unknown',
+        summary: undefined,
+        errors: [],
+        notes: 'x',
+        attempts: [],
+      });
+    });
+    await expect(halting()).rejects.toBeInstanceOf(HaltError);
+    await session.close();
+  });
+
+  it('runs parallel tool calls one at a time, each after its own checkpoint', async () => {
+    const { session } = await sessionOn({});
+    session.autoCheckpoint();
+    const order: string[] = [];
+    const slow = session.tool(async (name: string) => {
+      order.push(`start ${name}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      order.push(`end ${name}`);
+      return name;
+    });
+    expect(await Promise.all([slow('a'), slow('b'), slow('c')])).toEqual(['a', 'b', 'c']);
+    expect(order).toEqual(['start a', 'end a', 'start b', 'end b', 'start c', 'end c']);
+    expect(
+      (await session.checkpoints()).filter((checkpoint) => checkpoint.isAutomatic),
+    ).toHaveLength(3);
+    await session.close();
+  });
+});
