@@ -3,6 +3,7 @@ import { constants, existsSync } from 'node:fs';
 import { cp, lstat, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline/promises';
 import {
   type Call,
   checkFormat,
@@ -240,6 +241,56 @@ export type EscalationHandler = (context: {
 
 /** The built-in escalation handler for agent mode: stop (a person must look). */
 export const stopEscalation: EscalationHandler = () => 'stop';
+
+/**
+ * The built-in escalation handler for interactive use: asks a person what to do, through `ask`
+ * (by default on the terminal: the question on stderr, the answer from stdin). Anything but
+ * `c`/`continue` or `r`/`rollback` stops.
+ */
+export function promptEscalation(
+  ask: (question: string) => Promise<string> = askOnTerminal,
+): EscalationHandler {
+  return async ({ result, checkpoint }) => {
+    const answer = (
+      await ask(
+        `The verifier gave no verdict (${result.notes ?? 'unknown'}). [c]ontinue, [r]oll back to ${checkpoint}, or [s]top? `,
+      )
+    )
+      .trim()
+      .toLowerCase();
+    if (answer === 'c' || answer === 'continue') return 'continue';
+    if (answer === 'r' || answer === 'rollback') return 'rollback';
+    return 'stop';
+  };
+}
+
+async function askOnTerminal(question: string): Promise<string> {
+  const terminal = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    return await terminal.question(question);
+  } finally {
+    terminal.close();
+  }
+}
+
+/**
+ * The escalation handler a mode implies: `agent` stops; `interactive` asks on the terminal when
+ * there is one, and stops when there is none (nobody could answer).
+ */
+export function escalationFor(mode: 'interactive' | 'agent'): EscalationHandler {
+  if (mode !== 'agent' && mode !== 'interactive') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `mode must be one of interactive, agent; not ${JSON.stringify(mode)}.`,
+      {
+        data: { mode },
+      },
+    );
+  }
+  return mode === 'interactive' && process.stdin.isTTY === true
+    ? promptEscalation()
+    : stopEscalation;
+}
 
 /**
  * Raised when an escalation resolves to stop: carries the checkpoint and the last verification.
@@ -501,6 +552,7 @@ export function checkLabel(label: string): string {
 
 function checkpointOf(entry: LedgerEntry): CheckpointInfo {
   const body = entry.body;
+  const conversation = conversationIn(body, 'conversation');
   return {
     label: String(body.label),
     seq: entry.seq,
@@ -512,11 +564,8 @@ function checkpointOf(entry: LedgerEntry): CheckpointInfo {
     modified: Number(body.modified),
     deleted: Number(body.deleted),
     isAutomatic: body.isAutomatic === true,
-    ...(conversationIn(body, 'conversation') && {
-      conversation: {
-        format: conversationIn(body, 'conversation')?.format as Format,
-        messageCount: Number(conversationIn(body, 'conversation')?.messageCount),
-      },
+    ...(conversation && {
+      conversation: { format: conversation.format, messageCount: conversation.messageCount },
     }),
   };
 }
@@ -2789,6 +2838,8 @@ export class Session {
       to?: string;
       verifier?: VerifierConfig;
       escalation?: EscalationHandler;
+      /** Picks the escalation handler when none is given: see {@link escalationFor}. Default agent. */
+      mode?: 'interactive' | 'agent';
     } = {},
   ): void {
     const on = options.on ?? ['exception', 'test-failure'];
@@ -2808,7 +2859,7 @@ export class Session {
       on: new Set(on),
       to: options.to ?? 'latest',
       verifier: options.verifier,
-      escalation: options.escalation ?? stopEscalation,
+      escalation: options.escalation ?? escalationFor(options.mode ?? 'agent'),
     };
   }
 

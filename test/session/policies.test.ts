@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { gc, HaltError, log } from '../../src/session/index.js';
+import {
+  escalationFor,
+  gc,
+  HaltError,
+  log,
+  promptEscalation,
+  stopEscalation,
+} from '../../src/session/index.js';
 import { sessionOn } from '../helpers/session.js';
 import { lay } from '../helpers/workspace.js';
 
@@ -149,6 +156,36 @@ describe('auto-rollback and escalation', () => {
       error: 'no terminal',
     });
     await session.close();
+  });
+});
+
+describe('escalation handlers', () => {
+  it('asks in interactive mode and stops in agent mode (seed 19-21)', async () => {
+    const context = {
+      result: {
+        status: 'unknown' as const,
+        summary: undefined,
+        errors: [],
+        notes: 'no JSON',
+        attempts: [],
+      },
+      checkpoint: 'good',
+    };
+    const questions: string[] = [];
+    const ask = (answer: string) => async (question: string) => {
+      questions.push(question);
+      return answer;
+    };
+    expect(await promptEscalation(ask('r'))(context)).toBe('rollback');
+    expect(await promptEscalation(ask('continue'))(context)).toBe('continue');
+    expect(await promptEscalation(ask('what?'))(context)).toBe('stop');
+    expect(questions[0]).toContain('[r]oll back to good');
+    expect(escalationFor('agent')).toBe(stopEscalation);
+    // No terminal in a test run: interactive mode cannot ask, so it stops too.
+    expect(await escalationFor('interactive')(context)).toBe('stop');
+    expect(() => escalationFor('robot' as never)).toThrow(
+      expect.objectContaining({ message: expect.stringContaining('mode must be one of') }),
+    );
   });
 });
 
