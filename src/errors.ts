@@ -79,6 +79,8 @@ export const ERROR_CODES = [
   'VERIFICATION_UNKNOWN',
   /** The escalation said stop: see HaltError. `data.checkpoint`. */
   'HALTED',
+  /** A command run by `session.run` failed (non-zero exit, signal, timeout). `data.id`. */
+  'COMMAND_FAILED',
   /** A command could not be started (missing program or directory). `data.program`. */
   'EXEC_FAILED',
 ] as const;

@@ -741,6 +741,8 @@ export class Session {
   #isClosed = false;
   #policies: Policies = {};
   #autoCounter = 0;
+  /** How many wrapped tool calls are running (at most one): inside one, the wrapper decides. */
+  #toolDepth = 0;
   /** Tool calls run one at a time: a checkpoint never interleaves with another call's write. */
   #toolQueue: Promise<unknown> = Promise.resolve();
   /** What the last automatic rollback did, if one was attempted. */
@@ -1802,6 +1804,31 @@ export class Session {
       network: this.#options.network ?? started.network === true,
       warnings: sandbox.warnings,
     };
+  }
+
+  /**
+   * Runs a command like {@link Session.exec}, but a failure (non-zero exit, signal, timeout) is
+   * thrown (`COMMAND_FAILED`, with the tail of its stderr), after an automatic rollback when the
+   * `exception` policy is on (see {@link Session.autoRollback}); inside a wrapped tool, the
+   * wrapper decides instead. Its file effects stay journaled and undoable either way.
+   */
+  async run(command: Command, options: Omit<ExecOptions, 'draft'> = {}): Promise<ExecResult> {
+    const result = await this.exec(command, options);
+    if (result.state !== 'failed') return result;
+    const how = result.timedOut
+      ? `timed out after ${Math.round(result.durationMs)} ms`
+      : result.signal !== null
+        ? `ended by ${result.signal}`
+        : `exit ${result.exitCode}`;
+    const stderr = result.stderr.trim().split('\n').slice(-5).join('\n');
+    const message = `Command failed (${how}): ${result.target}${stderr ? `\n${stderr}` : ''}`;
+    const rolled =
+      this.#toolDepth === 0 && this.#policies.rollback?.on.has('exception')
+        ? await this.#autoRollbackTo('exception', message)
+        : undefined;
+    throw new RewindError('COMMAND_FAILED', `${message}${rewindNotice(rolled, undefined)}`, {
+      data: { id: result.id, exitCode: result.exitCode, timedOut: result.timedOut },
+    });
   }
 
   /** What the ledger keeps of a spec: redacted, and without environment values. */
@@ -3021,6 +3048,7 @@ export class Session {
     return (...args: A) => {
       const call = this.#toolQueue.then(async () => {
         await this.#checkpointBeforeTool(name);
+        this.#toolDepth += 1;
         try {
           return await fn(...args);
         } catch (error) {
@@ -3031,6 +3059,8 @@ export class Session {
               ? await this.#autoRollbackTo('exception', message)
               : undefined;
           return `ERROR: ${message}${rewindNotice(rolled, undefined)}`;
+        } finally {
+          this.#toolDepth -= 1;
         }
       });
       this.#toolQueue = call.catch(() => {});

@@ -159,6 +159,29 @@ describe('auto-rollback and escalation', () => {
   });
 });
 
+describe('a failing command', () => {
+  it('throws from run(), after rolling back with the exception policy; inside a tool the wrapper decides', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'good' });
+    await session.checkpoint('good');
+    session.autoRollback({ on: ['exception'] });
+    const failure = await session
+      .run('echo bad > a.txt; echo broken >&2; exit 2')
+      .catch((error: unknown) => error);
+    expect(failure).toMatchObject({ code: 'COMMAND_FAILED', data: { exitCode: 2 } });
+    expect((failure as Error).message).toMatch(/Command failed \(exit 2\).*\nbroken\n\[REWIND\]/s);
+    expect(session.lastAutoRollback).toMatchObject({ event: 'exception', to: 'good' });
+    expect((await session.run('echo fine')).stdout).toBe('fine\n');
+    session.lastAutoRollback = undefined;
+    const readOnly = session.tool(() => session.run('cat missing.txt'), { rollbackOnError: false });
+    expect(await readOnly()).toMatch(/^ERROR: Command failed \(exit 1\): cat missing.txt/);
+    expect(session.lastAutoRollback).toBeUndefined();
+    expect(
+      (await log({ workspace })).entries.filter((line) => line.kind === 'rollback-started'),
+    ).toHaveLength(1);
+    await session.close();
+  });
+});
+
 describe('escalation handlers', () => {
   it('asks in interactive mode and stops in agent mode (seed 19-21)', async () => {
     const context = {
