@@ -32,6 +32,9 @@ const EDGES = new Set(['cli', 'mcp', 'ui']);
 
 /** The one module allowed to import each third-party package. */
 const PACKAGE_OWNERS: Record<string, string> = {
+  '@modelcontextprotocol/node': 'mcp',
+  '@modelcontextprotocol/server': 'mcp',
+  zod: 'mcp',
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',

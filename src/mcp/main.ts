@@ -1,0 +1,136 @@
+import { createServer } from 'node:http';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
+import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { createMcpServer, type McpServerOptions } from './server.js';
+
+const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST]] [--isolated] [--sandbox bwrap|none|auto]
+                  [--network] [--redact] [--redact-pattern RE]... [--block-private]
+                  [--exec-timeout S] [--http-timeout S]
+
+Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (127.0.0.1 unless
+--host says otherwise). Every file operation is journaled and undoable.
+`;
+
+/** The options of `rewind mcp`, as the MCP server takes them. Throws with the usage on a mistake. */
+export function mcpOptions(
+  argv: readonly string[],
+  cwd: string,
+): McpServerOptions & { http?: { port: number; host: string } } {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      root: { type: 'string' },
+      http: { type: 'string' },
+      host: { type: 'string' },
+      isolated: { type: 'boolean' },
+      sandbox: { type: 'string' },
+      network: { type: 'boolean' },
+      redact: { type: 'boolean' },
+      'redact-pattern': { type: 'string', multiple: true },
+      'block-private': { type: 'boolean' },
+      'exec-timeout': { type: 'string' },
+      'http-timeout': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) throw new UsageMessage(USAGE);
+  const seconds = (value: string | undefined, flag: string): number | undefined => {
+    if (value === undefined) return undefined;
+    const number = Number(value);
+    if (!Number.isFinite(number) || number <= 0)
+      throw new UsageMessage(`${flag} must be a positive number of seconds.\n${USAGE}`);
+    return Math.round(number * 1000);
+  };
+  const sandbox = values.sandbox;
+  if (sandbox !== undefined && sandbox !== 'bwrap' && sandbox !== 'none' && sandbox !== 'auto') {
+    throw new UsageMessage(`--sandbox must be bwrap, none or auto.\n${USAGE}`);
+  }
+  const patterns = values['redact-pattern'] ?? [];
+  const execTimeoutMs = seconds(values['exec-timeout'], '--exec-timeout');
+  const httpTimeoutMs = seconds(values['http-timeout'], '--http-timeout');
+  let http: { port: number; host: string } | undefined;
+  if (values.http !== undefined) {
+    const port = Number(values.http);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new UsageMessage(`--http takes a port number.\n${USAGE}`);
+    http = { port, host: values.host ?? '127.0.0.1' };
+  }
+  return {
+    root: resolve(cwd, values.root ?? '.'),
+    session: {
+      ...(values.isolated && { isolation: 'isolated' as const }),
+      ...(sandbox && { sandbox }),
+      ...(values.network && { network: true }),
+      ...((values.redact || patterns.length > 0) && {
+        redact: { headers: values.redact === true, patterns },
+      }),
+      ...(values['block-private'] && { blockPrivate: true }),
+    },
+    ...(execTimeoutMs && { execTimeoutMs }),
+    ...(httpTimeoutMs && { httpTimeoutMs }),
+    ...(http && { http }),
+  };
+}
+
+/** A mistake in how `rewind mcp` was called: printed as it is, exit 2. */
+export class UsageMessage extends Error {}
+
+/**
+ * `rewind mcp`: serves over stdio until the client goes, or over HTTP until interrupted. Nothing
+ * but the protocol is written to stdout.
+ */
+export async function runMcp(argv: readonly string[], cwd: string): Promise<number> {
+  let options: ReturnType<typeof mcpOptions>;
+  try {
+    options = mcpOptions(argv, cwd);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    return 2;
+  }
+  if (!options.http) {
+    const server = createMcpServer(options);
+    await server.connect(new StdioServerTransport());
+    await new Promise<void>((done) => process.stdin.on('close', done));
+    await server.close();
+    return 0;
+  }
+  // Stateless: one server and transport per request; the session's lock serializes clients.
+  const { port, host } = options.http;
+  const http = createServer(async (request, response) => {
+    const server = createMcpServer(options);
+    const transport = new NodeStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    response.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    try {
+      await server.connect(transport);
+      let body = '';
+      for await (const chunk of request) body += chunk;
+      await transport.handleRequest(request, response, body ? JSON.parse(body) : undefined);
+    } catch (error) {
+      if (!response.headersSent) response.writeHead(400, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify({
+          jsonrpc: '2.0',
+          error: { code: -32700, message: String(error) },
+          id: null,
+        }),
+      );
+    }
+  });
+  await new Promise<void>((done) => http.listen(port, host, done));
+  const address = http.address();
+  process.stderr.write(
+    `rewind mcp: serving on http://${host}:${typeof address === 'object' && address ? address.port : port}/mcp\n`,
+  );
+  await new Promise<void>((done) => process.on('SIGINT', done));
+  http.close();
+  return 0;
+}

@@ -1,0 +1,168 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createMcpServer } from '../../src/mcp/server.js';
+import { rewind } from '../helpers/cli.js';
+import { ROOT } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+const clients: Client[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((client) => client.close()));
+});
+
+async function connected(root: string): Promise<Client> {
+  const server = createMcpServer({ root });
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'test', version: '1.0.0' });
+  await client.connect(clientSide);
+  clients.push(client);
+  return client;
+}
+
+type CallResult = { content: { type: string; text?: string }[]; isError?: boolean };
+const textOf = (result: unknown): string =>
+  (result as CallResult).content.map((part) => part.text ?? '').join('');
+const idIn = (result: unknown): string => {
+  const match = /action #(\d+)/.exec(textOf(result));
+  if (!match) throw new Error(`no action id in ${textOf(result)}`);
+  return match[1] as string;
+};
+
+const TOOLS = [
+  'write',
+  'delete',
+  'move',
+  'mkdir',
+  'read',
+  'list',
+  'exec',
+  'http',
+  'record',
+  'report',
+  'checkpoint',
+  'rollback',
+  'conversation-sync',
+  'test',
+  'status',
+  'log',
+  'diff',
+  'undo',
+  'commit',
+];
+
+describe('the MCP server', () => {
+  it('lists every tool with an object schema, a description for a model, and truthful annotations', async () => {
+    const client = await connected(await makeTempDirectory());
+    const { tools } = await client.listTools();
+    expect(tools.map((tool) => tool.name).sort()).toEqual([...TOOLS].sort());
+    for (const tool of tools) {
+      expect(tool.inputSchema.type).toBe('object');
+      expect((tool.description ?? '').length).toBeGreaterThan(20);
+    }
+    const byName = new Map(tools.map((tool) => [tool.name, tool]));
+    for (const name of ['read', 'list', 'status', 'log', 'diff']) {
+      expect(byName.get(name)?.annotations?.readOnlyHint).toBe(true);
+    }
+    for (const name of ['write', 'delete', 'rollback', 'undo', 'exec']) {
+      expect(byName.get(name)?.annotations?.destructiveHint).toBe(true);
+    }
+  });
+
+  it('journals what an agent does; a person undoes each from the CLI, sees a refusal, approves one draft and discards another', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'lib/a.js': 'a', 'lib/b.js': 'b', 'src/main.js': 'main' });
+    const agent = await connected(root);
+    const written = await agent.callTool({
+      name: 'write',
+      arguments: { path: 'src/new.js', content: 'new' },
+    });
+    expect(textOf(written)).toMatch(/^journaled as action #\d+ \(reversible: rewind undo \d+\)$/);
+    const deleted = await agent.callTool({ name: 'delete', arguments: { path: 'lib' } });
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'echo edited > src/main.js && touch made.js' },
+    });
+    expect(textOf(ran)).toContain('exit 0: 1 created, 1 modified, 0 deleted');
+    expect(textOf(await agent.callTool({ name: 'read', arguments: { path: 'src/main.js' } }))).toBe(
+      'edited\n',
+    );
+
+    expect((await rewind(root, ['undo', idIn(ran)])).code).toBe(0);
+    expect(await readFile(join(root, 'src/main.js'), 'utf8')).toBe('main');
+    expect(existsSync(join(root, 'made.js'))).toBe(false);
+    expect((await rewind(root, ['undo', idIn(deleted)])).code).toBe(0);
+    expect(await readFile(join(root, 'lib/b.js'), 'utf8')).toBe('b');
+    await writeFile(join(root, 'src/new.js'), 'edited by a person');
+    const refused = await rewind(root, ['undo', idIn(written)]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain('src/new.js: expected');
+
+    const deploy = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'touch deployed', draft: true },
+    });
+    expect(textOf(deploy)).toContain('a draft');
+    const risky = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'touch dropped', draft: true },
+    });
+    expect(existsSync(join(root, 'deployed'))).toBe(false);
+    expect((await rewind(root, ['approve', idIn(deploy), '--yes'])).code).toBe(0);
+    expect((await rewind(root, ['discard', idIn(risky)])).code).toBe(0);
+    expect(existsSync(join(root, 'deployed'))).toBe(true);
+    expect(existsSync(join(root, 'dropped'))).toBe(false);
+    expect(textOf(await agent.callTool({ name: 'log', arguments: { kind: 'action' } }))).toMatch(
+      /\[discarded\]/,
+    );
+  });
+
+  it('answers bad input with isError results that say what to do, changing nothing', async () => {
+    const root = await makeTempDirectory();
+    const agent = await connected(root);
+    const outside = await agent.callTool({
+      name: 'write',
+      arguments: { path: '../escape.txt', content: 'x' },
+    });
+    expect(outside.isError).toBe(true);
+    expect(textOf(outside)).toContain('[PATH_INVALID]');
+    const invalid = await agent.callTool({ name: 'write', arguments: { path: 'a.txt' } });
+    expect(invalid.isError).toBe(true);
+    const metadata = await agent.callTool({
+      name: 'http',
+      arguments: { method: 'GET', url: 'http://169.254.169.254/' },
+    });
+    expect(textOf(metadata)).toContain('[ADDRESS_REFUSED]');
+    const unknown = await agent
+      .callTool({ name: 'no-such-tool', arguments: {} })
+      .catch((error: unknown) => ({
+        isError: true,
+        content: [{ type: 'text', text: String(error) }],
+      }));
+    expect(unknown.isError).toBe(true);
+    expect(existsSync(join(root, 'a.txt'))).toBe(false);
+  });
+
+  it('serves over stdio as `rewind mcp`', async () => {
+    const root = await makeTempDirectory();
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+    });
+    const client = new Client({ name: 'stdio-test', version: '1.0.0' });
+    await client.connect(transport);
+    clients.push(client);
+    expect((await client.listTools()).tools.length).toBe(TOOLS.length);
+    const result = await client.callTool({
+      name: 'write',
+      arguments: { path: 'hello.txt', content: 'hi' },
+    });
+    expect(textOf(result)).toContain('rewind undo');
+    expect(await readFile(join(root, 'hello.txt'), 'utf8')).toBe('hi');
+  });
+});
