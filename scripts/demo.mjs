@@ -146,3 +146,15 @@ check(
   `the ledger holds ${status.sessions[0]?.entryCount} entries, expected 24`,
 );
 console.log(`\nDemo complete. Explore it yourself: cd ${workspace} && node ${bin} log`);
+
+console.log(
+  '\n\n# Through MCP: examples/refactor-rescue (a scripted agent on the real `rewind mcp`).\n',
+);
+const { runRefactorRescue } = await import('../examples/refactor-rescue/run.mjs');
+try {
+  await runRefactorRescue();
+} catch (error) {
+  console.error(`\ndemo failed: ${error.message}`);
+  process.exit(1);
+}
+console.log('\nrefactor-rescue complete.');

@@ -1,0 +1,3 @@
+export function format(text) {
+  return text.trim();
+}
