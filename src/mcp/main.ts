@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { init } from '../index.js';
 import { createMcpServer, type McpServerOptions } from './server.js';
 
 const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST]] [--isolated] [--sandbox bwrap|none|auto]
@@ -98,6 +99,8 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     return 0;
   }
   // Stateless: one server and transport per request; the session's lock serializes clients.
+  // The store is made once, before any request: requests racing to make it would collide.
+  await init({ workspace: options.root });
   const { port, host } = options.http;
   const http = createServer(async (request, response) => {
     const server = createMcpServer(options);
@@ -130,7 +133,12 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   process.stderr.write(
     `rewind mcp: serving on http://${host}:${typeof address === 'object' && address ? address.port : port}/mcp\n`,
   );
-  await new Promise<void>((done) => process.on('SIGINT', done));
+  await new Promise<void>((done) => {
+    process.on('SIGINT', done);
+    process.on('SIGTERM', done);
+  });
   http.close();
+  // Clients may keep connections open: the server stops now, not when they let go.
+  http.closeAllConnections();
   return 0;
 }

@@ -511,5 +511,11 @@ export function createMcpServer(options: McpServerOptions): McpServer {
         : text(body);
     }),
   );
+  // Closing the server closes the session it opened (its ledger file handle).
+  const close = server.close.bind(server);
+  server.close = async () => {
+    await close();
+    if (opened) await (await opened.catch(() => undefined))?.close();
+  };
   return server;
 }

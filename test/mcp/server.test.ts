@@ -1,7 +1,12 @@
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
+import {
+  Client,
+  InMemoryTransport,
+  StreamableHTTPClientTransport,
+} from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createMcpServer } from '../../src/mcp/server.js';
@@ -164,5 +169,54 @@ describe('the MCP server', () => {
     });
     expect(textOf(result)).toContain('rewind undo');
     expect(await readFile(join(root, 'hello.txt'), 'utf8')).toBe('hi');
+  });
+
+  it('serves two clients at once over streamable HTTP, each call journaled once, and stops cleanly', async () => {
+    const root = await makeTempDirectory();
+    const server = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--http', '0', '--root', root],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let said = '';
+        server.stderr.on('data', (chunk: Buffer) => {
+          said += chunk.toString();
+          const match = /serving on (http:\/\/\S+)/.exec(said);
+          if (match) resolve(match[1] as string);
+        });
+        server.on('exit', () => reject(new Error(`the server exited: ${said}`)));
+      });
+      const pair = await Promise.all(
+        ['one', 'two'].map(async (name) => {
+          const client = new Client({ name, version: '1.0.0' });
+          await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+          clients.push(client);
+          return client;
+        }),
+      );
+      const results = await Promise.all(
+        pair.flatMap((client, index) =>
+          [0, 1, 2].map((n) =>
+            client.callTool({
+              name: 'write',
+              arguments: { path: `c${index}/f${n}.txt`, content: `${index}${n}` },
+            }),
+          ),
+        ),
+      );
+      const ids = results.map(idIn);
+      expect(new Set(ids).size).toBe(6);
+      expect(await readFile(join(root, 'c1/f2.txt'), 'utf8')).toBe('12');
+      const log = await rewind(root, ['log', '--kind', 'action-started']);
+      expect(log.stdout.match(/action-started/g)).toHaveLength(6);
+    } finally {
+      server.kill('SIGINT');
+      await new Promise((done) => server.on('exit', done));
+    }
+    expect(server.exitCode === 0 || server.signalCode === 'SIGINT').toBe(true);
   });
 });
