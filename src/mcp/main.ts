@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { init } from '../index.js';
-import { createMcpServer, type McpServerOptions } from './server.js';
+import { createMcpServer, type McpServerOptions, whenIdle } from './server.js';
 
 const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST]] [--isolated] [--sandbox bwrap|none|auto]
                   [--network] [--redact] [--redact-pattern RE]... [--block-private]
@@ -94,7 +94,13 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   if (!options.http) {
     const server = createMcpServer(options);
     await server.connect(new StdioServerTransport());
-    await new Promise<void>((done) => process.stdin.on('close', done));
+    // The client went away or asked us to stop: finish the calls in flight, then stop.
+    await new Promise<void>((done) => {
+      process.stdin.on('close', done);
+      process.on('SIGTERM', done);
+      process.on('SIGINT', done);
+    });
+    await whenIdle(server);
     await server.close();
     return 0;
   }

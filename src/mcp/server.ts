@@ -51,6 +51,16 @@ function failure(error: unknown): ToolResult {
   return { content: [{ type: 'text', text: message }], isError: true };
 }
 
+const settled = new WeakMap<McpServer, () => Promise<void>>();
+
+/**
+ * Resolves once no tool call of `server` is running: a shutdown waits for it, so a call in
+ * flight ends as it would have (journaled and closed), whatever the client did.
+ */
+export function whenIdle(server: McpServer): Promise<void> {
+  return settled.get(server)?.() ?? Promise.resolve();
+}
+
 /**
  * The Rewind MCP server: journaled file tools, commands and requests, checkpoints, rollback,
  * the conversation, the verifier and the ledger, as tools with the same names as the CLI's
@@ -67,15 +77,24 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     })();
     return opened;
   };
+  let running = 0;
+  const idle: (() => void)[] = [];
   const handle =
     <A>(fn: (args: A, current: Session) => Promise<ToolResult>) =>
     async (args: A): Promise<ToolResult> => {
+      running += 1;
       try {
         return await fn(args, await session());
       } catch (error) {
         return failure(error);
+      } finally {
+        running -= 1;
+        if (running === 0) for (const done of idle.splice(0)) done();
       }
     };
+  settled.set(server, () =>
+    running === 0 ? Promise.resolve() : new Promise<void>((done) => idle.push(done)),
+  );
   const path = z
     .string()
     .min(1)

@@ -219,4 +219,31 @@ describe('the MCP server', () => {
     }
     expect(server.exitCode === 0 || server.signalCode === 'SIGINT').toBe(true);
   });
+
+  it('finishes the call in flight when a stdio client disconnects mid-call, then shuts down cleanly', async () => {
+    const root = await makeTempDirectory();
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+    });
+    const client = new Client({ name: 'leaving', version: '1.0.0' });
+    await client.connect(transport);
+    const pending = client
+      .callTool({ name: 'exec', arguments: { command: 'sleep 0.5; echo done > finished.txt' } })
+      .catch(() => undefined);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    await client.close();
+    await pending;
+    // The action was journaled before it ran, and closed after: nothing torn, nothing left open.
+    let kinds: string[] = [];
+    for (let attempt = 0; attempt < 50; attempt++) {
+      kinds =
+        (await rewind(root, ['log'])).stdout.match(/action-(started|completed|failed)/g) ?? [];
+      if (kinds.length >= 2) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(kinds).toEqual(['action-started', 'action-completed']);
+    expect(await readFile(join(root, 'finished.txt'), 'utf8')).toBe('done\n');
+    expect((await rewind(root, ['verify'])).code).toBe(0);
+  });
 });
