@@ -55,8 +55,12 @@ function notOurs(directory: string, why: string): RewindError {
 async function checkMarker(directory: string): Promise<boolean> {
   const marker = await readMarker(directory);
   if (marker === 'missing') {
+    // Empty, or only the marker being written by another init at this very moment: ours to make.
+    const inProgress = new RegExp(
+      `^\\.${STORE_MARKER_FILE.replace('.', '\\.')}\\.\\d+\\.[0-9a-f]{12}\\.tmp$`,
+    );
     const names = await readdir(directory);
-    if (names.length === 0) return false;
+    if (names.every((name) => inProgress.test(name))) return false;
     throw notOurs(directory, `it has no ${STORE_MARKER_FILE}`);
   }
   if (marker.version > STORE_FORMAT_VERSION) {

@@ -187,6 +187,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const file = objectPath(objectsDirectory, digest);
     if (await freshen(file)) {
       await unlink(temporary);
+      // It may come from a batch whose commit never ran: made durable now, or with the batch.
+      if (batch) batch.files.push(file);
+      else await syncPath(file);
       return;
     }
     const directory = await ensureFanout(file);
@@ -233,6 +236,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const now = new Date();
     try {
       utimesSync(file, now, now);
+      // It may come from a batch whose commit never ran: made durable with this one.
+      batch.files.push(file);
       return;
     } catch (error) {
       if (!isSystemError(error, 'ENOENT')) throw error;
@@ -267,7 +272,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       putBytesNow(bytes, digest, batch);
       return info;
     }
-    if (await freshen(objectPath(objectsDirectory, digest))) return info;
+    const existing = objectPath(objectsDirectory, digest);
+    if (await freshen(existing)) {
+      // It may come from a batch whose commit never ran: a put returns only what is durable.
+      await syncPath(existing);
+      return info;
+    }
     const { temporary } = await writeTemporary(async (handle) => {
       await handle.writeFile(bytes);
     }, undefined);

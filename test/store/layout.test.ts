@@ -56,3 +56,17 @@ describe('store layout', () => {
     });
   });
 });
+
+describe('initStore racing itself', () => {
+  it('lets several callers create the same store at once: all succeed, one store', async () => {
+    const workspace = await makeTempDirectory();
+    // Interleaved at every await, as concurrent requests of one server are.
+    const results = await Promise.allSettled(Array.from({ length: 8 }, () => initStore(workspace)));
+    expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
+    expect((await readdir(join(workspace, '.rewind'))).sort()).toEqual([
+      'objects',
+      'rewind.json',
+      'sessions',
+    ]);
+  });
+});
