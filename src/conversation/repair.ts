@@ -60,10 +60,13 @@ interface Located<T> {
   item: T;
 }
 
-function enumerate<T>(messages: readonly Message[], of: (message: Message) => T[]): Located<T>[] {
+function enumerate<T>(
+  messages: readonly Message[],
+  of: (message: Message, index: number) => T[],
+): Located<T>[] {
   const found: Located<T>[] = [];
   messages.forEach((message, index) => {
-    of(message).forEach((item, position) => {
+    of(message, index).forEach((item, position) => {
       found.push({ message: index, position, item });
     });
   });
@@ -78,7 +81,6 @@ const keyOf = (located: Located<unknown>): string => `${located.message}:${locat
  */
 function matchResults(
   adapter: Adapter,
-  messages: readonly Message[],
   calls: readonly Located<Call>[],
   results: readonly Located<Result>[],
 ): Map<string, Located<Result>> {
@@ -100,7 +102,6 @@ function matchResults(
       matches.set(keyOf(call), found);
     }
   }
-  void messages;
   return matches;
 }
 
@@ -133,7 +134,7 @@ export function repair(
   const text = options.resultText ?? DEFAULT_RESULT_TEXT;
   const calls = enumerate(list, (message) => adapter.callsOf(message));
   const results = enumerate(list, (message) => adapter.resultsOf(message));
-  let matches = matchResults(adapter, list, calls, results);
+  let matches = matchResults(adapter, calls, results);
   if (adapter.placement === 'items')
     return repairItems(
       adapter,
@@ -173,13 +174,13 @@ export function repair(
       }
     });
     const live = (index: number): boolean => working[index]?.__removed !== true;
-    const remaining = enumerate(working, (message) =>
-      live(working.indexOf(message)) ? adapter.callsOf(message) : [],
+    const remaining = enumerate(working, (message, index) =>
+      live(index) ? adapter.callsOf(message) : [],
     );
-    const remainingResults = enumerate(working, (message) =>
-      live(working.indexOf(message)) ? adapter.resultsOf(message) : [],
+    const remainingResults = enumerate(working, (message, index) =>
+      live(index) ? adapter.resultsOf(message) : [],
     );
-    matches = matchResults(adapter, working, remaining, remainingResults);
+    matches = matchResults(adapter, remaining, remainingResults);
     return assemble(adapter, working, remaining, remainingResults, matches, text, report, false);
   }
   return assemble(adapter, working, calls, results, matches, text, report, true);
