@@ -1,4 +1,3 @@
-import { readdir, readFile } from 'node:fs/promises';
 import { McpServer } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import {
@@ -10,7 +9,6 @@ import {
   type OpenSessionOptions,
   openSession,
   REWIND_VERSION,
-  resolveWorkspacePath,
   type Session,
 } from '../index.js';
 
@@ -174,10 +172,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       inputSchema: z.object({ path }),
       annotations: reading,
     },
-    handle(async ({ path: target }: { path: string }, current) => {
-      const absolute = await resolveWorkspacePath(current.workspace, target);
-      return text(await readFile(absolute, 'utf8'));
-    }),
+    handle(async ({ path: target }: { path: string }, current) => text(await current.read(target))),
   );
   server.registerTool(
     'list',
@@ -193,17 +188,9 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       }),
       annotations: reading,
     },
-    handle(async ({ path: target }: { path: string }, current) => {
-      const absolute =
-        target === '.' || target === ''
-          ? current.workspace
-          : await resolveWorkspacePath(current.workspace, target);
-      const names = (await readdir(absolute, { withFileTypes: true }))
-        .filter((entry) => entry.name !== '.rewind')
-        .map((entry) => `${entry.name}${entry.isDirectory() ? '/' : ''}`)
-        .sort();
-      return text(names.join('\n') || '(empty)');
-    }),
+    handle(async ({ path: target }: { path: string }, current) =>
+      text((await current.list(target)).join('\n') || '(empty)'),
+    ),
   );
   server.registerTool(
     'exec',

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { constants, existsSync } from 'node:fs';
+import { constants, type Dirent, existsSync } from 'node:fs';
 import { cp, lstat, mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
@@ -3066,6 +3066,42 @@ export class Session {
       this.#toolQueue = call.catch(() => {});
       return call;
     };
+  }
+
+  /**
+   * Reads a text file of the session's workspace (not journaled). Throws `PATH_INVALID` and
+   * `SYMLINK_REFUSED` like the file actions, `PATH_NOT_FOUND` when nothing is there.
+   */
+  async read(path: string): Promise<string> {
+    const absolute = await resolveWorkspacePath(this.workspace, path);
+    try {
+      return await readFile(absolute, 'utf8');
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) throw notFound(normalizeWorkspacePath(path));
+      throw error;
+    }
+  }
+
+  /**
+   * The entries of a directory of the session's workspace (`.` for its root), directories marked
+   * with a trailing `/`, the store left out (not journaled).
+   */
+  async list(path = '.'): Promise<string[]> {
+    const absolute =
+      path === '.' || path === ''
+        ? this.workspace
+        : await resolveWorkspacePath(this.workspace, path);
+    let entries: Dirent[];
+    try {
+      entries = await readdir(absolute, { withFileTypes: true });
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) throw notFound(normalizeWorkspacePath(path));
+      throw error;
+    }
+    return entries
+      .filter((entry) => entry.name !== '.rewind')
+      .map((entry) => `${entry.name}${entry.isDirectory() ? '/' : ''}`)
+      .sort();
   }
 
   /** Closes the session's ledger. */

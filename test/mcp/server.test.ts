@@ -97,6 +97,11 @@ describe('the MCP server', () => {
     expect(textOf(await agent.callTool({ name: 'read', arguments: { path: 'src/main.js' } }))).toBe(
       'edited\n',
     );
+    expect(textOf(await agent.callTool({ name: 'list', arguments: { path: '.' } }))).toBe(
+      'made.js\nsrc/',
+    );
+    const missing = await agent.callTool({ name: 'read', arguments: { path: 'nope.txt' } });
+    expect(textOf(missing)).toContain('[PATH_NOT_FOUND]');
 
     expect((await rewind(root, ['undo', idIn(ran)])).code).toBe(0);
     expect(await readFile(join(root, 'src/main.js'), 'utf8')).toBe('main');
