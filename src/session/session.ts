@@ -2936,15 +2936,18 @@ export class Session {
       }
       throw error;
     }
-    const current = currentConversation(await this.#entries());
-    const target = (await this.checkpoints()).find((checkpoint) => checkpoint.label === plan.label);
-    const targetEntry = (await this.#entries()).find((entry) => entry.seq === target?.seq);
+    // One read of the ledger: the conversation now, the checkpoint's, and the last one restored.
+    const entries = await this.#entries();
+    const current = currentConversation(entries);
+    const targetEntry = entries.find(
+      (entry) => entry.kind === 'checkpoint-created' && entry.body.label === plan.label,
+    );
     const targetConversation = targetEntry
       ? conversationIn(targetEntry.body, 'conversation')
       : undefined;
-    const lastRestored = [...(await this.#entries())]
-      .reverse()
-      .find((entry) => entry.kind === 'rollback-started' && entry.body.label === plan.label);
+    const lastRestored = entries.findLast(
+      (entry) => entry.kind === 'rollback-started' && entry.body.label === plan.label,
+    );
     const conversationUnchanged =
       targetConversation === undefined ||
       current?.tree === targetConversation.tree ||
