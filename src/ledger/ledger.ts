@@ -14,6 +14,7 @@ import {
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
 } from './entry.js';
+import { LedgerReader } from './reader.js';
 
 type FileHandle = Awaited<ReturnType<typeof open>>;
 
@@ -171,6 +172,7 @@ export class Ledger {
   readonly #handle: FileHandle;
   readonly #now: () => Date;
   readonly #lockTimeoutMs: number;
+  readonly #reader: LedgerReader;
   #queue: Promise<unknown> = Promise.resolve();
   #tail: Tail | undefined;
 
@@ -179,12 +181,14 @@ export class Ledger {
     handle: FileHandle,
     isHashChained: boolean,
     options: LedgerOptions,
+    reader = new LedgerReader(session.file),
   ) {
     this.session = session;
     this.#handle = handle;
     this.isHashChained = isHashChained;
     this.#now = options.now ?? (() => new Date());
     this.#lockTimeoutMs = options.lockTimeoutMs ?? 10_000;
+    this.#reader = reader;
   }
 
   /**
@@ -229,9 +233,11 @@ export class Ledger {
    * `LEDGER_VERSION_UNSUPPORTED` / `ENTRY_KIND_UNKNOWN` when a newer Rewind wrote to it.
    */
   static async open(session: SessionFile, options: LedgerOptions = {}): Promise<Ledger> {
+    // The reader that checks the file here keeps what it parsed for the session's later reads.
+    const reader = new LedgerReader(session.file);
     let reading: LedgerReading;
     try {
-      reading = await readLedgerFile(session.file);
+      reading = await reader.read();
     } catch (error) {
       throw new RewindError(
         'SESSION_NOT_FOUND',
@@ -251,7 +257,7 @@ export class Ledger {
     const unsupported = findUnsupportedEntry(reading.entries);
     if (unsupported) throw unsupportedEntryError(session, unsupported);
     const handle = await open(session.file, 'a+');
-    return new Ledger(session, handle, started.body.hashChain === true, options);
+    return new Ledger(session, handle, started.body.hashChain === true, options, reader);
   }
 
   /**
@@ -348,9 +354,12 @@ export class Ledger {
     );
   }
 
-  /** Reads the whole ledger; see {@link readLedgerFile}. */
+  /**
+   * Reads the whole ledger, as {@link readLedgerFile} does, but parses only what was appended
+   * since this ledger's previous read (see {@link LedgerReader}).
+   */
   read(): Promise<LedgerReading> {
-    return readLedgerFile(this.session.file);
+    return this.#reader.read();
   }
 
   /** Waits for pending appends and closes the file. */
