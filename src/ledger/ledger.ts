@@ -70,7 +70,7 @@ export function sessionFileOf(storeDirectory: string, name: string): SessionFile
 
 /** Reads a whole ledger file. Never throws on bad lines: they are reported in `unreadable`. */
 export async function readLedgerFile(file: string): Promise<LedgerReading> {
-  const parsed = parseJsonLines(await readFile(file, 'utf8'));
+  const parsed = parseJsonLines(await readFile(file));
   const entries: LedgerEntry[] = [];
   const unreadable = [...parsed.unreadable];
   for (const record of parsed.records) {

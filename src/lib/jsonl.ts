@@ -25,31 +25,34 @@ export interface JsonLines {
 /**
  * Parses JSON-lines content. Blank lines are skipped; a line that is not JSON is reported in
  * `unreadable` (a final line with no newline after it is marked `isTorn`, the trace of a crash
- * during a write), never thrown, so one bad line cannot make a whole file unreadable.
+ * during a write), never thrown, so one bad line cannot make a whole file unreadable. Given the
+ * raw bytes, offsets are exact even where a line is not valid UTF-8.
  */
-export function parseJsonLines(content: string): JsonLines {
+export function parseJsonLines(content: string | Uint8Array): JsonLines {
+  const bytes = typeof content === 'string' ? Buffer.from(content) : Buffer.from(content);
   const result: JsonLines = { records: [], unreadable: [], endsMidLine: false };
-  if (content.length === 0) return result;
-  result.endsMidLine = !content.endsWith('\n');
-  const lines = content.split('\n');
-  if (!result.endsMidLine) lines.pop();
-  let offset = 0;
-  lines.forEach((text, index) => {
-    const line = index + 1;
-    const lineOffset = offset;
-    offset += Buffer.byteLength(text) + 1;
-    if (text.trim() === '') return;
-    try {
-      result.records.push({ line, value: JSON.parse(text), text });
-    } catch (error) {
-      result.unreadable.push({
-        line,
-        offset: lineOffset,
-        text: text.slice(0, 200),
-        isTorn: result.endsMidLine && index === lines.length - 1,
-        reason: error instanceof Error ? error.message : String(error),
-      });
+  if (bytes.length === 0) return result;
+  result.endsMidLine = bytes[bytes.length - 1] !== 0x0a;
+  let line = 0;
+  for (let start = 0; start < bytes.length; ) {
+    const newline = bytes.indexOf(0x0a, start);
+    const end = newline === -1 ? bytes.length : newline;
+    const text = bytes.toString('utf8', start, end);
+    line += 1;
+    if (text.trim() !== '') {
+      try {
+        result.records.push({ line, value: JSON.parse(text), text });
+      } catch (error) {
+        result.unreadable.push({
+          line,
+          offset: start,
+          text: text.slice(0, 200),
+          isTorn: newline === -1,
+          reason: error instanceof Error ? error.message : String(error),
+        });
+      }
     }
-  });
+    start = end + 1;
+  }
   return result;
 }
