@@ -1,8 +1,44 @@
+export type { DraftInfo } from './actions/drafts.js';
+export type { ExecOptions, ExecResult } from './actions/exec.js';
+export type { RecordOptions } from './actions/external.js';
+export type { HttpActionOptions, HttpResult } from './actions/http.js';
 export type {
-  ActionClass,
-  ActionState,
-  PathChange,
-} from './actions.js';
+  ActionResult,
+  ActionSpec,
+  Compensation,
+  ExecSpec,
+  HttpSpec,
+  RecordSpec,
+} from './actions/journaled-spec.js';
+export {
+  type CheckpointOptions,
+  type CheckpointResult,
+  checkLabel,
+} from './history/checkpoints.js';
+export type { ConversationState, RestoredConversation } from './history/conversation.js';
+export type { DiffResult } from './history/diff.js';
+export type { PlannedChange, RollbackOptions, RollbackResult } from './history/rollback.js';
+export type { UndoConflict, UndoResult } from './history/undo.js';
+export type {
+  CommitConflict,
+  CommitResult,
+  EndOptions,
+  EndResult,
+  SessionStatus,
+} from './isolation.js';
+export type { ActionClass, ActionState, PathChange } from './journal/action-records.js';
+export type { CheckpointInfo } from './journal/checkpoint-records.js';
+export type { IsolatedSessionOptions, OpenSessionOptions } from './open.js';
+export {
+  type EscalationHandler,
+  escalationFor,
+  HaltError,
+  promptEscalation,
+  type Resolution,
+  stopEscalation,
+} from './policies/escalation.js';
+export type { AutoRollbackReport } from './policies/policy-state.js';
+export type { ActionInfo } from './reads.js';
 export {
   type GcReport,
   gc,
@@ -23,48 +59,9 @@ export {
   type WorkspaceOptions,
 } from './repository.js';
 export {
-  type ActionInfo,
-  type ActionResult,
-  type ActionSpec,
-  type AutoRollbackReport,
   attachSession,
-  type CheckpointInfo,
-  type CheckpointOptions,
-  type CheckpointResult,
-  type CommitConflict,
-  type CommitResult,
-  type Compensation,
-  type ConversationState,
-  checkLabel,
-  type DiffResult,
-  type DraftInfo,
-  type EndOptions,
-  type EndResult,
-  type EscalationHandler,
-  type ExecOptions,
-  type ExecResult,
-  type ExecSpec,
-  escalationFor,
-  HaltError,
-  type HttpActionOptions,
-  type HttpResult,
-  type HttpSpec,
-  type IsolatedSessionOptions,
-  type OpenSessionOptions,
   openSession,
-  type PlannedChange,
-  promptEscalation,
-  type RecordOptions,
-  type RecordSpec,
-  type Resolution,
-  type RestoredConversation,
-  type RollbackOptions,
-  type RollbackResult,
   Session,
-  type SessionStatus,
   startIsolatedSession,
-  stopEscalation,
-  type UndoConflict,
-  type UndoResult,
   withIsolatedSession,
 } from './session.js';

@@ -1,5 +1,4 @@
 import { readdir, stat } from 'node:fs/promises';
-import { hostname } from 'node:os';
 import { basename, join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import {
@@ -13,12 +12,11 @@ import {
   listSessions,
   readCurrentSession,
   readLedgerFile,
-  resolveSession,
   type SessionFile,
   setCurrentSession,
   unsupportedEntryError,
 } from '../ledger/index.js';
-import { type Digest, REWIND_VERSION, type UnreadableLine } from '../lib/index.js';
+import type { Digest, UnreadableLine } from '../lib/index.js';
 import {
   createObjectStore,
   findStore,
@@ -29,7 +27,8 @@ import {
   walkReferences,
 } from '../store/index.js';
 import { cachedReferences, checkWorkspace, clearStatCache } from '../workspace/index.js';
-import { type ActionClass, type ActionState, deriveActions } from './actions.js';
+import { type ActionClass, type ActionState, deriveActions } from './journal/action-records.js';
+import { pickSession, startLedger } from './session-files.js';
 
 /** Options every store operation takes. */
 export interface WorkspaceOptions {
@@ -131,18 +130,12 @@ export async function init(
   });
   const isNewSession = current === undefined;
   if (!current) {
-    const ledger = await Ledger.create(location.directory, {
+    const ledger = await startLedger(location, {
       hashChain: options.hashChain === true,
       ...(options.now && { now: options.now }),
       ...(options.generateId && { generateId: options.generateId }),
-      startedBody: {
-        rewindVersion: REWIND_VERSION,
-        workspace: location.workspace,
-        host: hostname(),
-        pid: process.pid,
-        ...(options.sandbox && { sandbox: options.sandbox }),
-        ...(options.network !== undefined && { network: options.network }),
-      },
+      ...(options.sandbox && { sandbox: options.sandbox }),
+      ...(options.network !== undefined && { network: options.network }),
     });
     await ledger.close();
     await setCurrentSession(location.directory, ledger.session);
@@ -208,20 +201,6 @@ export interface LogReport {
   entries: LogLine[];
   /** Lines that are not entries (a torn final line is one of them, marked `isTorn`). */
   unreadable: UnreadableLine[];
-}
-
-export async function pickSession(
-  location: StoreLocation,
-  session: string | undefined,
-): Promise<SessionFile> {
-  if (session !== undefined) return resolveSession(location.directory, session);
-  const current = await readCurrentSession(location.directory);
-  if (current) return current;
-  throw new RewindError(
-    'SESSION_NOT_FOUND',
-    'This store has no current session. Pass --session ID (run `rewind status` to list them), or `rewind init` to start one.',
-    { data: {} },
-  );
 }
 
 /**

@@ -1,6 +1,6 @@
-import type { LedgerEntry } from '../ledger/index.js';
-import type { Digest } from '../lib/index.js';
-import type { ObjectReference, TreeEntry } from '../store/index.js';
+import type { LedgerEntry } from '../../ledger/index.js';
+import type { Digest } from '../../lib/index.js';
+import type { ObjectReference, TreeEntry } from '../../store/index.js';
 
 /**
  * What undoing an action takes: `reversible` (Rewind holds its pre-image and can put it back),
@@ -95,68 +95,89 @@ function targetOf(entry: LedgerEntry): string {
   return String(body.target ?? '');
 }
 
+/** Every action of a session, by id, kept current entry by entry. */
+export interface ActionIndex {
+  readonly byId: Map<number, ActionRecord>;
+  /** Actions started and not yet closed (drafts and recorded actions included), by id. */
+  readonly open: Set<number>;
+}
+
+/** An empty {@link ActionIndex}; feed it with {@link addToActionIndex}. */
+export function createActionIndex(): ActionIndex {
+  return { byId: new Map(), open: new Set() };
+}
+
 /**
- * Every action of a session, by id, with its derived state: file actions, commands, rollbacks
- * and undos (an undo is an action too, so undoing it is redo).
+ * Folds one ledger entry into the index: file actions, commands, rollbacks and undos (an undo is
+ * an action too, so undoing it is redo) with their derived state. Entries must come in order.
  */
-export function deriveActions(entries: readonly LedgerEntry[]): Map<number, ActionRecord> {
-  const actions = new Map<number, ActionRecord>();
-  for (const entry of entries) {
-    const body = entry.body;
-    if (STARTING_KINDS.has(entry.kind)) {
-      const kind =
-        entry.kind === 'action-started'
-          ? String(body.action)
-          : entry.kind === 'rollback-started'
-            ? 'rollback'
-            : 'undo';
-      actions.set(entry.seq, {
-        id: entry.seq,
-        kind,
-        class: entry.kind === 'action-started' ? (body.class as ActionClass) : 'reversible',
-        target: targetOf(entry),
-        at: entry.at,
-        state: body.draft === true ? 'draft' : 'interrupted',
-        started: entry,
-        closed: undefined,
-        effect: undefined,
-        undoes: entry.kind === 'undo-started' ? Number(body.undoes) : undefined,
-        approved: undefined,
-        compensates: typeof body.compensates === 'number' ? body.compensates : undefined,
-      });
-      continue;
-    }
-    const action = actions.get(Number(body.startedSeq ?? body.undoes));
-    if (!action) continue;
-    if (entry.kind === 'action-approved' && action.state === 'draft') {
-      action.approved = entry;
-      action.state = 'approved';
-    } else if (entry.kind === 'action-discarded' && action.state === 'draft') {
-      action.state = 'discarded';
-    } else if (COMPLETING_KINDS.has(entry.kind) || FAILING_KINDS.has(entry.kind)) {
-      if (action.closed) continue;
-      action.closed = entry;
-      const isInterrupted = (body.error as { code?: string } | undefined)?.code === 'INTERRUPTED';
-      action.state = COMPLETING_KINDS.has(entry.kind)
-        ? 'done'
-        : isInterrupted
-          ? 'interrupted'
-          : 'failed';
-      const compensated = actions.get(action.compensates ?? 0);
-      if (compensated && COMPLETING_KINDS.has(entry.kind)) compensated.state = 'compensated';
-      if (entry.kind === 'undo-completed') {
-        const undone = actions.get(Number(body.undoes));
-        if (undone) undone.state = 'undone';
-        // Undoing an undo (redo) leaves the action that undo had undone done again.
-        const redone = undone?.kind === 'undo' ? actions.get(undone.undoes ?? 0) : undefined;
-        if (redone) redone.state = 'done';
-      }
-    } else if (entry.kind === 'undo-refused') {
-      if (action.state !== 'undone') action.state = 'undo-refused';
-    }
+export function addToActionIndex(index: ActionIndex, entry: LedgerEntry): void {
+  const body = entry.body;
+  if (STARTING_KINDS.has(entry.kind)) {
+    const kind =
+      entry.kind === 'action-started'
+        ? String(body.action)
+        : entry.kind === 'rollback-started'
+          ? 'rollback'
+          : 'undo';
+    const action: ActionRecord = {
+      id: entry.seq,
+      kind,
+      class: entry.kind === 'action-started' ? (body.class as ActionClass) : 'reversible',
+      target: targetOf(entry),
+      at: entry.at,
+      state: body.draft === true ? 'draft' : 'interrupted',
+      started: entry,
+      closed: undefined,
+      effect: undefined,
+      undoes: entry.kind === 'undo-started' ? Number(body.undoes) : undefined,
+      approved: undefined,
+      compensates: typeof body.compensates === 'number' ? body.compensates : undefined,
+    };
+    action.effect = effectOf(action);
+    index.byId.set(entry.seq, action);
+    index.open.add(entry.seq);
+    return;
   }
-  for (const action of actions.values()) action.effect = effectOf(action);
-  return actions;
+  const action = index.byId.get(Number(body.startedSeq ?? body.undoes));
+  if (!action) return;
+  if (entry.kind === 'action-approved' && action.state === 'draft') {
+    action.approved = entry;
+    action.state = 'approved';
+    action.effect = effectOf(action);
+  } else if (entry.kind === 'action-discarded' && action.state === 'draft') {
+    action.state = 'discarded';
+    index.open.delete(action.id);
+  } else if (COMPLETING_KINDS.has(entry.kind) || FAILING_KINDS.has(entry.kind)) {
+    if (action.closed) return;
+    action.closed = entry;
+    index.open.delete(action.id);
+    const isInterrupted = (body.error as { code?: string } | undefined)?.code === 'INTERRUPTED';
+    action.state = COMPLETING_KINDS.has(entry.kind)
+      ? 'done'
+      : isInterrupted
+        ? 'interrupted'
+        : 'failed';
+    action.effect = effectOf(action);
+    const compensated = index.byId.get(action.compensates ?? 0);
+    if (compensated && COMPLETING_KINDS.has(entry.kind)) compensated.state = 'compensated';
+    if (entry.kind === 'undo-completed') {
+      const undone = index.byId.get(Number(body.undoes));
+      if (undone) undone.state = 'undone';
+      // Undoing an undo (redo) leaves the action that undo had undone done again.
+      const redone = undone?.kind === 'undo' ? index.byId.get(undone.undoes ?? 0) : undefined;
+      if (redone) redone.state = 'done';
+    }
+  } else if (entry.kind === 'undo-refused') {
+    if (action.state !== 'undone') action.state = 'undo-refused';
+  }
+}
+
+/** Every action of a session, by id, with its derived state, from its entries. */
+export function deriveActions(entries: readonly LedgerEntry[]): Map<number, ActionRecord> {
+  const index = createActionIndex();
+  for (const entry of entries) addToActionIndex(index, entry);
+  return index.byId;
 }
 
 /** The objects a list of path changes refers to, for the `refs` of its entry. */

@@ -1,0 +1,229 @@
+import { isRewindError, RewindError } from '../../errors.js';
+import type { Command, RunResult } from '../../sandbox/index.js';
+import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
+import { type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
+import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import {
+  type ActionResult,
+  type ExecSpec,
+  journaledSpec,
+  redactBytes,
+  targetOf,
+} from './journaled-spec.js';
+
+/** Options of `Session.exec`. */
+export interface ExecOptions {
+  /** Journal the command without running it; `Session.approve` runs it. */
+  draft?: boolean;
+  /** Ends the command and everything it started after this long. Default 120 000 ms. */
+  timeoutMs?: number;
+  /** Variables added to the command's clean environment. */
+  env?: Record<string, string>;
+  /** Bytes of stdout and of stderr kept as evidence. Default 1 MiB each. */
+  maxOutputBytes?: number;
+}
+
+/** What `Session.exec` recorded. */
+export interface ExecResult extends ActionResult {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  durationMs: number;
+  stdout: string;
+  stderr: string;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  /** Files the command created, modified and deleted in the workspace. */
+  created: string[];
+  modified: string[];
+  deleted: string[];
+}
+
+/** Paths an entry lists, per kind of change, at most. */
+const MAX_LISTED_PATHS = 1000;
+
+/** The command as it will run, defaults applied. Throws `INVALID_ARGUMENT` for an empty one. */
+export function execSpecOf(
+  context: SessionContext,
+  command: Command,
+  options: ExecOptions,
+): ExecSpec {
+  if ((typeof command === 'string' ? command : command.join('')) === '') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      'The command is empty. Give the program to run and its arguments.',
+    );
+  }
+  return {
+    action: 'exec',
+    command: typeof command === 'string' ? command : [...command],
+    timeoutMs: options.timeoutMs ?? context.settings.execTimeoutMs,
+    ...(options.env && { env: options.env }),
+    ...(options.maxOutputBytes !== undefined && { maxOutputBytes: options.maxOutputBytes }),
+  };
+}
+
+/**
+ * Journals a command (with the workspace before it) and runs it; `compensates` names the action
+ * it compensates, if any. See `Session.exec`.
+ */
+export function execCommand(
+  context: SessionContext,
+  spec: ExecSpec,
+  compensates?: number,
+): Promise<ExecResult> {
+  return withWorkspaceLock(context, `running ${targetOf(context.redactor, spec)}`, (journal) =>
+    startCommandAction(context, journal, spec, compensates),
+  );
+}
+
+/** Inside the lock: journals a command before it runs, then runs it. */
+export async function startCommandAction(
+  context: SessionContext,
+  journal: Journal,
+  spec: ExecSpec,
+  compensates?: number,
+): Promise<ExecResult> {
+  const before = await snapshotWorkspace(context);
+  const started = await journal.append(
+    'action-started',
+    {
+      ...journaledSpec(context.redactor, spec),
+      class: 'reversible',
+      beforeTree: before.tree,
+      ...(compensates !== undefined && { compensates }),
+    },
+    [{ type: 'tree', digest: before.tree }],
+  );
+  return runCommandAction(context, journal, started.seq, spec, before);
+}
+
+/**
+ * Runs a journaled command in the sandbox and closes its action with the workspace after it, the
+ * files it created, modified and deleted, and its output as evidence.
+ */
+export async function runCommandAction(
+  context: SessionContext,
+  journal: Journal,
+  id: number,
+  spec: ExecSpec,
+  before: SnapshotResult,
+): Promise<ExecResult> {
+  const redactor = context.redactor;
+  let run: RunResult;
+  try {
+    run = await sandboxFor(context).run(spec.command, {
+      cwd: context.workspace,
+      timeoutMs: spec.timeoutMs,
+      ...(spec.env && { env: spec.env }),
+      ...(spec.maxOutputBytes !== undefined && { maxOutputBytes: spec.maxOutputBytes }),
+    });
+  } catch (error) {
+    const code = isRewindError(error) ? error.code : 'EXEC_FAILED';
+    await journal.append(
+      'action-failed',
+      {
+        startedSeq: id,
+        afterTree: before.tree,
+        error: {
+          code,
+          message: redactor.text(error instanceof Error ? error.message : String(error)).text,
+        },
+      },
+      [{ type: 'tree', digest: before.tree }],
+    );
+    throw error;
+  }
+  const after = await snapshotWorkspace(context);
+  const stdoutText = redactBytes(redactor, run.stdout);
+  const stderrText = redactBytes(redactor, run.stderr);
+  const batch = context.store.batch();
+  const stdout = await batch.put(stdoutText.bytes);
+  const stderr = await batch.put(stderrText.bytes);
+  await batch.commit();
+  const changes = await diffTrees(context.store, before.tree, after.tree);
+  const files = { created: [] as string[], modified: [] as string[], deleted: [] as string[] };
+  const keys = { added: 'created', modified: 'modified', deleted: 'deleted' } as const;
+  for (const change of changes) {
+    const kind = fileChangeKind(change);
+    if (kind) files[keys[kind]].push(change.path);
+  }
+  const isDone = run.exitCode === 0 && !run.timedOut;
+  const sandbox = sandboxFor(context);
+  const redacted = [
+    ...(stdoutText.count > 0 ? ['stdout'] : []),
+    ...(stderrText.count > 0 ? ['stderr'] : []),
+  ];
+  await journal.append(
+    isDone ? 'action-completed' : 'action-failed',
+    {
+      startedSeq: id,
+      afterTree: after.tree,
+      created: files.created.slice(0, MAX_LISTED_PATHS),
+      modified: files.modified.slice(0, MAX_LISTED_PATHS),
+      deleted: files.deleted.slice(0, MAX_LISTED_PATHS),
+      counts: {
+        created: files.created.length,
+        modified: files.modified.length,
+        deleted: files.deleted.length,
+      },
+      evidence: {
+        exitCode: run.exitCode,
+        signal: run.signal,
+        timedOut: run.timedOut,
+        durationMs: Math.round(run.durationMs),
+        sandbox: sandbox.backend,
+        stdout: { ...stdout, truncated: run.stdoutTruncated },
+        stderr: { ...stderr, truncated: run.stderrTruncated },
+      },
+      ...(redacted.length > 0 && { redacted }),
+      ...(!isDone && {
+        error: run.timedOut
+          ? { code: 'TIMED_OUT', message: `It ran longer than ${spec.timeoutMs} ms and was ended.` }
+          : {
+              code: 'EXIT_NONZERO',
+              message:
+                run.signal !== null
+                  ? `It was ended by ${run.signal}.`
+                  : `It exited with ${run.exitCode}.`,
+            },
+      }),
+    },
+    [
+      { type: 'tree', digest: after.tree },
+      { type: 'blob', digest: stdout.digest },
+      { type: 'blob', digest: stderr.digest },
+    ],
+  );
+  return {
+    id,
+    kind: 'exec',
+    class: 'reversible',
+    state: isDone ? 'done' : 'failed',
+    target: targetOf(redactor, spec),
+    changes: changes
+      .filter((change) => fileChangeKind(change) !== undefined)
+      .map((change) => ({ path: change.path, before: change.before, after: change.after })),
+    warnings: [...sandbox.warnings, ...before.warnings, ...after.warnings],
+    exitCode: run.exitCode,
+    signal: run.signal,
+    timedOut: run.timedOut,
+    durationMs: run.durationMs,
+    stdout: stdoutText.bytes.toString('utf8'),
+    stderr: stderrText.bytes.toString('utf8'),
+    stdoutTruncated: run.stdoutTruncated,
+    stderrTruncated: run.stderrTruncated,
+    ...files,
+  };
+}
+
+/** The message of a command that failed: how it ended and the tail of its stderr. */
+export function commandFailureMessage(result: ExecResult): string {
+  const how = result.timedOut
+    ? `timed out after ${Math.round(result.durationMs)} ms`
+    : result.signal !== null
+      ? `ended by ${result.signal}`
+      : `exit ${result.exitCode}`;
+  const stderr = result.stderr.trim().split('\n').slice(-5).join('\n');
+  return `Command failed (${how}): ${result.target}${stderr ? `\n${stderr}` : ''}`;
+}

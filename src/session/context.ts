@@ -1,0 +1,95 @@
+import { join } from 'node:path';
+import type { Ledger } from '../ledger/index.js';
+import type { Redactor } from '../lib/index.js';
+import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
+import type { ObjectStore } from '../store/index.js';
+import { type SnapshotResult, snapshot } from '../workspace/index.js';
+
+/**
+ * What every part of a session shares: fixed when the session opens, never changed. Feature
+ * modules take it as their first argument; the ledger's journal is reached only through
+ * `withWorkspaceLock` and `readJournal`.
+ */
+export interface SessionContext {
+  readonly id: string;
+  readonly isolation: 'shared' | 'isolated';
+  /** Where the session works: the workspace, or an isolated session's private view of it. */
+  readonly workspace: string;
+  /** The workspace on the host (the same as `workspace` unless isolated). */
+  readonly hostWorkspace: string;
+  /** The `.rewind/` directory. */
+  readonly storeDirectory: string;
+  readonly store: ObjectStore;
+  readonly ledger: Ledger;
+  readonly redactor: Redactor;
+  readonly settings: SessionSettings;
+}
+
+/** A session's options with every default applied, in one place. */
+export interface SessionSettings {
+  /** How long to wait for another operation on the workspace. Default 60 000 ms. */
+  readonly lockTimeoutMs: number;
+  /** Default timeout of commands (exec and command compensations). 120 000 ms. */
+  readonly execTimeoutMs: number;
+  /** Default timeout of requests (http and request compensations). 30 000 ms. */
+  readonly httpTimeoutMs: number;
+  readonly blockPrivate: boolean;
+  /** Where commands run: the option, else what `init` recorded, else `none`. */
+  readonly sandbox: SandboxBackend | 'auto';
+  /** Whether sandboxed commands may use the network: the option, else what `init` recorded. */
+  readonly network: boolean;
+  readonly budget: { maxBytes?: number; maxFiles?: number } | undefined;
+  /** The clock for ledger entries and automatic checkpoint labels. */
+  readonly now: () => Date;
+}
+
+export const DEFAULT_LOCK_TIMEOUT_MS = 60_000;
+export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;
+export const DEFAULT_HTTP_TIMEOUT_MS = 30_000;
+
+/** Snapshots the session's workspace (its view, for an isolated session). */
+export function snapshotWorkspace(context: SessionContext): Promise<SnapshotResult> {
+  return snapshot(context.workspace, {
+    store: context.store,
+    // A view keeps its own caches: the host's describe another directory.
+    storeDirectory:
+      context.isolation === 'isolated'
+        ? join(context.storeDirectory, 'views', context.id)
+        : context.storeDirectory,
+    ...(context.settings.budget && { budget: context.settings.budget }),
+  });
+}
+
+/** Snapshots the workspace on the host (for an isolated session's commit). */
+export function snapshotHost(context: SessionContext): Promise<SnapshotResult> {
+  return snapshot(context.hostWorkspace, {
+    store: context.store,
+    storeDirectory: context.storeDirectory,
+  });
+}
+
+/** Where an action acted: the host, for a commit (`on: 'host'`), else the session's workspace. */
+export function workspaceFor(context: SessionContext, body: Record<string, unknown>): string {
+  return body.on === 'host' ? context.hostWorkspace : context.workspace;
+}
+
+const sandboxes = new WeakMap<SessionContext, Sandbox>();
+
+/**
+ * The sandbox the session's commands run in, created on first use. Throws `SANDBOX_UNAVAILABLE`
+ * for a `bwrap` sandbox that cannot start here.
+ */
+export function sandboxFor(context: SessionContext): Sandbox {
+  let sandbox = sandboxes.get(context);
+  if (!sandbox) {
+    sandbox = createSandbox({
+      backend: context.settings.sandbox,
+      workspace: context.workspace,
+      network: context.settings.network,
+      // A view lives inside the host's store, which the command must not see either.
+      ...(context.isolation === 'isolated' && { masked: [context.storeDirectory] }),
+    });
+    sandboxes.set(context, sandbox);
+  }
+  return sandbox;
+}

@@ -1,0 +1,123 @@
+import type { Format } from '../../conversation/index.js';
+import { RewindError } from '../../errors.js';
+import { diffTrees, fileChangeKind, type TreeChange } from '../../workspace/index.js';
+import { type SessionContext, snapshotWorkspace } from '../context.js';
+import { type CheckpointInfo, checkpointOf } from '../journal/checkpoint-records.js';
+import { readJournal, withWorkspaceLock } from '../journal/journal.js';
+import { type CheckedMessages, storeMessages } from './conversation.js';
+
+/** Options of `Session.checkpoint`. */
+export interface CheckpointOptions {
+  isAutomatic?: boolean;
+  /** The conversation to record with the files (else the session's current one, if any). */
+  messages?: readonly unknown[];
+  /** Its format; detected when omitted. */
+  format?: Format;
+}
+
+/** What `Session.checkpoint` recorded. */
+export interface CheckpointResult extends CheckpointInfo {
+  /** Files that had to be read (the rest were unchanged since the last snapshot). */
+  readCount: number;
+  warnings: string[];
+}
+
+const LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** Checks a checkpoint label: letters, digits, `.`, `_`, `-`; not only digits; not `latest`. */
+export function checkLabel(label: string): string {
+  if (
+    !LABEL_PATTERN.test(label) ||
+    /^\d+$/.test(label) ||
+    label === 'latest' ||
+    label.includes('..')
+  ) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `"${label}" is not a valid checkpoint label. Use letters, digits, ".", "_" and "-" (up to 128, starting with a letter or digit, ` +
+        'not only digits, not "latest"), such as "before-refactor".',
+      { data: { label } },
+    );
+  }
+  return label;
+}
+
+function countFiles(changes: readonly TreeChange[]): {
+  added: number;
+  modified: number;
+  deleted: number;
+} {
+  const counts = { added: 0, modified: 0, deleted: 0 };
+  for (const change of changes) {
+    const kind = fileChangeKind(change);
+    if (kind) counts[kind] += 1;
+  }
+  return counts;
+}
+
+/**
+ * Records the workspace under `label` with a `checkpoint-created` entry, paired with `messages`
+ * when given, else with the session's current conversation. Throws `CHECKPOINT_EXISTS`.
+ */
+export function createCheckpoint(
+  context: SessionContext,
+  label: string,
+  options: { isAutomatic: boolean; messages: CheckedMessages | undefined },
+): Promise<CheckpointResult> {
+  return withWorkspaceLock(context, `creating checkpoint ${label}`, async (journal) => {
+    const checkpoints = journal.checkpoints();
+    const existing = checkpoints.find((checkpoint) => checkpoint.label === label);
+    if (existing) {
+      throw new RewindError(
+        'CHECKPOINT_EXISTS',
+        `Session ${context.id} already has a checkpoint "${label}" (#${existing.seq}). Choose another label.`,
+        { data: { label, seq: existing.seq } },
+      );
+    }
+    const snapshot = await snapshotWorkspace(context);
+    const counts = countFiles(
+      await diffTrees(context.store, checkpoints.at(-1)?.tree, snapshot.tree),
+    );
+    const conversation = options.messages
+      ? await storeMessages(context, options.messages)
+      : journal.currentConversation();
+    const entry = await journal.append(
+      'checkpoint-created',
+      {
+        label,
+        tree: snapshot.tree,
+        fileCount: snapshot.fileCount,
+        sizeBytes: snapshot.sizeBytes,
+        ...counts,
+        isAutomatic: options.isAutomatic,
+        ...(conversation && { conversation }),
+      },
+      [
+        { type: 'tree', digest: snapshot.tree },
+        ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
+      ],
+    );
+    return { ...checkpointOf(entry), readCount: snapshot.readCount, warnings: snapshot.warnings };
+  });
+}
+
+/** Every checkpoint of the session not pruned, oldest first. */
+export async function listCheckpoints(context: SessionContext): Promise<CheckpointInfo[]> {
+  return (await readJournal(context)).checkpoints();
+}
+
+/**
+ * Journals that an automatic checkpoint fell out of `keepLast`: it is no longer listed and no
+ * longer keeps its objects alive.
+ */
+export function pruneCheckpoint(
+  context: SessionContext,
+  checkpoint: CheckpointInfo,
+): Promise<void> {
+  return withWorkspaceLock(context, `pruning ${checkpoint.label}`, async (journal) => {
+    await journal.append('checkpoint-pruned', {
+      label: checkpoint.label,
+      checkpointSeq: checkpoint.seq,
+    });
+  });
+}

@@ -1,0 +1,172 @@
+import type { Digest } from '../../lib/index.js';
+import { type ObjectStore, readTree, type TreeEntry } from '../../store/index.js';
+import {
+  type ApplyProgress,
+  type ApplyResult,
+  diffTrees,
+  fileChangeKind,
+  type TreeChange,
+} from '../../workspace/index.js';
+import { type SessionContext, snapshotWorkspace } from '../context.js';
+import type { CheckpointInfo } from '../journal/checkpoint-records.js';
+import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import { applyAnnounced } from '../journal/recovery.js';
+import {
+  type RestoredConversation,
+  type RestoreOptions,
+  restoreConversation,
+} from './conversation.js';
+
+/** Options of `Session.rollback`. */
+export interface RollbackOptions extends Omit<RestoreOptions, 'dryRun'> {
+  dryRun?: boolean;
+  onProgress?: (progress: ApplyProgress) => void;
+}
+
+/** One path a rollback would change, as a dry run lists it. */
+export interface PlannedChange {
+  path: string;
+  /** `written` (replaced), `created`, or `deleted`. */
+  action: 'written' | 'created' | 'deleted';
+  /**
+   * True when what is there now was never recorded by this session (no checkpoint, rollback or
+   * undo saw it): the rollback saves it first, but this is what a user would see disappear.
+   */
+  isUnrecorded: boolean;
+}
+
+/** What a rollback did, or would do with `dryRun`. */
+export interface RollbackResult {
+  isDryRun: boolean;
+  label: string;
+  /** The action id (the seq of `rollback-started`), for `undo`; undefined in a dry run. */
+  id: number | undefined;
+  /** The state the workspace was in: saved before anything moved. */
+  beforeTree: Digest;
+  afterTree: Digest;
+  changes: PlannedChange[];
+  applied: ApplyResult | undefined;
+  warnings: string[];
+  /** The checkpoint's conversation, repaired and with the resume note, when it has one. */
+  conversation?: RestoredConversation;
+}
+
+/** The entry at `path` in a stored tree, reading (and caching in `trees`) each tree once. */
+export async function findEntryAt(
+  store: ObjectStore,
+  tree: Digest,
+  path: string,
+  trees: Map<Digest, Promise<TreeEntry[]>>,
+): Promise<TreeEntry | undefined> {
+  let current: Digest = tree;
+  const parts = path.split('/');
+  for (let index = 0; index < parts.length; index++) {
+    let entries = trees.get(current);
+    if (!entries) {
+      entries = readTree(store, current).then((decoded) => decoded.entries);
+      trees.set(current, entries);
+    }
+    const entry = (await entries).find((candidate) => candidate.name === parts[index]);
+    if (!entry || index === parts.length - 1) return entry;
+    if (entry.type !== 'directory') return undefined;
+    current = entry.digest;
+  }
+  return undefined;
+}
+
+/**
+ * What applying `changes` would write, create and delete, file by file; with `journal` (a dry
+ * run), paths whose current state no entry of the session ever recorded are marked.
+ */
+export async function planChanges(
+  context: SessionContext,
+  changes: readonly TreeChange[],
+  journal?: Journal,
+): Promise<PlannedChange[]> {
+  const planned: PlannedChange[] = [];
+  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const actions = { added: 'created', deleted: 'deleted', modified: 'written' } as const;
+  for (const change of changes) {
+    const kind = fileChangeKind(change);
+    if (!kind) continue;
+    let isUnrecorded = false;
+    if (journal && kind !== 'added' && change.before) {
+      isUnrecorded = true;
+      for (const tree of journal.recordedTrees()) {
+        const seen = await findEntryAt(context.store, tree, change.path, trees);
+        if (seen && JSON.stringify(seen) === JSON.stringify(change.before)) {
+          isUnrecorded = false;
+          break;
+        }
+      }
+    }
+    planned.push({ path: change.path, action: actions[kind], isUnrecorded });
+  }
+  return planned;
+}
+
+/**
+ * Restores the workspace, and the conversation when the checkpoint has one, to a checkpoint:
+ * the current state is saved and an intent entry names both states before anything moves.
+ * Throws `CHECKPOINT_NOT_FOUND`.
+ */
+export function rollbackTo(
+  context: SessionContext,
+  label: string,
+  options: RollbackOptions,
+): Promise<RollbackResult> {
+  return withWorkspaceLock(context, `rolling back to ${label}`, (journal) =>
+    rollbackWithin(context, journal, journal.findCheckpoint(label), options),
+  );
+}
+
+/** Inside the workspace lock: rolls back to `target`; see {@link rollbackTo}. */
+export async function rollbackWithin(
+  context: SessionContext,
+  journal: Journal,
+  target: CheckpointInfo,
+  options: RollbackOptions,
+): Promise<RollbackResult> {
+  const snapshot = await snapshotWorkspace(context);
+  const changes = await diffTrees(context.store, snapshot.tree, target.tree);
+  const isDryRun = options.dryRun === true;
+  const result: RollbackResult = {
+    isDryRun,
+    label: target.label,
+    id: undefined,
+    beforeTree: snapshot.tree,
+    afterTree: target.tree,
+    changes: await planChanges(context, changes, isDryRun ? journal : undefined),
+    applied: undefined,
+    warnings: snapshot.warnings,
+  };
+  const restored = await restoreConversation(context, journal, target, options);
+  if (restored) result.conversation = restored.result;
+  if (isDryRun) return result;
+  const before = journal.currentConversation();
+  const started = await journal.append(
+    'rollback-started',
+    {
+      label: target.label,
+      checkpointSeq: target.seq,
+      beforeTree: snapshot.tree,
+      afterTree: target.tree,
+      changeCount: changes.length,
+      ...(restored && {
+        ...(before && { conversationBefore: before }),
+        conversationAfter: restored.ref,
+      }),
+    },
+    [
+      { type: 'tree', digest: snapshot.tree },
+      { type: 'tree', digest: target.tree },
+      ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
+      ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
+    ],
+  );
+  const applied = await applyAnnounced(context, journal, started, changes, {
+    isRecovery: false,
+    ...(options.onProgress && { onProgress: options.onProgress }),
+  });
+  return { ...result, id: started.seq, applied };
+}

@@ -1,0 +1,218 @@
+import { RewindError } from '../../errors.js';
+import type { TreeEntry } from '../../store/index.js';
+import type { ApplyResult, TreeChange } from '../../workspace/index.js';
+import { diffTrees, isSameEntry, snapshotPath } from '../../workspace/index.js';
+import { type SessionContext, snapshotWorkspace, workspaceFor } from '../context.js';
+import {
+  type ActionRecord,
+  describeState,
+  type Effect,
+  referencesOf,
+} from '../journal/action-records.js';
+import { conversationIn } from '../journal/conversation-refs.js';
+import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import { applyAnnounced, changesOf, reverseChanges } from '../journal/recovery.js';
+
+/** A path an undo would trample: what the action left there, and what is there now. */
+export interface UndoConflict {
+  path: string;
+  expected: string;
+  found: string;
+}
+
+/** The outcome of an undo: done, or refused because later edits would be trampled. */
+export type UndoResult =
+  | { status: 'undone'; id: number; undoes: number; applied: ApplyResult }
+  | { status: 'refused'; undoes: number; conflicts: UndoConflict[] };
+
+/** The effect of an action that can be undone. Throws `ACTION_NOT_ALLOWED` for one that cannot. */
+function checkUndoable(action: ActionRecord): Effect {
+  const refuse = (why: string, next: string): never => {
+    throw new RewindError(
+      'ACTION_NOT_ALLOWED',
+      `Action #${action.id} (${action.kind} ${action.target}) ${why}. ${next}`,
+      { data: { id: action.id, state: action.state, class: action.class } },
+    );
+  };
+  if (action.class !== 'reversible') {
+    refuse(
+      `is ${action.class}: Rewind holds no state to put back`,
+      action.class === 'compensable'
+        ? `Run its declared compensation with \`rewind compensate ${action.id}\`.`
+        : 'Nothing can undo it; record what you do about it with `rewind note`.',
+    );
+  }
+  if (action.state === 'undone') {
+    refuse('is undone already', 'Run `rewind log` to find the undo, and undo that to redo it.');
+  }
+  if (action.state === 'draft' || action.state === 'discarded') {
+    refuse(`never ran (it is ${action.state})`, 'There is nothing to undo.');
+  }
+  if (action.effect === undefined || (action.state === 'failed' && action.kind !== 'exec')) {
+    refuse(
+      'failed and was put back as it was',
+      'There is nothing to undo; `rewind log` shows what happened.',
+    );
+  }
+  return action.effect as Effect;
+}
+
+/** The most recent action that can still be undone. Throws `ACTION_NOT_FOUND` when none is left. */
+function lastUndoable(context: SessionContext, journal: Journal): ActionRecord {
+  const actions = [...journal.actions().values()];
+  for (let index = actions.length - 1; index >= 0; index--) {
+    const action = actions[index] as ActionRecord;
+    if (
+      action.kind !== 'undo' &&
+      action.class === 'reversible' &&
+      action.effect !== undefined &&
+      (action.state === 'done' ||
+        action.state === 'undo-refused' ||
+        action.state === 'interrupted' ||
+        (action.state === 'failed' && action.kind === 'exec'))
+    ) {
+      return action;
+    }
+  }
+  throw new RewindError(
+    'ACTION_NOT_FOUND',
+    `Session ${context.id} has no action left to undo. Run \`rewind log\` to see its actions.`,
+    { data: { id: 'last' } },
+  );
+}
+
+function isSameState(a: TreeEntry | undefined, b: TreeEntry | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return isSameEntry(a, b);
+}
+
+/** The touched paths that no longer hold what the action left there. */
+async function findUndoConflicts(
+  context: SessionContext,
+  effect: Effect,
+  touched: readonly TreeChange[],
+  target: string,
+): Promise<UndoConflict[]> {
+  const conflicts: UndoConflict[] = [];
+  if (effect.type === 'trees') {
+    const snapshot = await snapshotWorkspace(context);
+    const drift = new Map(
+      (await diffTrees(context.store, snapshot.tree, effect.afterTree)).map((change) => [
+        change.path,
+        change,
+      ]),
+    );
+    for (const change of touched) {
+      const drifted = drift.get(change.path);
+      if (drifted) {
+        conflicts.push({
+          path: change.path,
+          expected: describeState(drifted.after),
+          found: describeState(drifted.before),
+        });
+      }
+    }
+    return conflicts;
+  }
+  const batch = context.store.batch();
+  try {
+    for (const change of effect.paths) {
+      const { entry: current } = await snapshotPath(target, change.path, batch);
+      if (isSameState(current, change.after)) continue;
+      if (current?.type === 'directory' && change.after?.type === 'directory') {
+        for (const inner of await diffTrees(context.store, current.digest, change.after.digest)) {
+          conflicts.push({
+            path: `${change.path}/${inner.path}`,
+            expected: describeState(inner.after),
+            found: describeState(inner.before),
+          });
+        }
+        if (current.mode !== change.after.mode) {
+          conflicts.push({
+            path: change.path,
+            expected: `mode ${change.after.mode.toString(8)}`,
+            found: `mode ${current.mode.toString(8)}`,
+          });
+        }
+      } else {
+        conflicts.push({
+          path: change.path,
+          expected: describeState(change.after),
+          found: describeState(current),
+        });
+      }
+    }
+  } finally {
+    await batch.commit();
+  }
+  return conflicts;
+}
+
+/**
+ * Undoes a reversible action (`last`: the most recent one that can still be undone), unless a
+ * path it changed no longer holds what it left: then the refusal is journaled and returned.
+ * Throws `ACTION_NOT_FOUND` and `ACTION_NOT_ALLOWED`.
+ */
+export function undoAction(context: SessionContext, id: number | 'last'): Promise<UndoResult> {
+  const purpose = `undoing ${id === 'last' ? 'the last action' : `#${id}`}`;
+  return withWorkspaceLock(context, purpose, async (journal) => {
+    const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
+    const effect = checkUndoable(action);
+    const touched = await changesOf(context, effect);
+    const conflicts = await findUndoConflicts(
+      context,
+      effect,
+      touched,
+      workspaceFor(context, action.started.body),
+    );
+    if (conflicts.length > 0) {
+      await journal.append('undo-refused', {
+        undoes: action.id,
+        paths: conflicts.slice(0, 50).map((conflict) => conflict.path),
+        conflicts: conflicts.slice(0, 50),
+        pathCount: conflicts.length,
+      });
+      return { status: 'refused', undoes: action.id, conflicts };
+    }
+    // Undoing what moved the conversation moves it back (to none, if there was none).
+    const movedTo = conversationIn(action.started.body, 'conversationAfter');
+    const movedFrom = conversationIn(action.started.body, 'conversationBefore');
+    const current = journal.currentConversation();
+    const moved = {
+      ...(movedTo && {
+        ...(movedFrom && { conversationAfter: movedFrom }),
+        ...(current && { conversationBefore: current }),
+      }),
+      // An undo acts where the action did: the host, for a commit.
+      ...(action.started.body.on === 'host' && { on: 'host' }),
+    };
+    const conversationRefs = [movedFrom, current].flatMap((ref) =>
+      movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
+    );
+    const started =
+      effect.type === 'trees'
+        ? await journal.append(
+            'undo-started',
+            {
+              undoes: action.id,
+              beforeTree: effect.afterTree,
+              afterTree: effect.beforeTree,
+              ...moved,
+            },
+            [
+              { type: 'tree', digest: effect.afterTree },
+              { type: 'tree', digest: effect.beforeTree },
+              ...conversationRefs,
+            ],
+          )
+        : await journal.append(
+            'undo-started',
+            { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
+            [...referencesOf(effect.paths), ...conversationRefs],
+          );
+    const applied = await applyAnnounced(context, journal, started, reverseChanges(touched), {
+      isRecovery: false,
+    });
+    return { status: 'undone', id: started.seq, undoes: action.id, applied };
+  });
+}

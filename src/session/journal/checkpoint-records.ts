@@ -1,0 +1,105 @@
+import type { Format } from '../../conversation/index.js';
+import type { LedgerEntry } from '../../ledger/index.js';
+import type { Digest } from '../../lib/index.js';
+import { type ConversationRef, conversationIn } from './conversation-refs.js';
+
+/** A checkpoint as the ledger records it. */
+export interface CheckpointInfo {
+  label: string;
+  /** The seq of its `checkpoint-created` entry. */
+  seq: number;
+  at: string;
+  tree: Digest;
+  fileCount: number;
+  sizeBytes: number;
+  /** Files changed since the previous checkpoint of the session. */
+  added: number;
+  modified: number;
+  deleted: number;
+  isAutomatic: boolean;
+  /** The conversation recorded with the files, if any. */
+  conversation?: { format: Format; messageCount: number };
+}
+
+/** The checkpoint a `checkpoint-created` entry records. */
+export function checkpointOf(entry: LedgerEntry): CheckpointInfo {
+  const body = entry.body;
+  const conversation = conversationIn(body, 'conversation');
+  return {
+    label: String(body.label),
+    seq: entry.seq,
+    at: entry.at,
+    tree: body.tree as Digest,
+    fileCount: Number(body.fileCount),
+    sizeBytes: Number(body.sizeBytes),
+    added: Number(body.added),
+    modified: Number(body.modified),
+    deleted: Number(body.deleted),
+    isAutomatic: body.isAutomatic === true,
+    ...(conversation && {
+      conversation: { format: conversation.format, messageCount: conversation.messageCount },
+    }),
+  };
+}
+
+/**
+ * A session's checkpoints (those pruned by `keepLast` left out), kept current entry by entry,
+ * with the conversation each recorded and the last rollback to each.
+ */
+export class CheckpointIndex {
+  readonly #bySeq = new Map<number, { info: CheckpointInfo; conversation?: ConversationRef }>();
+  /** The first live checkpoint of each label (a pruned label may be used again). */
+  readonly #byLabel = new Map<string, CheckpointInfo>();
+  readonly #lastRollbackTo = new Map<string, LedgerEntry>();
+
+  /** Folds one ledger entry in; entries must come in order. */
+  add(entry: LedgerEntry): void {
+    if (entry.kind === 'checkpoint-created') {
+      const info = checkpointOf(entry);
+      const conversation = conversationIn(entry.body, 'conversation');
+      this.#bySeq.set(entry.seq, conversation ? { info, conversation } : { info });
+      if (!this.#byLabel.has(info.label)) this.#byLabel.set(info.label, info);
+    } else if (entry.kind === 'checkpoint-pruned') {
+      const seq = Number(entry.body.checkpointSeq);
+      const pruned = this.#bySeq.get(seq);
+      if (!pruned) return;
+      this.#bySeq.delete(seq);
+      if (this.#byLabel.get(pruned.info.label) === pruned.info) {
+        this.#byLabel.delete(pruned.info.label);
+        const next = [...this.#bySeq.values()].find(
+          (checkpoint) => checkpoint.info.label === pruned.info.label,
+        );
+        if (next) this.#byLabel.set(next.info.label, next.info);
+      }
+    } else if (entry.kind === 'rollback-started') {
+      this.#lastRollbackTo.set(String(entry.body.label), entry);
+    }
+  }
+
+  /** Every live checkpoint, oldest first. */
+  list(): CheckpointInfo[] {
+    return [...this.#bySeq.values()].map((checkpoint) => checkpoint.info);
+  }
+
+  /** The newest checkpoint, if any. */
+  latest(): CheckpointInfo | undefined {
+    let latest: CheckpointInfo | undefined;
+    for (const checkpoint of this.#bySeq.values()) latest = checkpoint.info;
+    return latest;
+  }
+
+  /** The live checkpoint labelled `label` (the oldest, should two share it). */
+  byLabel(label: string): CheckpointInfo | undefined {
+    return this.#byLabel.get(label);
+  }
+
+  /** The conversation a checkpoint recorded, if it recorded one. */
+  conversationOf(seq: number): ConversationRef | undefined {
+    return this.#bySeq.get(seq)?.conversation;
+  }
+
+  /** The newest `rollback-started` entry naming the checkpoint `label`, if any. */
+  lastRollbackTo(label: string): LedgerEntry | undefined {
+    return this.#lastRollbackTo.get(label);
+  }
+}

@@ -1,0 +1,214 @@
+import { join } from 'node:path';
+import { RewindError } from '../../errors.js';
+import type { EntryKind, Ledger, LedgerEntry } from '../../ledger/index.js';
+import { acquireLock, type Digest } from '../../lib/index.js';
+import type { ObjectReference } from '../../store/index.js';
+import type { SessionContext } from '../context.js';
+import {
+  type ActionIndex,
+  type ActionRecord,
+  addToActionIndex,
+  createActionIndex,
+} from './action-records.js';
+import { CheckpointIndex, type CheckpointInfo } from './checkpoint-records.js';
+import { type ConversationRef, ConversationTracker, conversationIn } from './conversation-refs.js';
+import { recover } from './recovery.js';
+
+/**
+ * A session's ledger as read, with the views every operation asks of it (actions, checkpoints,
+ * the conversation) kept current entry by entry: each refresh parses only the entries appended
+ * since the last one (see the ledger's reader) and folds only those in, so an operation costs the
+ * same in a session of ten entries or ten thousand. Appends go through {@link Journal.append},
+ * which folds them in at once, together with anything another process appended meanwhile.
+ */
+export class Journal {
+  readonly #ledger: Ledger;
+  #entries: readonly LedgerEntry[] = [];
+  #actions: ActionIndex = createActionIndex();
+  #checkpoints = new CheckpointIndex();
+  #conversation = new ConversationTracker();
+  #recordedTrees = new Set<Digest>();
+  #viewCreated: LedgerEntry | undefined;
+  #queue: Promise<void> = Promise.resolve();
+
+  constructor(ledger: Ledger) {
+    this.#ledger = ledger;
+  }
+
+  /** Every entry, in order. */
+  get entries(): readonly LedgerEntry[] {
+    return this.#entries;
+  }
+
+  /** Reads what was appended since the last refresh and folds it in. */
+  refresh(): Promise<void> {
+    const refreshed = this.#queue.then(() => this.#refreshNow());
+    this.#queue = refreshed.catch(() => {});
+    return refreshed;
+  }
+
+  async #refreshNow(): Promise<void> {
+    const { entries } = await this.#ledger.read();
+    let from = this.#entries.length;
+    // The reader hands back the entries it parsed before as the same objects, unless it had to
+    // start over (the file was replaced or rewritten): then every view is rebuilt.
+    if (entries.length < from || (from > 0 && entries[from - 1] !== this.#entries[from - 1])) {
+      this.#actions = createActionIndex();
+      this.#checkpoints = new CheckpointIndex();
+      this.#conversation = new ConversationTracker();
+      this.#recordedTrees = new Set();
+      this.#viewCreated = undefined;
+      from = 0;
+    }
+    for (let index = from; index < entries.length; index++) {
+      this.#add(entries[index] as LedgerEntry);
+    }
+    this.#entries = entries;
+  }
+
+  #add(entry: LedgerEntry): void {
+    addToActionIndex(this.#actions, entry);
+    this.#checkpoints.add(entry);
+    this.#conversation.add(entry);
+    for (const reference of entry.refs ?? []) {
+      if (reference.type === 'tree') this.#recordedTrees.add(reference.digest);
+    }
+    if (entry.kind === 'view-created' && !this.#viewCreated) this.#viewCreated = entry;
+  }
+
+  /**
+   * Appends an entry to the ledger and folds it in (with anything another process appended
+   * first). Resolves once it is durable; see `Ledger.append`.
+   */
+  async append(
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs?: readonly ObjectReference[],
+  ): Promise<LedgerEntry> {
+    const entry = await this.#ledger.append(kind, body, refs);
+    await this.refresh();
+    return entry;
+  }
+
+  /** The session's `session-started` body. */
+  get startedBody(): Record<string, unknown> {
+    return this.#entries[0]?.body ?? {};
+  }
+
+  /** Every action, by id, oldest first. */
+  actions(): ReadonlyMap<number, ActionRecord> {
+    return this.#actions.byId;
+  }
+
+  /** Actions started and not yet closed, oldest first: what recovery looks at. */
+  openActions(): ActionRecord[] {
+    return [...this.#actions.open].flatMap((id) => this.#actions.byId.get(id) ?? []);
+  }
+
+  /** The action `id`. Throws `ACTION_NOT_FOUND` when that entry started no action. */
+  findAction(id: number): ActionRecord {
+    const action = this.#actions.byId.get(id);
+    if (action) return action;
+    throw new RewindError(
+      'ACTION_NOT_FOUND',
+      `Entry #${id} of session ${this.#ledger.session.id} is not an action. Run \`rewind log\` to see the action ids.`,
+      { data: { id } },
+    );
+  }
+
+  /** Every checkpoint not pruned, oldest first. */
+  checkpoints(): CheckpointInfo[] {
+    return this.#checkpoints.list();
+  }
+
+  /**
+   * The checkpoint labelled `label`, or the newest for `latest`. Throws `CHECKPOINT_NOT_FOUND`,
+   * listing the labels there are.
+   */
+  findCheckpoint(label: string): CheckpointInfo {
+    const found =
+      label === 'latest' ? this.#checkpoints.latest() : this.#checkpoints.byLabel(label);
+    if (found) return found;
+    const id = this.#ledger.session.id;
+    const known = this.#checkpoints.list().map((checkpoint) => checkpoint.label);
+    throw new RewindError(
+      'CHECKPOINT_NOT_FOUND',
+      label === 'latest'
+        ? `Session ${id} has no checkpoint yet. Create one with \`rewind checkpoint LABEL\`.`
+        : `Session ${id} has no checkpoint "${label}". ` +
+            (known.length > 0
+              ? `Its checkpoints: ${known.join(', ')}.`
+              : 'It has no checkpoint yet.'),
+      { data: { label, known } },
+    );
+  }
+
+  /** The conversation the checkpoint recorded, if it recorded one. */
+  conversationAt(checkpoint: CheckpointInfo): ConversationRef | undefined {
+    return this.#checkpoints.conversationOf(checkpoint.seq);
+  }
+
+  /** The conversation the newest rollback to the checkpoint `label` restored, if any. */
+  lastRestoredFrom(label: string): ConversationRef | undefined {
+    const started = this.#checkpoints.lastRollbackTo(label);
+    return started ? conversationIn(started.body, 'conversationAfter') : undefined;
+  }
+
+  /** The session's current conversation, if it has one. */
+  currentConversation(): ConversationRef | undefined {
+    return this.#conversation.current;
+  }
+
+  /** Every tree some entry references. */
+  recordedTrees(): ReadonlySet<Digest> {
+    return this.#recordedTrees;
+  }
+
+  /** The `view-created` entry of an isolated session. */
+  get viewCreated(): LedgerEntry | undefined {
+    return this.#viewCreated;
+  }
+}
+
+const journals = new WeakMap<SessionContext, Journal>();
+
+function journalOf(context: SessionContext): Journal {
+  let journal = journals.get(context);
+  if (!journal) {
+    journal = new Journal(context.ledger);
+    journals.set(context, journal);
+  }
+  return journal;
+}
+
+/**
+ * Runs `work` holding the workspace lock, after finishing what a killed process left half-done.
+ * `work` gets the session's journal, current as of the lock; what it appends through the journal
+ * is in it at once. Throws `LOCK_HELD` when another operation keeps the lock past the session's
+ * lock timeout.
+ */
+export async function withWorkspaceLock<T>(
+  context: SessionContext,
+  purpose: string,
+  work: (journal: Journal) => Promise<T>,
+): Promise<T> {
+  const lock = await acquireLock(join(context.storeDirectory, 'workspace.lock'), {
+    timeoutMs: context.settings.lockTimeoutMs,
+    purpose: `${purpose} (session ${context.id})`,
+  });
+  try {
+    const journal = journalOf(context);
+    await journal.refresh();
+    await recover(context, journal);
+    return await work(journal);
+  } finally {
+    await lock.release();
+  }
+}
+
+/** The session's journal, current as of now, without the lock: for listings and reads. */
+export async function readJournal(context: SessionContext): Promise<Journal> {
+  const journal = journalOf(context);
+  await journal.refresh();
+  return journal;
+}

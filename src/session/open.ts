@@ -1,0 +1,197 @@
+import { spawnSync } from 'node:child_process';
+import { constants, existsSync } from 'node:fs';
+import { cp, mkdir, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { RewindError } from '../errors.js';
+import { Ledger, setCurrentSession } from '../ledger/index.js';
+import { createRedactor, type RedactionOptions, type Redactor } from '../lib/index.js';
+import type { SandboxBackend } from '../sandbox/index.js';
+import { createObjectStore, openStore, type StoreLocation } from '../store/index.js';
+import {
+  DEFAULT_EXEC_TIMEOUT_MS,
+  DEFAULT_HTTP_TIMEOUT_MS,
+  DEFAULT_LOCK_TIMEOUT_MS,
+  type SessionContext,
+  snapshotWorkspace,
+} from './context.js';
+import { viewDirectoryOf } from './isolation.js';
+import { withWorkspaceLock } from './journal/journal.js';
+import { pickSession, startLedger } from './session-files.js';
+
+/** Options of `openSession`. */
+export interface OpenSessionOptions {
+  /** The workspace root: the directory that holds `.rewind/`. */
+  workspace: string;
+  /** The session to open (id, unique prefix, or file name). Default: the current session. */
+  session?: string;
+  /** The clock for ledger entries and automatic checkpoint labels; injected in tests. */
+  now?: () => Date;
+  /** The id of a session this starts (an isolated one); injected in tests. Default: random. */
+  generateId?: () => string;
+  /** How long to wait for another process's operation on the same workspace. Default 60 000 ms. */
+  lockTimeoutMs?: number;
+  /** First-snapshot budget; see `SnapshotOptions`. */
+  budget?: { maxBytes?: number; maxFiles?: number };
+  /**
+   * `isolated` without `session` starts a new isolated session (see `startIsolatedSession`);
+   * an existing session is opened as it was created, whatever this says.
+   */
+  isolation?: 'shared' | 'isolated';
+  /**
+   * Strips secrets before anything is hashed or stored: credential headers (`headers: true`:
+   * Authorization, Cookie, X-Api-Key...) and every match of `patterns` in commands, URLs,
+   * headers, bodies and outputs. Off by default. A draft keeps its exact content (under
+   * `.rewind/drafts/`, deleted once it runs or is discarded) so it can run as approved.
+   */
+  redact?: RedactionOptions;
+  /** Refuse HTTP requests to loopback and private addresses too. */
+  blockPrivate?: boolean;
+  /**
+   * Where `exec` runs commands: `bwrap` (bubblewrap: the system read-only, only the workspace
+   * writable, `.rewind/` hidden, no network, no capabilities, an unprivileged uid), `none` (a
+   * plain child process), or `auto` (bwrap when it works here, else none with a warning).
+   * Default: what `init` recorded for the session, else `none`.
+   */
+  sandbox?: SandboxBackend | 'auto';
+  /** Let sandboxed commands use the network. Default: what `init` recorded, else no. */
+  network?: boolean;
+}
+
+/** Options of `startIsolatedSession`. */
+export interface IsolatedSessionOptions extends OpenSessionOptions {
+  /** Make it the workspace's current session (default true), as `rewind init --isolated` does. */
+  makeCurrent?: boolean;
+}
+
+/** The context of a session whose ledger is open; the session-started body read once. */
+async function createContext(
+  location: StoreLocation,
+  ledger: Ledger,
+  options: OpenSessionOptions,
+  redactor: Redactor,
+): Promise<SessionContext> {
+  const started = (await ledger.read()).entries[0]?.body ?? {};
+  const isIsolated = started.isolation === 'isolated';
+  const id = ledger.session.id;
+  return Object.freeze({
+    id,
+    isolation: isIsolated ? 'isolated' : 'shared',
+    workspace: isIsolated ? viewDirectoryOf(location.directory, id) : location.workspace,
+    hostWorkspace: location.workspace,
+    storeDirectory: location.directory,
+    store: createObjectStore(location.directory),
+    ledger,
+    redactor,
+    settings: Object.freeze({
+      lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+      execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,
+      httpTimeoutMs: DEFAULT_HTTP_TIMEOUT_MS,
+      blockPrivate: options.blockPrivate === true,
+      sandbox:
+        options.sandbox ?? (started.sandbox as SandboxBackend | 'auto' | undefined) ?? 'none',
+      network: options.network ?? started.network === true,
+      budget: options.budget,
+      now: options.now ?? (() => new Date()),
+    }),
+  } satisfies SessionContext);
+}
+
+/**
+ * Opens an existing session and finishes what a killed process left half-done. Throws
+ * `STORE_NOT_FOUND`, `SESSION_NOT_FOUND` (an isolated session whose view is gone), `LOCK_HELD`,
+ * and the ledger's errors.
+ */
+export async function openContext(options: OpenSessionOptions): Promise<SessionContext> {
+  // A pattern that does not compile fails before anything opens.
+  const redactor = createRedactor(options.redact);
+  const location = await openStore(options.workspace);
+  const file = await pickSession(location, options.session);
+  const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
+  try {
+    const context = await createContext(location, ledger, options, redactor);
+    if (context.isolation === 'isolated' && !existsSync(context.workspace)) {
+      throw new RewindError(
+        'SESSION_NOT_FOUND',
+        `Session ${context.id} is isolated and its view is gone (the session was destroyed). Start another with \`rewind init --isolated\`.`,
+        { data: { session: context.id } },
+      );
+    }
+    // Taking the lock finishes any interrupted operation first.
+    await withWorkspaceLock(context, 'opening the session', async () => {});
+    return context;
+  } catch (error) {
+    await ledger.close();
+    throw error;
+  }
+}
+
+/**
+ * Starts an isolated session: a new ledger, and a view of the workspace recorded as the tree the
+ * session starts from. Nothing is left behind when it fails.
+ */
+export async function startIsolatedContext(
+  options: IsolatedSessionOptions,
+): Promise<SessionContext> {
+  const redactor = createRedactor(options.redact);
+  const location = await openStore(options.workspace);
+  const ledger = await startLedger(location, {
+    isolation: 'isolated',
+    ...(options.now && { now: options.now }),
+    ...(options.generateId && { generateId: options.generateId }),
+    ...(options.sandbox && { sandbox: options.sandbox }),
+    ...(options.network !== undefined && { network: options.network }),
+  });
+  const id = ledger.session.id;
+  try {
+    const context = await createContext(location, ledger, options, redactor);
+    await copyIntoView(location.workspace, context.workspace);
+    await withWorkspaceLock(context, 'starting the isolated session', async (journal) => {
+      const base = await snapshotWorkspace(context);
+      await journal.append(
+        'view-created',
+        {
+          view: `views/${id}/tree`,
+          baseTree: base.tree,
+          fileCount: base.fileCount,
+          sizeBytes: base.sizeBytes,
+        },
+        [{ type: 'tree', digest: base.tree }],
+      );
+    });
+    if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);
+    return context;
+  } catch (error) {
+    await rm(join(location.directory, 'views', id), { recursive: true, force: true });
+    await ledger.close();
+    throw error;
+  }
+}
+
+/**
+ * Copies the workspace into a view: everything but `.rewind` and `.git`, with reflinks where the
+ * filesystem has them (GNU cp), then made durable. A later version may mount an overlay instead;
+ * callers only see the view's path.
+ */
+async function copyIntoView(workspace: string, view: string): Promise<void> {
+  await mkdir(view, { recursive: true });
+  const names = (await readdir(workspace)).filter((name) => name !== '.rewind' && name !== '.git');
+  if (names.length > 0) {
+    const copied = spawnSync(
+      'cp',
+      ['-a', '--reflink=auto', '--', ...names.map((name) => join(workspace, name)), `${view}/`],
+      { encoding: 'utf8' },
+    );
+    if (copied.error || copied.status !== 0) {
+      // No GNU cp here: Node's copy (which clones where the filesystem can).
+      for (const name of names) {
+        await cp(join(workspace, name), join(view, name), {
+          recursive: true,
+          preserveTimestamps: true,
+          verbatimSymlinks: true,
+          mode: constants.COPYFILE_FICLONE,
+        });
+      }
+    }
+  }
+  spawnSync('sync', ['-f', view]);
+}

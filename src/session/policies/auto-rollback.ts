@@ -1,0 +1,180 @@
+import { isRewindError, RewindError } from '../../errors.js';
+import {
+  formatVerification,
+  type VerificationResult,
+  type VerifierConfig,
+} from '../../verifier/index.js';
+import { diffTrees, fileChangeKind } from '../../workspace/index.js';
+import { type SessionContext, snapshotWorkspace } from '../context.js';
+import { checkLabel } from '../history/checkpoints.js';
+import { rollbackWithin } from '../history/rollback.js';
+import { withWorkspaceLock } from '../journal/journal.js';
+import { runVerification } from '../verification.js';
+import {
+  type EscalationHandler,
+  escalationFor,
+  HaltError,
+  type Resolution,
+  stopEscalation,
+} from './escalation.js';
+import type { AutoRollbackReport, PolicyState } from './policy-state.js';
+
+/** Options of `Session.autoRollback`. */
+export interface AutoRollbackOptions {
+  on?: readonly ('exception' | 'test-failure')[];
+  to?: string;
+  verifier?: VerifierConfig;
+  escalation?: EscalationHandler;
+  /** Picks the escalation handler when none is given: see {@link escalationFor}. Default agent. */
+  mode?: 'interactive' | 'agent';
+}
+
+/** Turns automatic rollback on. Throws `INVALID_ARGUMENT` for an unknown event or a bad label. */
+export function setAutoRollback(policies: PolicyState, options: AutoRollbackOptions): void {
+  const on = options.on ?? ['exception', 'test-failure'];
+  for (const event of on) {
+    if (event !== 'exception' && event !== 'test-failure') {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `"${String(event)}" is not an event: use exception or test-failure.`,
+        { data: { event } },
+      );
+    }
+  }
+  if (options.to !== undefined && options.to !== 'latest') checkLabel(options.to);
+  policies.rollback = {
+    on: new Set(on),
+    to: options.to ?? 'latest',
+    verifier: options.verifier,
+    escalation: options.escalation ?? escalationFor(options.mode ?? 'agent'),
+  };
+}
+
+/** The `[REWIND]` notice a model sees after an automatic rollback, with the verifier's words. */
+export function rewindNotice(
+  rolled: AutoRollbackReport | undefined,
+  result: VerificationResult | undefined,
+): string {
+  if (!rolled || rolled.isSkipped) return '';
+  const verdict =
+    result && result.status !== 'pass' ? ` The verifier said: ${formatVerification(result)}` : '';
+  return `\n[REWIND] The workspace and conversation were rolled back to checkpoint "${rolled.to}"; changes made after it were undone.${verdict}`;
+}
+
+/**
+ * Rolls back for a policy, unless that would change nothing (files and conversation already as
+ * at the checkpoint) or there is no checkpoint: then the skip is journaled instead. Records
+ * `lastAutoRollback`. Undefined when the policy is off or there is nothing to go back to.
+ */
+export async function autoRollbackTo(
+  context: SessionContext,
+  policies: PolicyState,
+  event: AutoRollbackReport['event'],
+  patchNote: string | undefined,
+): Promise<AutoRollbackReport | undefined> {
+  const policy = policies.rollback;
+  if (!policy) return undefined;
+  const to = policy.to;
+  const report = await withWorkspaceLock(context, `rolling back to ${to}`, async (journal) => {
+    let target: ReturnType<typeof journal.findCheckpoint>;
+    try {
+      target = journal.findCheckpoint(to);
+    } catch (error) {
+      if (!isRewindError(error, 'CHECKPOINT_NOT_FOUND')) throw error;
+      // Nothing to go back to: the failure propagates as it is.
+      await journal.append('rollback-skipped', {
+        label: to,
+        event,
+        reason: 'no checkpoint to roll back to',
+      });
+      return undefined;
+    }
+    const snapshot = await snapshotWorkspace(context);
+    const changes = await diffTrees(context.store, snapshot.tree, target.tree);
+    const current = journal.currentConversation();
+    const targetConversation = journal.conversationAt(target);
+    const isConversationUnchanged =
+      targetConversation === undefined ||
+      current?.tree === targetConversation.tree ||
+      (current !== undefined && current.tree === journal.lastRestoredFrom(target.label)?.tree);
+    if (changes.every((change) => !fileChangeKind(change)) && isConversationUnchanged) {
+      await journal.append('rollback-skipped', {
+        label: target.label,
+        event,
+        reason: 'nothing changed since that checkpoint',
+      });
+      return { event, to: target.label, isSkipped: true, messages: undefined };
+    }
+    const result = await rollbackWithin(context, journal, target, {
+      ...(patchNote !== undefined && { patchNote }),
+    });
+    return {
+      event,
+      to: result.label,
+      isSkipped: false,
+      messages: result.conversation?.messages,
+    };
+  });
+  if (report) policies.lastAutoRollback = report;
+  return report;
+}
+
+/**
+ * Verifies with the policy's verifier (or the session's) and acts on the verdict; see
+ * `Session.check`. Throws `VERIFICATION_FAILED`, `VERIFICATION_UNKNOWN`, {@link HaltError}.
+ */
+export async function checkVerdict(
+  context: SessionContext,
+  policies: PolicyState,
+): Promise<VerificationResult & { id: number }> {
+  const policy = policies.rollback;
+  const result = await runVerification(context, policy?.verifier);
+  if (result.status === 'pass') return result;
+  const to = policy?.to ?? 'latest';
+  if (result.status === 'fail') {
+    const rolled = policy?.on.has('test-failure')
+      ? await autoRollbackTo(context, policies, 'test-failure', formatVerification(result))
+      : undefined;
+    throw new RewindError(
+      'VERIFICATION_FAILED',
+      `Tests failed. ${formatVerification(result)}${rewindNotice(rolled, result)}`,
+      {
+        data: {
+          verificationSeq: result.id,
+          rolledBackTo: rolled && !rolled.isSkipped ? rolled.to : undefined,
+        },
+      },
+    );
+  }
+  const handler = policy?.escalation ?? stopEscalation;
+  let resolution: Resolution;
+  let handlerError: string | undefined;
+  try {
+    resolution = await handler({ result, checkpoint: to });
+    if (resolution !== 'continue' && resolution !== 'rollback' && resolution !== 'stop') {
+      throw new Error(`it answered ${JSON.stringify(resolution)}`);
+    }
+  } catch (error) {
+    // A handler that fails cannot say "go on": stop, and say why.
+    resolution = 'stop';
+    handlerError = error instanceof Error ? error.message : String(error);
+  }
+  await withWorkspaceLock(context, 'journaling an escalation', (journal) =>
+    journal.append('escalation-resolved', {
+      verificationSeq: result.id,
+      resolution,
+      checkpoint: to,
+      ...(handlerError !== undefined && { error: handlerError }),
+    }),
+  );
+  if (resolution === 'stop') throw new HaltError(to, result);
+  const rolled =
+    resolution === 'rollback'
+      ? await autoRollbackTo(context, policies, 'escalation', result.notes)
+      : undefined;
+  throw new RewindError(
+    'VERIFICATION_UNKNOWN',
+    `The verifier gave no verdict: ${formatVerification(result)}${rewindNotice(rolled, result)}`,
+    { data: { verificationSeq: result.id, resolution } },
+  );
+}

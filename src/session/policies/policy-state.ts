@@ -1,0 +1,49 @@
+import type { Message } from '../../conversation/index.js';
+import type { VerifierConfig } from '../../verifier/index.js';
+import type { EscalationHandler } from './escalation.js';
+
+/** What the last automatic rollback did. */
+export interface AutoRollbackReport {
+  event: 'exception' | 'test-failure' | 'escalation';
+  to: string;
+  /** True when it was skipped because it would have changed nothing. */
+  isSkipped: boolean;
+  /** The restored conversation, when the checkpoint had one. */
+  messages: Message[] | undefined;
+}
+
+/** The policy set by `Session.autoRollback`. */
+export interface RollbackPolicy {
+  on: ReadonlySet<'exception' | 'test-failure'>;
+  to: string;
+  verifier: VerifierConfig | undefined;
+  escalation: EscalationHandler;
+}
+
+/**
+ * A session's policies and the state they keep between tool calls: the only mutable state of a
+ * session, owned by its facade and handed to the few functions that act on it.
+ */
+export interface PolicyState {
+  checkpoint: { trigger: 'before-tool-call'; keepLast: number | undefined } | undefined;
+  rollback: RollbackPolicy | undefined;
+  /** Automatic checkpoints taken so far, numbering their labels. */
+  autoCheckpointCount: number;
+  /** How many wrapped tool calls are running (at most one): inside one, the wrapper decides. */
+  toolDepth: number;
+  /** Tool calls run one at a time: a checkpoint never interleaves with another call's write. */
+  toolQueue: Promise<unknown>;
+  lastAutoRollback: AutoRollbackReport | undefined;
+}
+
+/** No policy on, nothing running. */
+export function createPolicyState(): PolicyState {
+  return {
+    checkpoint: undefined,
+    rollback: undefined,
+    autoCheckpointCount: 0,
+    toolDepth: 0,
+    toolQueue: Promise.resolve(),
+    lastAutoRollback: undefined,
+  };
+}

@@ -1,0 +1,56 @@
+import { hostname } from 'node:os';
+import { RewindError } from '../errors.js';
+import { Ledger, readCurrentSession, resolveSession, type SessionFile } from '../ledger/index.js';
+import { REWIND_VERSION } from '../lib/index.js';
+import type { StoreLocation } from '../store/index.js';
+
+/**
+ * The ledger file of a session: `session` (an id, a unique prefix or a file name), else the
+ * current one. Throws `SESSION_NOT_FOUND`, `SESSION_AMBIGUOUS`.
+ */
+export async function pickSession(
+  location: StoreLocation,
+  session: string | undefined,
+): Promise<SessionFile> {
+  if (session !== undefined) return resolveSession(location.directory, session);
+  const current = await readCurrentSession(location.directory);
+  if (current) return current;
+  throw new RewindError(
+    'SESSION_NOT_FOUND',
+    'This store has no current session. Pass --session ID (run `rewind status` to list them), or `rewind init` to start one.',
+    { data: {} },
+  );
+}
+
+/** How {@link startLedger} starts a session. */
+export interface StartOptions {
+  hashChain?: boolean;
+  now?: () => Date;
+  generateId?: () => string;
+  /** Where its commands run (`bwrap`, `none`, `auto`), when given. */
+  sandbox?: string;
+  /** Whether sandboxed commands may use the network, when given. */
+  network?: boolean;
+  isolation?: 'isolated';
+}
+
+/**
+ * Starts a session's ledger with its `session-started` entry (who, where, and what was asked of
+ * the session); the ledger is left open.
+ */
+export function startLedger(location: StoreLocation, options: StartOptions): Promise<Ledger> {
+  return Ledger.create(location.directory, {
+    hashChain: options.hashChain === true,
+    ...(options.now && { now: options.now }),
+    ...(options.generateId && { generateId: options.generateId }),
+    startedBody: {
+      rewindVersion: REWIND_VERSION,
+      workspace: location.workspace,
+      host: hostname(),
+      pid: process.pid,
+      ...(options.isolation && { isolation: options.isolation }),
+      ...(options.sandbox && { sandbox: options.sandbox }),
+      ...(options.network !== undefined && { network: options.network }),
+    },
+  });
+}
