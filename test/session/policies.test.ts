@@ -4,7 +4,9 @@ import {
   gc,
   HaltError,
   log,
+  openSession,
   promptEscalation,
+  startIsolatedSession,
   stopEscalation,
 } from '../../src/session/index.js';
 import { sessionOn } from '../helpers/session.js';
@@ -37,7 +39,24 @@ describe('auto-checkpoint', () => {
     expect(() => session.autoCheckpoint({ keepLast: 0 })).toThrow(
       expect.objectContaining({ code: 'INVALID_ARGUMENT' }),
     );
+  });
+});
+
+describe('injected clock and ids', () => {
+  it('label automatic checkpoints with the session clock and name isolated sessions with generateId', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
     await session.close();
+    const at = Date.UTC(2026, 10, 30, 12, 0, 0);
+    const clocked = await openSession({ workspace, now: () => new Date(at) });
+    clocked.autoCheckpoint();
+    await clocked.tool(async () => 'ok', { name: 'noop' })();
+    expect((await clocked.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
+      `auto-0001-noop-${at}`,
+    ]);
+    await clocked.close();
+    const isolated = await startIsolatedSession({ workspace, generateId: () => 'isolated1' });
+    expect(isolated.id).toBe('isolated1');
+    await isolated.close();
   });
 });
 
@@ -61,7 +80,6 @@ describe('pruned automatic checkpoints', () => {
     const report = await gc({ workspace, graceMs: 0 });
     expect(report.removed.map((object) => object.digest)).toContain(onlyInFirst);
     expect(await store.has(onlyInFirst as never)).toBe(false);
-    await session.close();
   });
 });
 
@@ -99,7 +117,6 @@ describe('auto-rollback and escalation', () => {
       'rollback-started',
       'rollback-skipped',
     ]);
-    await session.close();
   });
 
   it('passes without rolling back (seed 16, 39)', async () => {
@@ -109,7 +126,6 @@ describe('auto-rollback and escalation', () => {
     expect(await session.check()).toMatchObject({ status: 'pass', summary: '3 tests passed' });
     expect(session.lastAutoRollback).toBeUndefined();
     expect((await kinds(workspace)).at(-1)).toBe('verification-recorded');
-    await session.close();
   });
 
   it.each([
@@ -155,7 +171,6 @@ describe('auto-rollback and escalation', () => {
       resolution: 'stop',
       error: 'no terminal',
     });
-    await session.close();
   });
 });
 
@@ -178,7 +193,6 @@ describe('a failing command', () => {
     expect(
       (await log({ workspace })).entries.filter((line) => line.kind === 'rollback-started'),
     ).toHaveLength(1);
-    await session.close();
   });
 });
 
@@ -235,7 +249,6 @@ describe('the tool wrapper', () => {
     expect(
       (await log({ workspace })).entries.some((line) => line.kind === 'rollback-completed'),
     ).toBe(true);
-    await session.close();
   });
 
   it('lets a halt through, and with no checkpoint just reports the error (seed 4, 27)', async () => {
@@ -256,7 +269,6 @@ describe('the tool wrapper', () => {
       });
     });
     await expect(halting()).rejects.toBeInstanceOf(HaltError);
-    await session.close();
   });
 
   it('runs parallel tool calls one at a time, each after its own checkpoint', async () => {
@@ -274,6 +286,5 @@ describe('the tool wrapper', () => {
     expect(
       (await session.checkpoints()).filter((checkpoint) => checkpoint.isAutomatic),
     ).toHaveLength(3);
-    await session.close();
   });
 });
