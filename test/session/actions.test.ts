@@ -60,7 +60,6 @@ describe('file actions', () => {
       [written.id]: 'done',
       [undone.id]: 'undone',
     });
-    await session.close();
   });
 
   it('overwrites a file keeping its mode, and undo brings the old content back', async () => {
@@ -71,7 +70,6 @@ describe('file actions', () => {
     expect((await stat(join(workspace, 'run.sh'))).mode & 0o777).toBe(0o755);
     await session.undo(written.id);
     expect(await read(workspace, 'run.sh')).toBe('echo old\n');
-    await session.close();
   });
 
   it('deletes a whole tree and undo restores every file, mode and link', async () => {
@@ -88,7 +86,6 @@ describe('file actions', () => {
     await session.undo(deleted.id);
     expect(await stateOf()).toBe(before);
     expect((await lstat(join(workspace, 'lib/link'))).isSymbolicLink()).toBe(true);
-    await session.close();
   });
 
   it('moves files and directories, creating parents, and undoes the move', async () => {
@@ -104,7 +101,6 @@ describe('file actions', () => {
     expect(await stateOf()).toBe(before);
     await expect(session.move('b.txt', 'b.txt')).rejects.toMatchObject({ code: 'PATH_CONFLICT' });
     await expect(session.move('missing', 'm2')).rejects.toMatchObject({ code: 'PATH_NOT_FOUND' });
-    await session.close();
   });
 
   it('creates directories and undoes them', async () => {
@@ -114,7 +110,6 @@ describe('file actions', () => {
     await expect(session.mkdir('p/q')).rejects.toMatchObject({ code: 'PATH_CONFLICT' });
     await session.undo(made.id);
     expect(existsSync(join(workspace, 'p'))).toBe(false);
-    await session.close();
   });
 
   it('refuses to undo over a later edit, says what it expected and found, and journals the refusal', async () => {
@@ -137,7 +132,6 @@ describe('file actions', () => {
       entry: { body: { undoes: written.id, pathCount: 1 } },
     });
     expect(await statesOf(workspace)).toMatchObject({ [written.id]: 'undo-refused' });
-    await session.close();
   });
 
   it('refuses paths outside the workspace, through links, or left out of snapshots, changing nothing', async () => {
@@ -167,7 +161,6 @@ describe('file actions', () => {
     expect(await read(workspace, 'real/f.txt')).toBe('f');
     expect((await log({ workspace })).entries).toHaveLength(entriesBefore);
     await expect(session.undo(999)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
-    await session.close();
   });
 
   it('undo --last steps back through the actions, newest first', async () => {
@@ -179,7 +172,6 @@ describe('file actions', () => {
     await session.undo('last');
     expect(existsSync(join(workspace, 'a.txt'))).toBe(false);
     await expect(session.undo('last')).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
-    await session.close();
   });
 
   it('finishes a file action that a killed process left between its intent and completion', async () => {
@@ -268,7 +260,6 @@ describe('exec', () => {
     });
     await session.undo(result.id);
     expect(await stateOf()).toBe(before);
-    await session.close();
   });
 
   it('journals a failing command as failed, still undoable', async () => {
@@ -279,7 +270,6 @@ describe('exec', () => {
     await session.undo(result.id);
     expect(existsSync(join(workspace, 'f.txt'))).toBe(false);
     await expect(session.exec(['/no/such/program'])).rejects.toMatchObject({ code: 'EXEC_FAILED' });
-    await session.close();
   });
 
   it('ends the whole process tree at the timeout, even children that ignore SIGTERM', async () => {
@@ -295,7 +285,6 @@ describe('exec', () => {
     const pid = Number(await read(workspace, 'child.pid'));
     await sleep(100);
     expect(await isRunning(pid)).toBe(false);
-    await session.close();
   });
 
   it('runs with a clean environment and caps the output it keeps', async () => {
@@ -313,7 +302,6 @@ describe('exec', () => {
     } finally {
       delete process.env.REWIND_TEST_SECRET;
     }
-    await session.close();
   });
 
   it('an interrupted command is closed by the next open with the workspace it left, and can be undone', async () => {

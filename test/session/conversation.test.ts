@@ -83,7 +83,6 @@ describe('conversation checkpoints', () => {
     await session.undo(rolled.id);
     expect(await stateOf()).toBe(broken);
     expect((await session.conversation())?.messages).toEqual(later);
-    await session.close();
   });
 
   it('brings back the exact list whatever happened to the history since, and stores only new messages', async () => {
@@ -119,7 +118,6 @@ describe('conversation checkpoints', () => {
       ],
     });
     expect(rolled.conversation?.messages).toHaveLength(21);
-    await session.close();
   });
 
   it('finishes the conversation side of a rollback interrupted after the files moved', async () => {
@@ -167,6 +165,5 @@ describe('conversation checkpoints', () => {
     );
     await session.checkpoint('files-only-but-current-conversation');
     expect(await session.conversationAt('files-only-but-current-conversation')).toBeDefined();
-    await session.close();
   });
 });

@@ -56,7 +56,6 @@ describe('seed behaviours: conversation and session', () => {
     const messages = [user('hi'), assistant('hello')];
     await session.syncConversation(messages);
     expect((await session.conversation())?.messages).toEqual(messages);
-    await session.close();
   });
 
   it('2 auto-checkpoints keep the last 2 of 3; a failing verifier rolls back to the newest one, with the conversation and a note', async () => {
@@ -85,7 +84,6 @@ describe('seed behaviours: conversation and session', () => {
       role: 'system',
       content: expect.stringContaining('rolled back'),
     });
-    await session.close();
   });
 
   it('3 a rollback restores the file and the conversation, and the patch note reaches the model', async () => {
@@ -107,7 +105,6 @@ describe('seed behaviours: conversation and session', () => {
     expect(messages).toHaveLength(4);
     expect(JSON.stringify(messages)).not.toContain('bad data');
     expect(JSON.stringify(messages.at(-1))).toContain('fixed the parser');
-    await session.close();
   });
 
   it('4 with no checkpoint yet, a failing tool reports its error and nothing rolls back (fixed: the skip is journaled)', async () => {
@@ -119,7 +116,6 @@ describe('seed behaviours: conversation and session', () => {
     expect(await broken()).toBe('ERROR: command failed');
     expect(session.lastAutoRollback).toBeUndefined();
     expect((await kinds(workspace)).at(-1)).toBe('rollback-skipped');
-    await session.close();
   });
 
   it('5 two dangling calls before the checkpoint are both dealt with (fixed: answered, not truncated away)', async () => {
@@ -129,7 +125,6 @@ describe('seed behaviours: conversation and session', () => {
     const messages = restored?.messages ?? [];
     expect(validate(messages, 'openai-chat').problems).toEqual([]);
     expect(restored?.answered.map((answered) => answered.id)).toEqual(['c1', 'c2']);
-    await session.close();
   });
 
   it('6 a resolved call survives; the trailing unresolved call is answered (fixed: nothing resolved is trimmed)', async () => {
@@ -138,7 +133,6 @@ describe('seed behaviours: conversation and session', () => {
     const messages = (await session.conversationAt('cp'))?.messages ?? [];
     expect(messages.slice(0, 4)).toEqual([user('go'), call('c1'), reply('c1'), call('c2')]);
     expect(messages[4]).toMatchObject({ role: 'tool', tool_call_id: 'c2' });
-    await session.close();
   });
 });
 
@@ -153,7 +147,6 @@ describe('seed behaviours: verification and escalation', () => {
       1,
     );
     expect(session.lastAutoRollback).toBeUndefined();
-    await session.close();
   });
 
   it.each([
@@ -194,7 +187,6 @@ describe('seed behaviours: verification and escalation', () => {
     expect(halt).toBeInstanceOf(HaltError);
     expect(halt).toMatchObject({ checkpoint: 'good', lastResult: { status: 'unknown' } });
     expect(await kinds(workspace)).not.toContain('rollback-started');
-    await session.close();
   });
 
   it('11 the ledger survives a rollback (fixed: the rollback itself is journaled too)', async () => {
@@ -206,7 +198,6 @@ describe('seed behaviours: verification and escalation', () => {
     const all = await kinds(workspace);
     expect(all).toContain('escalation-resolved');
     expect(all.slice(-2)).toEqual(['rollback-started', 'rollback-completed']);
-    await session.close();
   });
 
   it('12 check() uses the verifier given to autoRollback', async () => {
@@ -215,7 +206,6 @@ describe('seed behaviours: verification and escalation', () => {
       verifier: { command: verdict({ status: 'pass', summary: 'from the policy' }) },
     });
     expect((await session.check()).summary).toBe('from the policy');
-    await session.close();
   });
 
   it('13 {"status":"pass"} is a pass', () => {
@@ -251,7 +241,6 @@ describe('seed behaviours: verification and escalation', () => {
       stdout: { sizeBytes: number };
     };
     expect(evidence.stdout.sizeBytes).toBe(8);
-    await session.close();
   });
 
   it('16 a pass returns its words and rolls nothing back', async () => {
@@ -260,7 +249,6 @@ describe('seed behaviours: verification and escalation', () => {
     session.autoRollback({ verifier: { command: PASS } });
     expect(formatVerification(await session.check())).toBe('3 tests passed');
     expect(session.lastAutoRollback).toBeUndefined();
-    await session.close();
   });
 
   it('17 a fail (whatever the exit code) rolls back to the checkpoint: a verification entry, then the rollback', async () => {
@@ -275,7 +263,6 @@ describe('seed behaviours: verification and escalation', () => {
       'rollback-completed',
     ]);
     expect(session.lastAutoRollback).toMatchObject({ event: 'test-failure', to: 'good' });
-    await session.close();
   });
 
   it('18 non-JSON output with continue: an error, no rollback, one escalation entry', async () => {
@@ -286,7 +273,6 @@ describe('seed behaviours: verification and escalation', () => {
     expect((await kinds(workspace)).filter((kind) => kind === 'escalation-resolved')).toHaveLength(
       1,
     );
-    await session.close();
   });
 
   it('19 agent mode stops', () => {
@@ -363,7 +349,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
     session.autoCheckpoint();
     await session.tool(() => 'ok')();
     expect(await session.checkpoints()).toHaveLength(1);
-    await session.close();
   });
 
   it('26 an error becomes exactly "ERROR: something broke"', async () => {
@@ -373,7 +358,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
         throw new Error('something broke');
       })(),
     ).toBe('ERROR: something broke');
-    await session.close();
   });
 
   it('27 a halt raised in a tool propagates', async () => {
@@ -388,7 +372,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
       });
     });
     await expect(tool()).rejects.toBeInstanceOf(HaltError);
-    await session.close();
   });
 
   it('28 rollbackOnError: false rolls nothing back', async () => {
@@ -402,7 +385,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
       { rollbackOnError: false },
     )();
     expect(session.lastAutoRollback).toBeUndefined();
-    await session.close();
   });
 
   it('29 a failing tool rolls back to the checkpoint even at the head, when something changed', async () => {
@@ -419,7 +401,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
       isSkipped: false,
     });
     expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('good');
-    await session.close();
   });
 
   it('30 the error string starts with ERROR: and has a [REWIND] notice naming the checkpoint', async () => {
@@ -431,7 +412,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
       throw new Error('x');
     })();
     expect(said).toMatch(/^ERROR: x\n\[REWIND\] .*"good"/);
-    await session.close();
   });
 
   it('31 a rollback to the head that would change nothing is skipped and journaled once; the error still comes', async () => {
@@ -441,7 +421,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
     expect(await failing(session)).toMatchObject({ code: 'VERIFICATION_FAILED' });
     expect(session.lastAutoRollback).toMatchObject({ isSkipped: true });
     expect((await kinds(workspace)).filter((kind) => kind === 'rollback-skipped')).toHaveLength(1);
-    await session.close();
   });
 
   it('32 a second rollback to the same point with nothing changed since is skipped', async () => {
@@ -452,7 +431,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
     await failing(session);
     await failing(session);
     expect((await kinds(workspace)).filter((kind) => kind === 'rollback-started')).toHaveLength(1);
-    await session.close();
   });
 
   it('33 the skip is one rollback-skipped entry naming the checkpoint', async () => {
@@ -462,7 +440,6 @@ describe('seed behaviours: the tool wrapper and the no-op guard', () => {
     await failing(session);
     const skips = (await log({ workspace, kind: 'rollback-skipped' })).entries;
     expect(skips.map((line) => line.entry.body.label)).toEqual(['good']);
-    await session.close();
   });
 });
 
@@ -489,13 +466,11 @@ describe('seed behaviours: verdicts in words', () => {
     const { session } = await sessionOn({});
     session.autoRollback({ verifier: { command: PASS } });
     expect(formatVerification(await session.check())).toBe('3 tests passed');
-    await session.close();
   });
   it('40 check() on a fail throws, and the words are "Tests failed:" and the errors', async () => {
     const { session } = await sessionOn({});
     session.autoRollback({ verifier: { command: FAIL } });
     const error = (await failing(session)) as Error;
     expect(error.message).toContain('Tests failed:\n  - assertion failed');
-    await session.close();
   });
 });

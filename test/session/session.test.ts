@@ -29,7 +29,6 @@ describe('checkpoints', () => {
       'base',
       'edited',
     ]);
-    await session.close();
   });
 
   it.each([['has/slash'], ['..'], ['latest'], ['123'], [''], ['-leading-dash'], ['a b']])(
@@ -52,7 +51,6 @@ describe('checkpoints', () => {
       code: 'CHECKPOINT_EXISTS',
       data: { label: 'base', seq: 2 },
     });
-    await session.close();
   });
 });
 
@@ -83,7 +81,6 @@ describe('rollback', () => {
     if (redo.status !== 'undone') throw new Error('unreachable');
     expect(await session.undo(redo.id)).toMatchObject({ status: 'undone' });
     expect(await stateOf()).toBe(base.tree);
-    await session.close();
   });
 
   it('rolls back to latest, the newest checkpoint', async () => {
@@ -94,7 +91,6 @@ describe('rollback', () => {
     await writeFile(join(workspace, 'a.txt'), '3');
     expect((await session.rollback('latest')).label).toBe('two');
     expect(await stateOf()).toBe(two.tree);
-    await session.close();
   });
 
   it('lists in a dry run what would change, marks what the session never recorded, and changes nothing', async () => {
@@ -113,7 +109,6 @@ describe('rollback', () => {
       { path: 'c.txt', action: 'deleted', isUnrecorded: true },
     ]);
     expect(await stateOf()).toBe(before);
-    await session.close();
   });
 
   it('fails with CHECKPOINT_NOT_FOUND naming the known labels, and changes nothing', async () => {
@@ -161,7 +156,6 @@ describe('gc and the stat cache', () => {
       'edited, only ever seen by a diff',
     );
     expect(await stateOf()).toBe(edited.tree);
-    await session.close();
   });
 });
 
@@ -221,14 +215,12 @@ describe('undo', () => {
     expect(await session.undo(3)).toMatchObject({ status: 'undone' });
     expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('A');
     expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('unrelated edit');
-    await session.close();
   });
 
   it('fails with ACTION_NOT_FOUND for an entry that is not an undoable action', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     await expect(session.undo(1)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
     await expect(session.undo(99)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
-    await session.close();
   });
 });
 
@@ -251,7 +243,6 @@ describe('diff', () => {
       { path: 'b.txt', kind: 'deleted' },
     ]);
     expect(own.text).toContain('-two\n+one\n');
-    await session.close();
   });
 });
 
