@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
+import { formatLedgerGrowth, measureLedgerGrowth } from './ledger-growth.mjs';
 
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const SMALL_COUNT = Number(process.env.BENCH_SMALL_COUNT ?? 2000);
@@ -228,3 +229,8 @@ for (const r of rows)
   console.log(
     `| ${r.what} | ${r.value} | ${r.unit} | ${r.comparedWith ? `${r.ratio} (vs ${r.comparedWith})` : 'baseline'} |`,
   );
+
+// What a long session costs per operation (bench/ledger-growth.mjs has the details).
+const [growth] = await measureLedgerGrowth();
+console.log();
+console.log(formatLedgerGrowth(growth, 'live session'));
