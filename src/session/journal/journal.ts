@@ -23,6 +23,7 @@ import { recover } from './recovery.js';
  */
 export class Journal {
   readonly #ledger: Ledger;
+  /** The entries folded in so far: the reading they came from. */
   #entries: readonly LedgerEntry[] = [];
   #actions: ActionIndex = createActionIndex();
   #checkpoints = new CheckpointIndex();
@@ -33,11 +34,6 @@ export class Journal {
 
   constructor(ledger: Ledger) {
     this.#ledger = ledger;
-  }
-
-  /** Every entry, in order. */
-  get entries(): readonly LedgerEntry[] {
-    return this.#entries;
   }
 
   /** Reads what was appended since the last refresh and folds it in. */
@@ -88,11 +84,6 @@ export class Journal {
     const entry = await this.#ledger.append(kind, body, refs);
     await this.refresh();
     return entry;
-  }
-
-  /** The session's `session-started` body. */
-  get startedBody(): Record<string, unknown> {
-    return this.#entries[0]?.body ?? {};
   }
 
   /** Every action, by id, oldest first. */
