@@ -115,90 +115,74 @@ function usageErrorOf(
 
 /** The context commands share; the exit code they set is written to `state`. */
 export function createCliContext(io: CliIo, state: { exitCode: number }): CliContext {
-  const globalsOf = (command: Command): GlobalFlags => command.optsWithGlobals<GlobalFlags>();
-
-  const withTarget = async <T>(
-    command: Command,
-    work: (target: OperationTarget) => Promise<T>,
-    workspace?: string,
-  ): Promise<T> => {
-    const globals = globalsOf(command);
-    const root =
-      workspace ??
-      (globals.dir !== undefined ? resolve(io.cwd, globals.dir) : await locateWorkspace(io.cwd));
-    const session = sessionOf(command);
-    const patterns = globals.redactPattern ?? [];
-    let opened: Promise<Session> | undefined;
-    const target: OperationTarget = {
-      workspace: root,
-      session: () => {
-        opened ??= openSession({
-          workspace: root,
-          ...(session !== undefined && { session }),
-          ...((globals.redact || patterns.length > 0) && {
-            redact: { headers: globals.redact === true, patterns },
-          }),
-          ...(globals.blockPrivate && { blockPrivate: true }),
-        });
-        return opened;
-      },
-      sessionId: async () => session,
-      resolveFile: async (path) => resolve(io.cwd, path),
-      defaults: {},
-    };
-    try {
-      return await work(target);
-    } finally {
-      if (opened) await (await opened.catch(() => undefined))?.close();
-    }
-  };
-
-  const run = async <O extends AnyOperation>(
-    command: Command,
-    target: OperationTarget,
-    operation: O,
-    input: CliInput<O>,
-  ): Promise<OutputOf<O>> => {
-    const checked = checkInput(operation, input);
-    if (checked.problem) throw usageErrorOf(command, checked.problem, input);
-    return operation.run(target, checked.input);
-  };
-
-  const emit = <T>(command: Command, output: T, presenter: CliPresenter<T>): void => {
-    const globals = globalsOf(command);
-    if (globals.json) {
-      const document = presenter.json ? presenter.json(output) : output;
-      io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
-    } else {
-      const text = presenter.text(output, globals);
-      if (text) io.stdout(text);
-    }
-    if (!globals.quiet) {
-      for (const warning of presenter.warnings?.(output) ?? []) {
-        io.stderr(`rewind: warning: ${warning}\n`);
-      }
-    }
-    const exitCode = presenter.exitCode?.(output);
-    if (exitCode !== undefined) state.exitCode = exitCode;
-  };
-
-  return {
+  const context: CliContext = {
     io,
-    globalsOf,
-    withTarget,
-    run,
-    emit,
+    globalsOf: (command) => command.optsWithGlobals<GlobalFlags>(),
+    withTarget: async (command, work, workspace) => {
+      const globals = context.globalsOf(command);
+      const root =
+        workspace ??
+        (globals.dir !== undefined ? resolve(io.cwd, globals.dir) : await locateWorkspace(io.cwd));
+      const session = sessionOf(command);
+      const patterns = globals.redactPattern ?? [];
+      let opened: Promise<Session> | undefined;
+      const target: OperationTarget = {
+        workspace: root,
+        session: () => {
+          opened ??= openSession({
+            workspace: root,
+            ...(session !== undefined && { session }),
+            ...((globals.redact || patterns.length > 0) && {
+              redact: { headers: globals.redact === true, patterns },
+            }),
+            ...(globals.blockPrivate && { blockPrivate: true }),
+          });
+          return opened;
+        },
+        sessionId: async () => session,
+        resolveFile: async (path) => resolve(io.cwd, path),
+        defaults: {},
+      };
+      try {
+        return await work(target);
+      } finally {
+        if (opened) await (await opened.catch(() => undefined))?.close();
+      }
+    },
+    run: async (command, target, operation, input) => {
+      const checked = checkInput(operation, input);
+      if (checked.problem) throw usageErrorOf(command, checked.problem, input);
+      // A call through a type parameter resolves to the widest row's run; O's own says the output.
+      return operation.run(target, checked.input) as Promise<OutputOf<typeof operation>>;
+    },
+    emit: (command, output, presenter) => {
+      const globals = context.globalsOf(command);
+      if (globals.json) {
+        const document = presenter.json ? presenter.json(output) : output;
+        io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
+      } else {
+        const text = presenter.text(output, globals);
+        if (text) io.stdout(text);
+      }
+      if (!globals.quiet) {
+        for (const warning of presenter.warnings?.(output) ?? []) {
+          io.stderr(`rewind: warning: ${warning}\n`);
+        }
+      }
+      const exitCode = presenter.exitCode?.(output);
+      if (exitCode !== undefined) state.exitCode = exitCode;
+    },
     perform: async (command, operation, input, presenter, workspace) => {
-      const output = await withTarget(
+      const output = await context.withTarget(
         command,
-        (target) => run(command, target, operation, input),
+        (target) => context.run(command, target, operation, input),
         workspace,
       );
-      emit(command, output, presenter);
+      context.emit(command, output, presenter);
     },
     confirm: async (command, isYes, question) => {
       if (isYes) return true;
-      if (!io.prompt || globalsOf(command).json) {
+      if (!io.prompt || context.globalsOf(command).json) {
         throw new UsageError('Nobody can confirm here: add --yes to run it.');
       }
       return /^y(es)?$/i.test((await io.prompt(`${question} [y/N] `)).trim());
@@ -207,4 +191,5 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
       state.exitCode = code;
     },
   };
+  return context;
 }

@@ -168,12 +168,17 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
   },
 };
 
-/** The presenter of an operation the server offers; undefined for one it leaves out. */
-export function presenterOf(
-  name: string,
-): ((output: unknown, input: unknown) => ToolResult) | undefined {
+/**
+ * The presenter of an operation the server offers. Throws for any other name: the map above is
+ * typed to hold exactly those, so that is a mistake in the server's code.
+ */
+export function presenterOf(name: string): (output: unknown, input: unknown) => ToolResult {
   // The map is checked against the table above; a lookup by a plain name cannot carry its types.
-  return (PRESENTERS as unknown as Record<string, (output: unknown, input: unknown) => ToolResult>)[
-    name
-  ];
+  const presenters = PRESENTERS as unknown as Record<
+    string,
+    (output: unknown, input: unknown) => ToolResult
+  >;
+  const present = presenters[name];
+  if (!present) throw new Error(`The MCP server has no presenter for ${name}.`);
+  return present;
 }

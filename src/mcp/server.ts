@@ -91,8 +91,8 @@ export function createMcpServer(options: McpServerOptions): McpServer {
   );
   const operations: readonly AnyOperation[] = OPERATIONS;
   for (const operation of operations) {
+    if (operation.excludedFrom?.mcp !== undefined) continue;
     const present = presenterOf(operation.name);
-    if (operation.excludedFrom?.mcp !== undefined || !present) continue;
     server.registerTool(
       operation.name,
       {

@@ -72,8 +72,7 @@ export interface Operation<
 }
 
 /** Any operation, whatever its input and output. */
-// biome-ignore lint/suspicious/noExplicitAny: the widest row type; `unknown` would reject every real input
-export type AnyOperation = Operation<string, z.ZodObject, any, Exclusions>;
+export type AnyOperation = Operation<string, z.ZodObject, unknown, Exclusions>;
 
 /** What an operation's `run` takes, once its schema has checked it. */
 export type InputOf<O extends AnyOperation> = z.output<O['input']>;
