@@ -10,7 +10,9 @@ import { ROOT } from './helpers/processes.js';
  * - imports point downward only; modules of one layer do not import each other;
  * - `src/errors.ts` is the foundation every module may import;
  * - a module is imported only through its `index.ts`;
- * - edges (CLI, MCP, adapters, UI) import only `src/index.ts`, the public API;
+ * - edges (CLI, MCP, adapters, UI) import only `src/index.ts`, the public API, and
+ *   `src/operations/index.ts`, the operation table;
+ * - the operation table imports only `src/index.ts`, as an edge would;
  * - each third-party package is imported by exactly one module, named here.
  */
 const LAYER_OF_MODULE: Record<string, number> = {
@@ -24,17 +26,22 @@ const LAYER_OF_MODULE: Record<string, number> = {
   verifier: 2,
   session: 3,
   index: 4,
+  operations: 4,
   cli: 4,
   mcp: 4,
   ui: 4,
 };
 const EDGES = new Set(['cli', 'mcp', 'ui']);
 
+/** What an edge may import, and what the operation table may (the public API only). */
+const EDGE_IMPORTS = new Set(['index.ts', 'operations/index.ts']);
+const OPERATIONS_IMPORTS = new Set(['index.ts']);
+
 /** The one module allowed to import each third-party package. */
 const PACKAGE_OWNERS: Record<string, string> = {
   '@modelcontextprotocol/node': 'mcp',
   '@modelcontextprotocol/server': 'mcp',
-  zod: 'mcp',
+  zod: 'operations',
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',
@@ -95,8 +102,17 @@ function findViolations(sources: Sources): string[] {
       if (targetModule === 'errors') continue;
       const targetLayer = layerOf(targetModule);
       if (isEdge(module)) {
-        if (target !== 'index.ts')
-          violations.push(`${file}: an edge may import only src/index.ts, not ${target}`);
+        if (!EDGE_IMPORTS.has(target))
+          violations.push(
+            `${file}: an edge may import only src/index.ts and src/operations/index.ts, not ${target}`,
+          );
+        continue;
+      }
+      if (module === 'operations') {
+        if (!OPERATIONS_IMPORTS.has(target))
+          violations.push(
+            `${file}: the operation table may import only src/index.ts, not ${target}`,
+          );
         continue;
       }
       if (targetLayer === undefined || targetLayer >= layer) {
@@ -212,11 +228,31 @@ describe('architecture', () => {
         'from layer 0',
       ],
       ['a file outside every layer', { 'helpers/a.ts': '' }, 'not in any layer'],
+      [
+        'the operation table reaching into a module',
+        { 'operations/files.ts': "import { x } from '../session/index.js';" },
+        'the operation table may import only',
+      ],
+      [
+        'the operation table importing an edge',
+        { 'operations/files.ts': "import { x } from '../cli/main.js';" },
+        'the operation table may import only',
+      ],
+      [
+        'an edge reaching past the operation table index',
+        { 'mcp/server.ts': "import { x } from '../operations/files.js';" },
+        'an edge may import only',
+      ],
+      [
+        'zod outside the operation table',
+        { 'mcp/server.ts': "import { z } from 'zod';" },
+        'only operations may import',
+      ],
     ])('catches %s', (_name, files, message) => {
       expect(findViolations(files)).toEqual([expect.stringContaining(message)]);
     });
 
-    it('accepts downward imports through an index, errors.ts from anywhere, and node builtins', () => {
+    it('accepts downward imports through an index, errors.ts from anywhere, node builtins, and edges built on the operation table', () => {
       expect(
         findViolations({
           'session/a.ts':
@@ -225,6 +261,9 @@ describe('architecture', () => {
             "import { RewindError } from '../errors.js';\nimport { open } from 'node:fs/promises';",
           'cli/main.ts':
             "import { init } from '../index.js';\nimport { Command } from 'commander';",
+          'mcp/server.ts': "import { OPERATIONS } from '../operations/index.js';",
+          'operations/files.ts':
+            "import { z } from 'zod';\nimport { type Session } from '../index.js';",
           'index.ts': "export { init } from './session/index.js';",
         }),
       ).toEqual([]);

@@ -51,11 +51,15 @@ const TOOLS = [
   'record',
   'report',
   'checkpoint',
+  'checkpoints',
   'rollback',
   'conversation-sync',
+  'conversation-show',
   'test',
   'status',
   'log',
+  'note',
+  'verify',
   'diff',
   'undo',
   'commit',
@@ -156,6 +160,52 @@ describe('the MCP server', () => {
       }));
     expect(unknown.isError).toBe(true);
     expect(existsSync(join(root, 'a.txt'))).toBe(false);
+  });
+
+  it('takes the inputs the CLI takes: exec as an argv, undo with last: true, log with last, status of the store', async () => {
+    const root = await makeTempDirectory();
+    const agent = await connected(root);
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: ['touch', 'a b.txt'], timeout: 5 },
+    });
+    expect(textOf(ran)).toContain('exit 0: 1 created');
+    expect(existsSync(join(root, 'a b.txt'))).toBe(true);
+    const missing = await agent.callTool({ name: 'undo', arguments: {} });
+    expect(missing.isError).toBe(true);
+    const undone = await agent.callTool({ name: 'undo', arguments: { last: true } });
+    expect(textOf(undone)).toMatch(/^undid #\d+/);
+    expect(existsSync(join(root, 'a b.txt'))).toBe(false);
+    const log = textOf(await agent.callTool({ name: 'log', arguments: { last: 1 } }));
+    expect(log.split('\n')).toHaveLength(1);
+    const status = JSON.parse(textOf(await agent.callTool({ name: 'status', arguments: {} })));
+    expect(status).toMatchObject({ workspace: root, sessions: [{ isolation: 'shared' }] });
+  });
+
+  it('adds notes, lists checkpoints, shows the conversation and verifies the store', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'build.log': 'green' });
+    const agent = await connected(root);
+    const noted = await agent.callTool({
+      name: 'note',
+      arguments: { text: 'tests pass', attachments: ['build.log'] },
+    });
+    expect(textOf(noted)).toMatch(/^added note #\d+/);
+    const escaping = await agent.callTool({
+      name: 'note',
+      arguments: { text: 'x', attachments: ['../outside.txt'] },
+    });
+    expect(textOf(escaping)).toContain('[PATH_INVALID]');
+    const messages = [{ role: 'user', content: 'go' }];
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'base', messages } });
+    expect(textOf(await agent.callTool({ name: 'checkpoints', arguments: {} }))).toMatch(
+      /^base \(#\d+, .*\): \+1 ~0 -0, with 1 messages$/,
+    );
+    const shown = await agent.callTool({ name: 'conversation-show', arguments: { label: 'base' } });
+    expect(textOf(shown)).toContain('"content":"go"');
+    expect(textOf(await agent.callTool({ name: 'verify', arguments: {} }))).toContain(
+      'no problems',
+    );
   });
 
   it('serves over stdio as `rewind mcp`', async () => {

@@ -1,0 +1,250 @@
+/** `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff`: the session's history. */
+import { resolve } from 'node:path';
+import { Argument, type Command, Option } from 'commander';
+import {
+  type CheckpointInfo,
+  type CheckpointResult,
+  type RollbackResult,
+  type UndoResult,
+  writeFileAtomic,
+} from '../../index.js';
+import {
+  checkpointOperation,
+  checkpointsOperation,
+  diffOperation,
+  rollbackOperation,
+  undoOperation,
+} from '../../operations/index.js';
+import { type CliContext, EXIT_FAILED } from '../context.js';
+import { formatBytes, formatLocalTime, plural } from '../format.js';
+import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
+
+interface CheckpointFlags {
+  messages?: string;
+  format?: string;
+}
+
+interface RollbackFlags {
+  dryRun?: boolean;
+  patchNote?: string;
+  messagesOut?: string;
+}
+
+function renderCheckpoint(result: CheckpointResult): string {
+  return (
+    `Checkpoint ${result.label} (#${result.seq}): ${plural(result.fileCount, 'file')}, ${formatBytes(result.sizeBytes)}` +
+    (result.conversation
+      ? ` and ${plural(result.conversation.messageCount, 'message')} (${result.conversation.format}); `
+      : '; ') +
+    `${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous checkpoint ` +
+    `(${plural(result.readCount, 'file')} read).\n`
+  );
+}
+
+function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
+  if (checkpoints.length === 0)
+    return 'No checkpoints yet. Create one with `rewind checkpoint LABEL`.\n';
+  const width = Math.max(5, ...checkpoints.map((checkpoint) => checkpoint.label.length));
+  const lines = [
+    `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,
+  ];
+  for (const checkpoint of checkpoints) {
+    lines.push(
+      `${checkpoint.label.padEnd(width)}  ${String(checkpoint.seq).padStart(5)}  ${formatLocalTime(checkpoint.at)}  ` +
+        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function renderRollback(result: RollbackResult): string {
+  if (!result.isDryRun) {
+    const applied = result.applied;
+    const skipped =
+      applied && applied.skipped.length > 0
+        ? `; left alone (ignored): ${applied.skipped.join(', ')}`
+        : '';
+    return (
+      `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
+      `${applied?.deleted ?? 0} deleted${skipped}. The previous state is saved: \`rewind undo ${result.id}\` brings it back.\n`
+    );
+  }
+  if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
+  const lines = [
+    `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+  ];
+  for (const change of result.changes) {
+    const note = change.isUnrecorded
+      ? '   (never recorded by this session: saved before the rollback)'
+      : '';
+    lines.push(`  ${change.action.padEnd(7)}  ${change.path}${note}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** Where the restored conversation went: written to `file` (when given, and not a dry run), or how to see it. */
+async function placeConversation(
+  result: RollbackResult,
+  file: string | undefined,
+): Promise<string> {
+  if (!result.conversation) return '';
+  const count = plural(result.conversation.messages.length, 'message');
+  if (file !== undefined && !result.isDryRun) {
+    await writeFileAtomic(file, `${JSON.stringify(result.conversation.messages, null, 2)}\n`);
+    return `The restored conversation (${count}, ${result.conversation.format}) is in ${file}.\n`;
+  }
+  return `The ${result.isDryRun ? 'conversation would be restored to' : 'restored conversation has'} ${count} (${result.conversation.format}): \`rewind conversation show\` prints it${result.isDryRun ? '' : ', or pass --messages-out FILE'}.\n`;
+}
+
+function renderUndo(result: UndoResult): string {
+  if (result.status === 'undone') {
+    return (
+      `Undid #${result.undoes}: ${result.applied.written} written, ${result.applied.created} created, ` +
+      `${result.applied.deleted} deleted. Redo with \`rewind undo ${result.id}\`.\n`
+    );
+  }
+  const shown = result.conflicts
+    .slice(0, 20)
+    .map(
+      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
+    );
+  const more =
+    result.conflicts.length > 20 ? [`  ... and ${result.conflicts.length - 20} more`] : [];
+  return [
+    `Refused to undo #${result.undoes}: ${plural(result.conflicts.length, 'path')} it changed ${result.conflicts.length === 1 ? 'has' : 'have'} been edited since, and undoing would overwrite those edits:`,
+    ...shown,
+    ...more,
+    'Nothing was changed. Save or revert those edits first, or roll back to a checkpoint instead.',
+    '',
+  ].join('\n');
+}
+
+/** Registers `checkpoint`, `checkpoints`, `rollback`, `undo` and `diff`. */
+export function registerHistoryCommands(program: Command, cli: CliContext): void {
+  const checkpoint = commandFor(program, checkpointOperation);
+  feed(
+    checkpoint,
+    'label',
+    new Argument('<label>', 'letters, digits, ".", "_" and "-", unique in the session'),
+  );
+  feed(
+    checkpoint,
+    'messages',
+    new Option(
+      '--messages <file>',
+      'the conversation to record with the files (a JSON array of messages; - reads stdin)',
+    ),
+  );
+  feed(
+    checkpoint,
+    'format',
+    new Option('--format <format>', 'its message format (default: detected)'),
+  );
+  checkpoint.action(async (label: string, flags: CheckpointFlags, command: Command) => {
+    const messages =
+      flags.messages === undefined
+        ? undefined
+        : await readMessages(
+            flags.messages === '-' ? undefined : resolve(cli.io.cwd, flags.messages),
+            cli.io.stdin,
+          );
+    await cli.perform(
+      command,
+      checkpointOperation,
+      { label, messages, format: flags.format },
+      {
+        text: (output, globals) => (globals.quiet ? '' : renderCheckpoint(output)),
+        warnings: (output) => output.warnings,
+      },
+    );
+  });
+
+  commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
+    cli.perform(command, checkpointsOperation, {}, { text: renderCheckpoints }),
+  );
+
+  const rollback = commandFor(program, rollbackOperation);
+  feed(rollback, 'label', new Argument('<label>', 'the checkpoint, or "latest"'));
+  feed(
+    rollback,
+    'dryRun',
+    new Option('--dry-run', 'list what would be written, created and deleted, and change nothing'),
+  );
+  feed(
+    rollback,
+    'patchNote',
+    new Option('--patch-note <text>', 'tell the model what changed since the checkpoint'),
+  );
+  addCliOnly(
+    rollback,
+    new Option(
+      '--messages-out <file>',
+      'write the restored conversation (repaired, with the resume note) to this JSON file',
+    ),
+    'where the command line puts the restored conversation: a way to show the result',
+  );
+  rollback.action(async (label: string, flags: RollbackFlags, command: Command) => {
+    const output = await cli.withTarget(command, (target) =>
+      cli.run(command, target, rollbackOperation, {
+        label,
+        dryRun: flags.dryRun,
+        patchNote: flags.patchNote,
+      }),
+    );
+    const where = await placeConversation(
+      output,
+      flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
+    );
+    cli.emit(command, output, {
+      text: (value, globals) =>
+        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value)}${where}`,
+      warnings: (value) => value.warnings,
+    });
+  });
+
+  const undo = commandFor(program, undoOperation);
+  feed(
+    undo,
+    'id',
+    new Argument('[id]', 'the action id, as `rewind log` and every action command show it'),
+  );
+  feed(undo, 'last', new Option('--last', 'the most recent action that can still be undone'));
+  undo.action((id: string | undefined, flags: { last?: boolean }, command: Command) =>
+    cli.perform(
+      command,
+      undoOperation,
+      { id: numberOf(id), last: flags.last },
+      {
+        text: (output, globals) =>
+          globals.quiet && output.status === 'undone' ? '' : renderUndo(output),
+        exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
+      },
+    ),
+  );
+
+  const diff = commandFor(program, diffOperation);
+  feed(
+    diff,
+    'from',
+    new Argument(
+      '<from>',
+      'a checkpoint label, "latest", or an action id (alone: the changes that action made)',
+    ),
+  );
+  feed(
+    diff,
+    'to',
+    new Argument('[to]', 'a checkpoint label or action id (default: the working tree)'),
+  );
+  diff.action((from: string, to: string | undefined, _flags: object, command: Command) =>
+    cli.perform(
+      command,
+      diffOperation,
+      { from, to },
+      {
+        text: (output) =>
+          output.text || `No differences between ${output.from} and ${output.to}.\n`,
+      },
+    ),
+  );
+}

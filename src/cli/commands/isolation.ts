@@ -1,0 +1,73 @@
+/** `commit`, `destroy`: an isolated session's view, applied to the workspace or removed. */
+import { type Command, Option } from 'commander';
+import type { CommitResult } from '../../index.js';
+import { commitOperation, destroyOperation } from '../../operations/index.js';
+import { type CliContext, EXIT_FAILED } from '../context.js';
+import { plural } from '../format.js';
+import { commandFor, feed } from '../options.js';
+
+function renderCommit(result: CommitResult): string {
+  const lines: string[] = [];
+  const counts = { written: 0, created: 0, deleted: 0 };
+  for (const change of result.changes) counts[change.action] += 1;
+  const summary = `${counts.written} written, ${counts.created} created, ${counts.deleted} deleted`;
+  if (result.status === 'nothing-to-commit')
+    return 'Nothing to commit: the session changed nothing since it began or was last committed.\n';
+  if (result.status === 'dry-run') {
+    lines.push(`Committing would change the workspace: ${summary}.`);
+    for (const change of result.changes) lines.push(`  ${change.action.padEnd(8)} ${change.path}`);
+  } else if (result.status === 'committed') {
+    lines.push(
+      `Committed to the workspace: ${summary}. The previous state is saved: \`rewind undo ${result.id}\` puts it back.`,
+    );
+  } else {
+    lines.push(
+      `Refused to commit: ${plural(result.conflicts.length, 'path')} changed in the workspace too since the session began; nothing was written.`,
+    );
+  }
+  if (result.conflicts.length > 0) {
+    if (result.status === 'dry-run') lines.push(`Conflicts (the commit would be refused):`);
+    for (const conflict of result.conflicts) {
+      lines.push(
+        `  ${conflict.path}: the session ${conflict.session}, the workspace ${conflict.host}`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** Registers `commit` and `destroy`. */
+export function registerIsolationCommands(program: Command, cli: CliContext): void {
+  const commit = commandFor(program, commitOperation);
+  feed(
+    commit,
+    'dryRun',
+    new Option('--dry-run', 'list what would be written, created and deleted, and every conflict'),
+  );
+  commit.action((flags: { dryRun?: boolean }, command: Command) =>
+    cli.perform(
+      command,
+      commitOperation,
+      { dryRun: flags.dryRun },
+      {
+        text: renderCommit,
+        exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
+      },
+    ),
+  );
+
+  const destroy = commandFor(program, destroyOperation);
+  feed(
+    destroy,
+    'force',
+    new Option('--force', 'drop uncommitted changes (they stay in the store)'),
+  );
+  destroy.action((flags: { force?: boolean }, command: Command) =>
+    cli.perform(
+      command,
+      destroyOperation,
+      { force: flags.force },
+      { text: (_output, globals) => (globals.quiet ? '' : 'Destroyed the session view.\n') },
+    ),
+  );
+}

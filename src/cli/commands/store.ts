@@ -1,0 +1,292 @@
+/** `init`, `status`, `log`, `note`, `verify`, `gc`: the store as a whole, and a session's timeline. */
+import { resolve } from 'node:path';
+import { Argument, type Command, Option } from 'commander';
+import type { GcReport, LogReport, StatusReport, VerifyReport } from '../../index.js';
+import {
+  gcOperation,
+  type InitOutput,
+  initOperation,
+  logOperation,
+  noteOperation,
+  type StatusOutput,
+  statusOperation,
+  verifyOperation,
+} from '../../operations/index.js';
+import { type CliContext, EXIT_FAILED } from '../context.js';
+import { formatBytes, formatLocalTime, plural } from '../format.js';
+import { addCliOnly, commandFor, feed, numberOf, repeatable } from '../options.js';
+
+interface InitFlags {
+  hashChain?: boolean;
+  sandbox?: string;
+  network?: boolean;
+  isolated?: boolean;
+}
+
+interface LogFlags {
+  kind?: string;
+  checkpoint?: string;
+  last?: string;
+}
+
+interface GcFlags {
+  dryRun?: boolean;
+  graceSeconds?: string;
+}
+
+function renderInit(result: InitOutput): string {
+  const session = result.session;
+  const isolated =
+    result.isolatedSession === undefined
+      ? ''
+      : `Started isolated session ${result.isolatedSession}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`;
+  if (!result.isNewStore && !result.isNewSession) {
+    return `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n${isolated}`;
+  }
+  const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
+  return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n${isolated}`;
+}
+
+function renderStatus(report: StatusReport): string {
+  const lines = [
+    `Workspace  ${report.workspace}`,
+    `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}`,
+    `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
+    `Sessions   ${report.sessions.length}`,
+  ];
+  for (const session of report.sessions) {
+    const flags = [
+      session.isHashChained ? 'hash-chained' : '',
+      session.tornLine ? 'torn last line ignored' : '',
+      session.isolation === 'isolated' ? 'isolated' : '',
+      session.sandbox !== 'none'
+        ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
+        : '',
+    ]
+      .filter(Boolean)
+      .join(', ');
+    const note = session.unsupported
+      ? `  (written by a newer Rewind: ${session.unsupported.code})`
+      : '';
+    lines.push(
+      `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
+        `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd(),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function renderPending(output: StatusOutput): string {
+  const pending = output.pending;
+  if (!pending) return '';
+  return (
+    `Pending    ${plural(pending.pendingChanges.length, 'change')} to commit from the isolated view` +
+    (pending.conflicts.length > 0
+      ? ` (${plural(pending.conflicts.length, 'conflict')}: \`rewind commit --dry-run\`)`
+      : '') +
+    '\n'
+  );
+}
+
+function renderLog(report: LogReport): string {
+  const width = String(report.entries.at(-1)?.seq ?? 1).length;
+  const kindWidth = Math.max(0, ...report.entries.map((line) => line.kind.length));
+  const lines = [
+    `Session ${report.session.id}: ${plural(report.session.entryCount, 'entry', 'entries')}`,
+  ];
+  for (const line of report.entries) {
+    lines.push(
+      `${String(line.seq).padStart(width)}  ${formatLocalTime(line.at)}  ${line.kind.padEnd(kindWidth)}  ${line.summary}` +
+        (line.action ? ` [${line.action.state}]` : ''),
+    );
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function logWarnings(report: LogReport): string[] {
+  const warnings: string[] = [];
+  for (const line of report.unreadable) {
+    warnings.push(
+      line.isTorn
+        ? `line ${line.line} is a torn write left by a crash; it was ignored`
+        : `line ${line.line} is not a ledger entry (${line.reason}); run \`rewind verify\``,
+    );
+  }
+  if (report.session.unsupported) warnings.push(report.session.unsupported.message);
+  return warnings;
+}
+
+function renderVerify(report: VerifyReport): string {
+  const entryCount = report.sessions.reduce((sum, session) => sum + session.entryCount, 0);
+  const checked =
+    `${plural(report.sessions.length, 'session')} (${plural(entryCount, 'entry', 'entries')}) ` +
+    `and ${plural(report.objectsChecked, 'object')}`;
+  if (report.isOk) return `Verified ${checked}: no problems.\n`;
+  const lines = [`Checked ${checked}: ${plural(report.problems.length, 'problem')}.`];
+  for (const problem of report.problems) {
+    const where = [
+      problem.session && `session ${problem.session}`,
+      problem.seq !== undefined && `#${problem.seq}`,
+    ]
+      .filter(Boolean)
+      .join(' ');
+    lines.push(`  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`);
+  }
+  const firstBreak = report.problems.find((problem) => problem.type === 'chain-broken');
+  if (firstBreak)
+    lines.push(
+      `The hash chain first breaks at entry #${firstBreak.seq} of session ${firstBreak.session}.`,
+    );
+  return `${lines.join('\n')}\n`;
+}
+
+function renderGc(report: GcReport): string {
+  const verb = report.isDryRun ? 'Would remove' : 'Removed';
+  const lines = report.isDryRun
+    ? report.removed.map((object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`)
+    : [];
+  const abandoned =
+    report.abandonedFiles.length > 0
+      ? ` and ${plural(report.abandonedFiles.length, 'abandoned temporary file')}`
+      : '';
+  lines.push(
+    `${verb} ${plural(report.removed.length, 'unreferenced object')}${abandoned}, ` +
+      `${report.isDryRun ? 'freeing' : 'freed'} ${formatBytes(report.freedBytes)}; ` +
+      `kept ${plural(report.keptCount, 'referenced object')}` +
+      (report.recentCount > 0 ? `, spared ${report.recentCount} written in the last hour` : '') +
+      '.',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+/** Registers `init`, `status`, `log`, `note`, `verify` and `gc`. */
+export function registerStoreCommands(program: Command, cli: CliContext): void {
+  const init = commandFor(program, initOperation);
+  addCliOnly(
+    init,
+    new Argument('[dir]', 'the workspace directory (default: --dir, else the current directory)'),
+    'it names the workspace, as the global --dir does: the target, not an input',
+  );
+  feed(
+    init,
+    'hashChain',
+    new Option(
+      '--hash-chain',
+      'make every ledger entry of the new session commit to the previous one',
+    ),
+  );
+  feed(
+    init,
+    'sandbox',
+    new Option('--sandbox <backend>', 'where `rewind exec` runs commands (default: none)'),
+  );
+  feed(init, 'network', new Option('--network', 'let sandboxed commands use the network'));
+  feed(
+    init,
+    'isolated',
+    new Option(
+      '--isolated',
+      'start an isolated session: it works on a private view, and the workspace changes only with `rewind commit`',
+    ),
+  );
+  init.action((dir: string | undefined, flags: InitFlags, command: Command) =>
+    cli.perform(
+      command,
+      initOperation,
+      {
+        hashChain: flags.hashChain,
+        sandbox: flags.sandbox,
+        network: flags.network,
+        isolated: flags.isolated,
+      },
+      {
+        text: (output, globals) => (globals.quiet ? '' : renderInit(output)),
+        json: ({ warnings: _warnings, ...document }) => document,
+        warnings: (output) => output.warnings,
+      },
+      resolve(cli.io.cwd, dir ?? cli.globalsOf(command).dir ?? '.'),
+    ),
+  );
+
+  commandFor(program, statusOperation).action((_flags: object, command: Command) =>
+    cli.perform(
+      command,
+      statusOperation,
+      {},
+      {
+        text: (output) => `${renderStatus(output)}${renderPending(output)}`,
+      },
+    ),
+  );
+
+  const log = commandFor(program, logOperation);
+  feed(
+    log,
+    'kind',
+    new Option(
+      '--kind <kind>',
+      'only entries of this kind or family (verification, action, rollback...)',
+    ),
+  );
+  feed(log, 'checkpoint', new Option('--checkpoint <label>', 'only entries about this checkpoint'));
+  feed(log, 'last', new Option('--last <n>', 'only the last N entries (after filtering)'));
+  log.action((flags: LogFlags, command: Command) =>
+    cli.perform(
+      command,
+      logOperation,
+      { kind: flags.kind, checkpoint: flags.checkpoint, last: numberOf(flags.last) },
+      { text: renderLog, warnings: logWarnings },
+    ),
+  );
+
+  const note = commandFor(program, noteOperation);
+  feed(note, 'text', new Argument('<text...>', 'the note'));
+  feed(
+    note,
+    'attachments',
+    repeatable(new Option('--attach <file>', 'attach a file (repeatable)')).default([]),
+  );
+  note.action((words: string[], flags: { attach: string[] }, command: Command) =>
+    cli.perform(
+      command,
+      noteOperation,
+      { text: words.join(' '), attachments: flags.attach },
+      {
+        text: (output, globals) =>
+          globals.quiet ? '' : `Added note #${output.entry.seq} to session ${output.session}.\n`,
+      },
+    ),
+  );
+
+  commandFor(program, verifyOperation).action((_flags: object, command: Command) =>
+    cli.perform(
+      command,
+      verifyOperation,
+      {},
+      {
+        text: (output, globals) => (globals.quiet && output.isOk ? '' : renderVerify(output)),
+        warnings: (output) => output.warnings,
+        exitCode: (output) => (output.isOk ? undefined : EXIT_FAILED),
+      },
+    ),
+  );
+
+  const gc = commandFor(program, gcOperation);
+  feed(gc, 'dryRun', new Option('--dry-run', 'only list what would be removed'));
+  feed(
+    gc,
+    'graceSeconds',
+    new Option(
+      '--grace-seconds <n>',
+      'spare unreferenced objects younger than this (default: 3600)',
+    ),
+  );
+  gc.action((flags: GcFlags, command: Command) =>
+    cli.perform(
+      command,
+      gcOperation,
+      { dryRun: flags.dryRun, graceSeconds: numberOf(flags.graceSeconds) },
+      { text: (output, globals) => (globals.quiet && !output.isDryRun ? '' : renderGc(output)) },
+    ),
+  );
+}

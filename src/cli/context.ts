@@ -1,0 +1,195 @@
+/**
+ * What every command shares: the global flags, the target an operation runs on (the workspace and
+ * a session opened on demand, closed after), printing a result, asking a person, the exit code.
+ */
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { locateWorkspace, openSession, type Session } from '../index.js';
+import {
+  type AnyOperation,
+  checkInput,
+  type GivenInputOf,
+  type InputProblem,
+  type OperationTarget,
+  type OutputOf,
+} from '../operations/index.js';
+import { jsonReplacer, UsageError } from './errors.js';
+import { sessionOf, spellingOf } from './options.js';
+
+/** Where the CLI reads and writes; the real process by default, buffers in tests. */
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  cwd: string;
+  /** What `rewind write PATH -` reads; the process's standard input by default. */
+  stdin?: AsyncIterable<Uint8Array>;
+  /** Asks a person a question and resolves with the answer; absent when nobody can answer. */
+  prompt?: (question: string) => Promise<string>;
+}
+
+/** The options of `rewind` itself, before the command. */
+export interface GlobalFlags {
+  dir?: string;
+  json?: boolean;
+  quiet?: boolean;
+  debug?: boolean;
+  redact?: boolean;
+  redactPattern?: string[];
+  blockPrivate?: boolean;
+}
+
+export const EXIT_OK = 0;
+/** A refused or failed operation. */
+export const EXIT_FAILED = 1;
+/** A usage error: an unknown command or option, a missing or malformed argument. */
+export const EXIT_USAGE = 2;
+/** `rewind test`: the verifier gave no verdict. */
+export const EXIT_UNKNOWN = 3;
+
+/** How a command shows what its operation returned. */
+export interface CliPresenter<Output> {
+  /** The text for people; nothing is printed when it is empty. */
+  text(output: Output, globals: GlobalFlags): string;
+  /** The `--json` document. Default: the output itself. */
+  json?(output: Output): unknown;
+  /** Printed on stderr unless `--quiet`. */
+  warnings?(output: Output): readonly string[];
+  /** The exit code, when the output decides one (undefined leaves it as it is: 0 unless set). */
+  exitCode?(output: Output): number | undefined;
+}
+
+/** What a command passes an operation: its input keys, with values as the command line gave them. */
+export type CliInput<O extends AnyOperation> = { [Key in keyof GivenInputOf<O>]?: unknown };
+
+/** What commands use to run operations and show their results. */
+export interface CliContext {
+  readonly io: CliIo;
+  globalsOf(command: Command): GlobalFlags;
+  /**
+   * Runs `work` with the target of `command`: the workspace (`--dir`, else the nearest one with
+   * a store, unless `workspace` is given) and the `--session` session, opened on first use and
+   * closed after.
+   */
+  withTarget<T>(
+    command: Command,
+    work: (target: OperationTarget) => Promise<T>,
+    workspace?: string,
+  ): Promise<T>;
+  /** Checks `input` against the operation's schema (a problem is a usage error), then runs it. */
+  run<O extends AnyOperation>(
+    command: Command,
+    target: OperationTarget,
+    operation: O,
+    input: CliInput<O>,
+  ): Promise<OutputOf<O>>;
+  /** Prints `output` (text, or the `--json` document), its warnings, and sets the exit code. */
+  emit<T>(command: Command, output: T, presenter: CliPresenter<T>): void;
+  /** {@link CliContext.run} in the command's target, then {@link CliContext.emit}. */
+  perform<O extends AnyOperation>(
+    command: Command,
+    operation: O,
+    input: CliInput<O>,
+    presenter: CliPresenter<OutputOf<O>>,
+    workspace?: string,
+  ): Promise<void>;
+  /** Asks a person; true at once with `isYes`. Throws a usage error when nobody can answer. */
+  confirm(command: Command, isYes: boolean, question: string): Promise<boolean>;
+  setExitCode(code: number): void;
+}
+
+/** The usage error for an input the operation's schema refused, in the command line's words. */
+function usageErrorOf(
+  command: Command,
+  problem: InputProblem,
+  input: Record<string, unknown>,
+): UsageError {
+  if (problem.key === undefined) {
+    return new UsageError(
+      problem.message.replace(/`(\w+)`/g, (_match, key: string) => spellingOf(command, key)),
+    );
+  }
+  const value = input[problem.key];
+  const given = typeof value === 'string' || typeof value === 'number' ? `, not "${value}"` : '';
+  return new UsageError(`${spellingOf(command, problem.key)} ${problem.message}${given}.`);
+}
+
+/** The context commands share; the exit code they set is written to `state`. */
+export function createCliContext(io: CliIo, state: { exitCode: number }): CliContext {
+  const context: CliContext = {
+    io,
+    globalsOf: (command) => command.optsWithGlobals<GlobalFlags>(),
+    withTarget: async (command, work, workspace) => {
+      const globals = context.globalsOf(command);
+      const root =
+        workspace ??
+        (globals.dir !== undefined ? resolve(io.cwd, globals.dir) : await locateWorkspace(io.cwd));
+      const session = sessionOf(command);
+      const patterns = globals.redactPattern ?? [];
+      let opened: Promise<Session> | undefined;
+      const target: OperationTarget = {
+        workspace: root,
+        session: () => {
+          opened ??= openSession({
+            workspace: root,
+            ...(session !== undefined && { session }),
+            ...((globals.redact || patterns.length > 0) && {
+              redact: { headers: globals.redact === true, patterns },
+            }),
+            ...(globals.blockPrivate && { blockPrivate: true }),
+          });
+          return opened;
+        },
+        sessionId: async () => session,
+        resolveFile: async (path) => resolve(io.cwd, path),
+        defaults: {},
+      };
+      try {
+        return await work(target);
+      } finally {
+        if (opened) await (await opened.catch(() => undefined))?.close();
+      }
+    },
+    run: async (command, target, operation, input) => {
+      const checked = checkInput(operation, input);
+      if (checked.problem) throw usageErrorOf(command, checked.problem, input);
+      // A call through a type parameter resolves to the widest row's run; O's own says the output.
+      return operation.run(target, checked.input) as Promise<OutputOf<typeof operation>>;
+    },
+    emit: (command, output, presenter) => {
+      const globals = context.globalsOf(command);
+      if (globals.json) {
+        const document = presenter.json ? presenter.json(output) : output;
+        io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
+      } else {
+        const text = presenter.text(output, globals);
+        if (text) io.stdout(text);
+      }
+      if (!globals.quiet) {
+        for (const warning of presenter.warnings?.(output) ?? []) {
+          io.stderr(`rewind: warning: ${warning}\n`);
+        }
+      }
+      const exitCode = presenter.exitCode?.(output);
+      if (exitCode !== undefined) state.exitCode = exitCode;
+    },
+    perform: async (command, operation, input, presenter, workspace) => {
+      const output = await context.withTarget(
+        command,
+        (target) => context.run(command, target, operation, input),
+        workspace,
+      );
+      context.emit(command, output, presenter);
+    },
+    confirm: async (command, isYes, question) => {
+      if (isYes) return true;
+      if (!io.prompt || context.globalsOf(command).json) {
+        throw new UsageError('Nobody can confirm here: add --yes to run it.');
+      }
+      return /^y(es)?$/i.test((await io.prompt(`${question} [y/N] `)).trim());
+    },
+    setExitCode: (code) => {
+      state.exitCode = code;
+    },
+  };
+  return context;
+}

@@ -1,0 +1,184 @@
+/**
+ * The text a model sees, per operation the MCP server offers. The map is typed by the table: an
+ * operation offered without a presenter here fails the typecheck.
+ */
+import { type ActionResult, type ExecResult, formatVerification } from '../index.js';
+import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
+
+/** What a tool call answers. */
+export type ToolResult = { content: { type: 'text'; text: string }[]; isError?: boolean };
+
+type McpOperation = OperationsOn<'mcp'>;
+type McpOperationNamed<Name> = Extract<McpOperation, { name: Name }>;
+
+/** The answer to a call of `Name`, from what the operation returned and the input it ran with. */
+type Presenter<Name extends McpOperation['name']> = (
+  output: OutputOf<McpOperationNamed<Name>>,
+  input: InputOf<McpOperationNamed<Name>>,
+) => ToolResult;
+
+/** How many log entries a model sees when it does not ask for a number. */
+const LOG_LINES_SHOWN = 50;
+
+const text = (value: string): ToolResult => ({ content: [{ type: 'text', text: value }] });
+
+const refusal = (value: string): ToolResult => ({ ...text(value), isError: true });
+
+/** Every answer that creates an action names it and how to take it back. */
+function journaled(result: ActionResult, detail = ''): ToolResult {
+  const hint = undoHintOf(result);
+  const how =
+    hint.way === 'approve-or-discard'
+      ? `a draft: a person runs it with \`rewind approve ${hint.id}\`, or drops it with \`rewind discard ${hint.id}\``
+      : hint.way === 'undo'
+        ? `reversible: rewind undo ${hint.id}`
+        : hint.way === 'compensate'
+          ? `compensable: rewind compensate ${hint.id}`
+          : hint.reason === 'discarded'
+            ? 'discarded: it will never run'
+            : 'irreversible';
+  return text(`${detail}${detail ? '\n' : ''}journaled as action #${result.id} (${how})`);
+}
+
+const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
+  write: (result) => journaled(result),
+  delete: (result) => journaled(result),
+  move: (result) => journaled(result),
+  mkdir: (result) => journaled(result),
+  read: (content) => text(content),
+  list: (entries) => text(entries.join('\n') || '(empty)'),
+  exec: (result) => {
+    // A draft did not run: it has no output to show.
+    if (!('exitCode' in result)) return journaled(result);
+    const ran = result as ExecResult;
+    const ended = ran.timedOut
+      ? 'timed out'
+      : ran.signal
+        ? `ended by ${ran.signal}`
+        : `exit ${ran.exitCode}`;
+    return journaled(
+      ran,
+      `${ran.stdout}${ran.stderr ? `\n[stderr]\n${ran.stderr}` : ''}\n${ended}: ${ran.created.length} created, ${ran.modified.length} modified, ${ran.deleted.length} deleted`,
+    );
+  },
+  http: (result) =>
+    journaled(
+      result,
+      result.response ? `HTTP ${result.response.status}\n${result.response.body}` : '',
+    ),
+  record: (result) => journaled(result),
+  report: (result) => journaled(result),
+  checkpoint: (result) =>
+    text(
+      `checkpoint ${result.label} (#${result.seq}): ${result.fileCount} files; ${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous one`,
+    ),
+  checkpoints: (checkpoints) =>
+    text(
+      checkpoints
+        .map(
+          (checkpoint) =>
+            `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
+        )
+        .join('\n') || 'no checkpoints yet',
+    ),
+  rollback: (result) => {
+    if (result.isDryRun) {
+      const changes = result.changes.map((change) => `${change.action} ${change.path}`);
+      const conversation = result.conversation
+        ? `\nthe conversation would be restored to ${result.conversation.messages.length} messages`
+        : '';
+      return text(
+        `rolling back to ${result.label} would change ${changes.length} paths${changes.length > 0 ? `:\n${changes.join('\n')}` : ''}${conversation}`,
+      );
+    }
+    const conversation = result.conversation
+      ? `\nrestored conversation:\n${JSON.stringify(result.conversation.messages)}`
+      : '';
+    return text(
+      `rolled back to ${result.label}: ${result.applied?.written ?? 0} written, ${result.applied?.created ?? 0} created, ${result.applied?.deleted ?? 0} deleted; journaled as action #${result.id} (reversible: rewind undo ${result.id})${conversation}`,
+    );
+  },
+  undo: (result) =>
+    result.status === 'refused'
+      ? refusal(
+          `Refused to undo #${result.undoes}: later edits would be overwritten:\n${result.conflicts
+            .map(
+              (conflict) =>
+                `${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
+            )
+            .join('\n')}\nNothing changed. Revert those edits first, or roll back to a checkpoint.`,
+        )
+      : text(
+          `undid #${result.undoes}; journaled as action #${result.id} (reversible: rewind undo ${result.id} redoes it)`,
+        ),
+  diff: (result) => text(result.text || `No differences between ${result.from} and ${result.to}.`),
+  'conversation-sync': (result) =>
+    text(
+      result.isChanged
+        ? `recorded ${result.messageCount} ${result.format} messages`
+        : 'unchanged; nothing recorded',
+    ),
+  'conversation-show': (conversation) =>
+    text(
+      `${conversation.messages.length} ${conversation.format} messages:\n${JSON.stringify(conversation.messages)}`,
+    ),
+  test: (result) => text(`${result.status.toUpperCase()}: ${formatVerification(result)}`),
+  status: (report) =>
+    text(
+      JSON.stringify(
+        {
+          ...report,
+          sessions: report.sessions.map((session) => ({
+            ...session,
+            unsupported: session.unsupported?.message,
+          })),
+        },
+        null,
+        2,
+      ),
+    ),
+  log: (report, input) => {
+    const lines = report.entries.map(
+      (line) =>
+        `#${line.seq} ${line.kind} ${line.summary}${line.action ? ` [${line.action.state}]` : ''}`,
+    );
+    if (input.last !== undefined || lines.length <= LOG_LINES_SHOWN) return text(lines.join('\n'));
+    return text(
+      `(the last ${LOG_LINES_SHOWN} of ${lines.length} entries; give last for more)\n${lines.slice(-LOG_LINES_SHOWN).join('\n')}`,
+    );
+  },
+  note: (result) => text(`added note #${result.entry.seq} to session ${result.session}`),
+  verify: (report) =>
+    report.isOk
+      ? text(
+          `verified ${report.sessions.length} sessions and ${report.objectsChecked} objects: no problems`,
+        )
+      : text(
+          [
+            `${report.problems.length} problems:`,
+            ...report.problems.map(
+              (problem) =>
+                `${problem.type}${problem.session ? ` (session ${problem.session}${problem.seq !== undefined ? ` #${problem.seq}` : ''})` : ''}: ${problem.message}`,
+            ),
+          ].join('\n'),
+        ),
+  commit: (result) => {
+    const body = JSON.stringify(result, null, 2);
+    return result.status === 'refused' ? refusal(body) : text(body);
+  },
+};
+
+/**
+ * The presenter of an operation the server offers. Throws for any other name: the map above is
+ * typed to hold exactly those, so that is a mistake in the server's code.
+ */
+export function presenterOf(name: string): (output: unknown, input: unknown) => ToolResult {
+  // The map is checked against the table above; a lookup by a plain name cannot carry its types.
+  const presenters = PRESENTERS as unknown as Record<
+    string,
+    (output: unknown, input: unknown) => ToolResult
+  >;
+  const present = presenters[name];
+  if (!present) throw new Error(`The MCP server has no presenter for ${name}.`);
+  return present;
+}

@@ -1,0 +1,119 @@
+/** History: checkpoints, rollback to one, undo of any action, and the changes between states. */
+import { z } from 'zod';
+import { FORMATS } from '../index.js';
+import { defineOperation } from './define-operation.js';
+import { actionId } from './inputs.js';
+
+/** A conversation as a model's provider holds it; its messages are checked by the library. */
+export const messagesInput = z
+  .array(z.unknown())
+  .describe("The conversation: a JSON array of messages in your provider's format.");
+
+/** One of the message formats Rewind knows; detected when left out. */
+export const formatInput = z
+  .enum(FORMATS)
+  .optional()
+  .describe('The message format (default: detected).');
+
+const label = z.string().describe('Letters, digits, ".", "_", "-", such as before-refactor.');
+
+export const checkpointOperation = defineOperation({
+  name: 'checkpoint',
+  title: 'Checkpoint the workspace',
+  summary: 'record the workspace under a label',
+  description:
+    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later.',
+  input: z.object({
+    label,
+    messages: messagesInput.optional(),
+    format: formatInput,
+  }),
+  scope: 'session',
+  annotations: {},
+  run: async (target, { label: name, messages, format }) =>
+    (await target.session()).checkpoint(name, {
+      ...(messages && { messages }),
+      ...(format && { format }),
+    }),
+});
+
+export const checkpointsOperation = defineOperation({
+  name: 'checkpoints',
+  title: 'List the checkpoints',
+  summary: 'list the checkpoints of a session',
+  description:
+    'The checkpoints of the session, oldest first: label, time, and how many files each added, modified and deleted since the previous one.',
+  input: z.object({}),
+  scope: 'session',
+  annotations: { readOnly: true },
+  run: async (target) => (await target.session()).checkpoints(),
+});
+
+export const rollbackOperation = defineOperation({
+  name: 'rollback',
+  title: 'Roll back to a checkpoint (undoable)',
+  summary:
+    'restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; the current state is saved first',
+  description:
+    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint. The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
+  input: z.object({
+    label: z.string().describe('The checkpoint label, or "latest".'),
+    dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
+    patchNote: z
+      .string()
+      .optional()
+      .describe('What changed since the checkpoint, told to the model in the resume note.'),
+  }),
+  scope: 'session',
+  annotations: { destructive: true },
+  run: async (target, { label: name, dryRun, patchNote }) =>
+    (await target.session()).rollback(name, {
+      dryRun: dryRun === true,
+      ...(patchNote !== undefined && { patchNote }),
+    }),
+});
+
+export const undoOperation = defineOperation({
+  name: 'undo',
+  title: 'Undo an action',
+  summary:
+    'undo an action (file action, command, rollback, undo) unless later edits would be trampled',
+  description:
+    'Undo a reversible action: give its id, or last: true for the most recent one that can still be undone. Refused, with each path listed, when a later edit would be overwritten. An undo is an action too: undoing it redoes.',
+  input: z
+    .object({
+      id: actionId.optional(),
+      last: z
+        .boolean()
+        .optional()
+        .describe('The most recent action that can still be undone, instead of an id.'),
+    })
+    .refine((input) => (input.id === undefined) === (input.last === true), {
+      error: 'Give either an action `id` or `last`.',
+    }),
+  scope: 'session',
+  annotations: { destructive: true },
+  run: async (target, { id, last }) =>
+    (await target.session()).undo(last === true || id === undefined ? 'last' : id),
+});
+
+export const diffOperation = defineOperation({
+  name: 'diff',
+  title: 'Show changes',
+  summary:
+    'show what changed between two states (checkpoint labels, action ids, or the working tree)',
+  description:
+    'What an action changed (give its id), or what changed since a checkpoint (give its label), or between two states.',
+  input: z.object({
+    from: z
+      .string()
+      .describe('A checkpoint label, "latest", or an action id (alone: the changes it made).'),
+    to: z
+      .string()
+      .optional()
+      .describe('A checkpoint label or an action id (default: the working tree).'),
+  }),
+  scope: 'session',
+  annotations: { readOnly: true },
+  run: async (target, { from, to }) => (await target.session()).diff(from, to),
+});

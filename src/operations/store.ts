@@ -1,0 +1,192 @@
+/** The store as a whole: creating it, its state at a glance, the timeline, notes, checks, cleanup. */
+import { z } from 'zod';
+import {
+  createSandbox,
+  gc,
+  type InitResult,
+  init,
+  type LogReport,
+  log,
+  note,
+  type SessionStatus,
+  type StatusReport,
+  startIsolatedSession,
+  status,
+  verify,
+} from '../index.js';
+import { defineOperation } from './define-operation.js';
+import { wholeNumber } from './inputs.js';
+
+/** What {@link initOperation} did: `init`'s result, the isolated session it started, and warnings. */
+export type InitOutput = InitResult & { isolatedSession?: string; warnings: string[] };
+
+export const initOperation = defineOperation({
+  name: 'init',
+  title: 'Create the store',
+  summary: 'create .rewind/ in a directory and start a session',
+  description:
+    'Create the store (.rewind/) in the workspace and start its first session; on a workspace that has one, change nothing.',
+  input: z.object({
+    hashChain: z
+      .boolean()
+      .optional()
+      .describe('Make every ledger entry of the new session commit to the previous one.'),
+    sandbox: z
+      .enum(['bwrap', 'none', 'auto'])
+      .optional()
+      .describe('Where the session runs commands (default: none).'),
+    network: z.boolean().optional().describe('Let sandboxed commands use the network.'),
+    isolated: z
+      .boolean()
+      .optional()
+      .describe('Start an isolated session: it works on a private view of the workspace.'),
+  }),
+  scope: 'workspace',
+  annotations: {},
+  excludedFrom: {
+    mcp: 'the server creates the store itself when a tool is first called',
+  },
+  run: async ({ workspace }, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
+    // Checked now, so a sandbox that cannot start is said at once, not at the first exec.
+    const warnings =
+      sandbox !== undefined && sandbox !== 'none'
+        ? createSandbox({ backend: sandbox, workspace: '/' }).warnings
+        : [];
+    const sandboxing = {
+      ...(sandbox !== undefined && { sandbox }),
+      ...(network === true && { network: true }),
+    };
+    const result = await init({
+      workspace,
+      hashChain: hashChain === true,
+      ...(isolated !== true && sandboxing),
+    });
+    if (isolated !== true) return { ...result, warnings };
+    const started = await startIsolatedSession({ workspace, ...sandboxing });
+    await started.close();
+    return { ...result, isolatedSession: started.id, warnings };
+  },
+});
+
+/** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */
+export type StatusOutput = StatusReport & { pending?: SessionStatus };
+
+export const statusOperation = defineOperation({
+  name: 'status',
+  title: 'Store and session status',
+  summary:
+    'show sessions, the current session, and the size of the store; for an isolated session, what a commit would do',
+  description:
+    'The store at a glance: every session (isolation, sandbox, network, entry count), the current one, the objects stored; and for an isolated session, what a commit would write, create and delete now, and any conflict.',
+  input: z.object({}),
+  scope: 'session',
+  annotations: { readOnly: true },
+  run: async (target): Promise<StatusOutput> => {
+    const named = await target.sessionId();
+    const report = await status({ workspace: target.workspace });
+    const current = report.sessions.find((session) => session.isCurrent);
+    let pending: SessionStatus | undefined;
+    if (named !== undefined) {
+      // A session asked for by name must open: a wrong name is an error, not an empty answer.
+      const session = await target.session();
+      if (session.isolation === 'isolated') pending = await session.status();
+    } else if (current?.isolation === 'isolated' && !current.unsupported) {
+      // The pending changes are a bonus to the glance: a session that cannot open leaves them out.
+      pending = await target
+        .session()
+        .then((session) => session.status())
+        .catch(() => undefined);
+    }
+    return { ...report, ...(pending && { pending }) };
+  },
+});
+
+export const logOperation = defineOperation({
+  name: 'log',
+  title: 'The session ledger',
+  summary: 'show the timeline of a session, one line per ledger entry',
+  description:
+    "The timeline of what was done, with each action's id, class and state. Filter by kind (action, verification...), by checkpoint, and keep the last entries.",
+  input: z.object({
+    kind: z
+      .string()
+      .optional()
+      .describe('Only entries of this kind or family (verification, action, rollback...).'),
+    checkpoint: z.string().optional().describe('Only entries about this checkpoint.'),
+    last: wholeNumber(1).optional().describe('Only the last this many entries (after filtering).'),
+  }),
+  scope: 'session',
+  annotations: { readOnly: true },
+  run: async (target, { kind, checkpoint, last }): Promise<LogReport> => {
+    const session = await target.sessionId();
+    const report = await log({
+      workspace: target.workspace,
+      ...(session !== undefined && { session }),
+      ...(kind !== undefined && { kind }),
+      ...(checkpoint !== undefined && { checkpoint }),
+    });
+    return last === undefined ? report : { ...report, entries: report.entries.slice(-last) };
+  },
+});
+
+export const noteOperation = defineOperation({
+  name: 'note',
+  title: 'Add a note to the timeline',
+  summary: 'add a note to the session timeline, with files attached',
+  description:
+    'Add a note to the session timeline, for the people who will read it: what you tried, why you stopped. Attached files (paths relative to the workspace) are stored with it.',
+  input: z.object({
+    text: z.string().describe('The note.'),
+    attachments: z.array(z.string()).optional().describe('Files to attach.'),
+  }),
+  scope: 'session',
+  annotations: {},
+  run: async (target, { text, attachments }) => {
+    const session = await target.sessionId();
+    return note({
+      workspace: target.workspace,
+      text,
+      attachments: await Promise.all(
+        (attachments ?? []).map((attachment) => target.resolveFile(attachment)),
+      ),
+      ...(session !== undefined && { session }),
+    });
+  },
+});
+
+export const verifyOperation = defineOperation({
+  name: 'verify',
+  title: 'Verify the store',
+  summary: 're-hash every referenced object and check every hash chain; exit 1 on any problem',
+  description:
+    'Check the whole store: every ledger entry in order, every hash chain, every referenced object re-hashed. Lists each problem found.',
+  input: z.object({}),
+  scope: 'workspace',
+  annotations: { readOnly: true },
+  run: ({ workspace }) => verify({ workspace }),
+});
+
+export const gcOperation = defineOperation({
+  name: 'gc',
+  title: 'Collect garbage',
+  summary: 'remove objects that no ledger references, directly or through trees',
+  description:
+    'Remove the objects that no ledger references, and temporary files left by crashed writes; recent objects are spared.',
+  input: z.object({
+    dryRun: z.boolean().optional().describe('Only list what would be removed.'),
+    graceSeconds: wholeNumber(0)
+      .optional()
+      .describe('Spare unreferenced objects younger than this (default 3600).'),
+  }),
+  scope: 'workspace',
+  annotations: { destructive: true },
+  excludedFrom: {
+    mcp: 'it deletes objects from the store: maintenance a person runs, not an agent',
+  },
+  run: ({ workspace }, { dryRun, graceSeconds }) =>
+    gc({
+      workspace,
+      dryRun: dryRun === true,
+      ...(graceSeconds !== undefined && { graceMs: graceSeconds * 1000 }),
+    }),
+});

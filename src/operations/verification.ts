@@ -1,0 +1,42 @@
+/** The verifier: run it, journal its verdict. */
+import { z } from 'zod';
+import { defineOperation } from './define-operation.js';
+import { seconds, wholeNumber } from './inputs.js';
+
+export const testOperation = defineOperation({
+  name: 'test',
+  title: 'Run the verifier',
+  summary:
+    "run the session's verifier, print its verdict in words, journal it; exit 0 pass, 1 fail, 3 unknown",
+  description:
+    "Run the workspace's verifier (tests) and get its verdict: pass, fail or unknown; the verdict is journaled. Give verifier to run another command than the configured one; retries and timeout apply to it.",
+  input: z.object({
+    verifier: z
+      .string()
+      .optional()
+      .describe(
+        'The verifier command, run by /bin/sh -c (default: .rewind/config.json "verifier").',
+      ),
+    retries: wholeNumber(0)
+      .optional()
+      .describe('Retry an unknown verdict this many times (default 0).'),
+    timeout: seconds
+      .optional()
+      .describe('End the verifier after this many seconds; that counts as unknown (default 600).'),
+  }),
+  scope: 'session',
+  // Not read-only: the verifier is a command, and whatever it does happens.
+  annotations: {},
+  run: async (target, { verifier, retries, timeout }) =>
+    (await target.session()).test(
+      verifier !== undefined
+        ? {
+            verifier: {
+              command: verifier,
+              ...(retries !== undefined && { retries }),
+              ...(timeout !== undefined && { timeoutMs: Math.round(timeout * 1000) }),
+            },
+          }
+        : {},
+    ),
+});
