@@ -1,5 +1,5 @@
 // The Vercel AI SDK format (ModelMessage).
-import { type Adapter, arrayOf, isObject, type Message } from './format-adapter.js';
+import { type Adapter, contentPartsOf, isObject } from './format-adapter.js';
 
 const AI_SDK_PARTS = new Set([
   'text',
@@ -11,11 +11,6 @@ const AI_SDK_PARTS = new Set([
   'tool-approval-request',
   'tool-approval-response',
 ]);
-
-const aiSdkParts = (message: Message): Record<string, unknown>[] =>
-  typeof message.content === 'string'
-    ? [{ type: 'text', text: message.content }]
-    : arrayOf(message.content).filter(isObject);
 
 /** Vercel AI SDK ModelMessages. */
 export const aiSdk: Adapter = {
@@ -33,13 +28,13 @@ export const aiSdk: Adapter = {
   roleOf: (message) => String(message.role),
   callsOf: (message) =>
     message.role === 'assistant'
-      ? aiSdkParts(message)
+      ? contentPartsOf(message)
           .filter((part) => part.type === 'tool-call' && part.providerExecuted !== true)
           .map((part) => ({ id: String(part.toolCallId), name: String(part.toolName) }))
       : [],
   resultsOf: (message) =>
     message.role === 'tool'
-      ? aiSdkParts(message)
+      ? contentPartsOf(message)
           .filter((part) => part.type === 'tool-result')
           .map((part) => ({ id: String(part.toolCallId), name: String(part.toolName) }))
       : [],
@@ -47,19 +42,19 @@ export const aiSdk: Adapter = {
   withoutResults: (message, drop) => {
     if (message.role !== 'tool') return message;
     let index = -1;
-    const kept = aiSdkParts(message).filter((part) => {
+    const kept = contentPartsOf(message).filter((part) => {
       if (part.type !== 'tool-result') return true;
       index += 1;
       return !drop({ id: String(part.toolCallId), name: String(part.toolName) }, index);
     });
-    if (kept.length === aiSdkParts(message).length) return message;
+    if (kept.length === contentPartsOf(message).length) return message;
     return kept.some((part) => part.type === 'tool-result')
       ? { ...message, content: kept }
       : undefined;
   },
   resultParts: (message) =>
     message.role === 'tool'
-      ? aiSdkParts(message).filter((part) => part.type === 'tool-result')
+      ? contentPartsOf(message).filter((part) => part.type === 'tool-result')
       : [],
   withResultsFirst: (message) => message,
   resultsMessage: (parts) => [{ role: 'tool', content: parts }],
@@ -71,7 +66,7 @@ export const aiSdk: Adapter = {
   }),
   withoutCalls: (message, drop) => {
     if (message.role !== 'assistant' || typeof message.content === 'string') return message;
-    const parts = aiSdkParts(message);
+    const parts = contentPartsOf(message);
     const kept = parts.filter(
       (part) =>
         part.type !== 'tool-call' ||
@@ -83,13 +78,13 @@ export const aiSdk: Adapter = {
     return kept.length > 0 ? { ...message, content: kept } : undefined;
   },
   hasSignedReasoning: (message) =>
-    aiSdkParts(message).some(
+    contentPartsOf(message).some(
       (part) => part.type === 'reasoning' && part.providerOptions !== undefined,
     ),
   note: (text) => ({ role: 'user', content: [{ type: 'text', text }] }),
   canHoldNote: (message) => message.role === 'user',
   withNote: (message, text) => ({
     ...message,
-    content: [...aiSdkParts(message), { type: 'text', text }],
+    content: [...contentPartsOf(message), { type: 'text', text }],
   }),
 };

@@ -1,5 +1,5 @@
 // The Anthropic Messages format.
-import { type Adapter, arrayOf, isObject, type Message } from './format-adapter.js';
+import { type Adapter, arrayOf, contentPartsOf, isObject } from './format-adapter.js';
 
 const ANTHROPIC_BLOCKS = new Set([
   'text',
@@ -21,11 +21,6 @@ const ANTHROPIC_BLOCKS = new Set([
   'container_upload',
 ]);
 
-const anthropicBlocks = (message: Message): Record<string, unknown>[] =>
-  typeof message.content === 'string'
-    ? [{ type: 'text', text: message.content }]
-    : arrayOf(message.content).filter(isObject);
-
 /** Anthropic Messages. */
 export const anthropic: Adapter = {
   format: 'anthropic',
@@ -42,24 +37,24 @@ export const anthropic: Adapter = {
   roleOf: (message) => String(message.role),
   callsOf: (message) =>
     message.role === 'assistant'
-      ? anthropicBlocks(message)
+      ? contentPartsOf(message)
           .filter((block) => block.type === 'tool_use')
           .map((block) => ({ id: String(block.id), name: String(block.name) }))
       : [],
   resultsOf: (message) =>
     message.role === 'user'
-      ? anthropicBlocks(message)
+      ? contentPartsOf(message)
           .filter((block) => block.type === 'tool_result')
           .map((block) => ({ id: String(block.tool_use_id), name: undefined }))
       : [],
   isOnlyResults: (message) =>
     message.role === 'user' &&
-    anthropicBlocks(message).length > 0 &&
-    anthropicBlocks(message).every((block) => block.type === 'tool_result'),
+    contentPartsOf(message).length > 0 &&
+    contentPartsOf(message).every((block) => block.type === 'tool_result'),
   withoutResults: (message, drop) => {
     if (message.role !== 'user' || typeof message.content === 'string') return message;
     let index = -1;
-    const kept = anthropicBlocks(message).filter((block) => {
+    const kept = contentPartsOf(message).filter((block) => {
       if (block.type !== 'tool_result') return true;
       index += 1;
       return !drop({ id: String(block.tool_use_id), name: undefined }, index);
@@ -69,14 +64,11 @@ export const anthropic: Adapter = {
   },
   resultParts: (message) =>
     message.role === 'user'
-      ? anthropicBlocks(message).filter((block) => block.type === 'tool_result')
+      ? contentPartsOf(message).filter((block) => block.type === 'tool_result')
       : [],
   withResultsFirst: (message, parts) => ({
     ...message,
-    content: [
-      ...parts,
-      ...anthropicBlocks(message).filter((block) => block.type !== 'tool_result'),
-    ],
+    content: [...parts, ...contentPartsOf(message).filter((block) => block.type !== 'tool_result')],
   }),
   resultsMessage: (parts) => [{ role: 'user', content: parts }],
   syntheticResult: (call, text) => ({
@@ -87,7 +79,7 @@ export const anthropic: Adapter = {
   }),
   withoutCalls: (message, drop) => {
     if (message.role !== 'assistant' || typeof message.content === 'string') return message;
-    const blocks = anthropicBlocks(message);
+    const blocks = contentPartsOf(message);
     const kept = blocks.filter(
       (block) =>
         block.type !== 'tool_use' || !drop({ id: String(block.id), name: String(block.name) }),
@@ -98,13 +90,13 @@ export const anthropic: Adapter = {
     return kept.length > 0 ? { ...message, content: kept } : undefined;
   },
   hasSignedReasoning: (message) =>
-    anthropicBlocks(message).some(
+    contentPartsOf(message).some(
       (block) => block.type === 'thinking' || block.type === 'redacted_thinking',
     ),
   note: (text) => ({ role: 'user', content: [{ type: 'text', text }] }),
   canHoldNote: (message) => message.role === 'user',
   withNote: (message, text) => ({
     ...message,
-    content: [...anthropicBlocks(message), { type: 'text', text }],
+    content: [...contentPartsOf(message), { type: 'text', text }],
   }),
 };

@@ -1,4 +1,4 @@
-// What every format shares: the format names, the message types, the Adapter, two small readers.
+// What every format shares: the format names, the message types, the Adapter, small readers.
 
 /** The message formats Rewind reads and repairs. */
 export const FORMATS = [
@@ -80,3 +80,12 @@ export const isObject = (value: unknown): value is Record<string, unknown> =>
 
 /** `value` when it is an array, else an empty one: an absent list reads as empty. */
 export const arrayOf = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+
+/**
+ * The parts of a message's `content` (Anthropic blocks, AI SDK parts): both formats take a string
+ * as shorthand for one text part, so it reads as that part.
+ */
+export const contentPartsOf = (message: Message): Record<string, unknown>[] =>
+  typeof message.content === 'string'
+    ? [{ type: 'text', text: message.content }]
+    : arrayOf(message.content).filter(isObject);

@@ -1,8 +1,14 @@
 // The Gemini format (Google GenAI contents).
-import { type Adapter, arrayOf, isObject, type Message } from './format-adapter.js';
+import { type Adapter, arrayOf, type Call, isObject, type Message } from './format-adapter.js';
 
 const geminiParts = (message: Message): Record<string, unknown>[] =>
   arrayOf(message.parts).filter(isObject);
+
+/** The id (absent in some calls and results) and name of a `functionCall` or `functionResponse`. */
+const identityOf = (value: Record<string, unknown>): Call => ({
+  id: typeof value.id === 'string' ? value.id : undefined,
+  name: String(value.name),
+});
 
 /** Gemini contents. */
 export const gemini: Adapter = {
@@ -19,25 +25,13 @@ export const gemini: Adapter = {
     message.role === 'model'
       ? geminiParts(message)
           .filter((part) => isObject(part.functionCall))
-          .map((part) => {
-            const call = part.functionCall as Record<string, unknown>;
-            return {
-              id: typeof call.id === 'string' ? call.id : undefined,
-              name: String(call.name),
-            };
-          })
+          .map((part) => identityOf(part.functionCall as Record<string, unknown>))
       : [],
   resultsOf: (message) =>
     message.role !== 'model'
       ? geminiParts(message)
           .filter((part) => isObject(part.functionResponse))
-          .map((part) => {
-            const response = part.functionResponse as Record<string, unknown>;
-            return {
-              id: typeof response.id === 'string' ? response.id : undefined,
-              name: String(response.name),
-            };
-          })
+          .map((part) => identityOf(part.functionResponse as Record<string, unknown>))
       : [],
   isOnlyResults: (message) =>
     message.role !== 'model' &&
@@ -49,14 +43,7 @@ export const gemini: Adapter = {
     const kept = geminiParts(message).filter((part) => {
       if (!isObject(part.functionResponse)) return true;
       index += 1;
-      const response = part.functionResponse;
-      return !drop(
-        {
-          id: typeof response.id === 'string' ? response.id : undefined,
-          name: String(response.name),
-        },
-        index,
-      );
+      return !drop(identityOf(part.functionResponse), index);
     });
     if (kept.length === geminiParts(message).length) return message;
     return kept.length > 0 ? { ...message, parts: kept } : undefined;
@@ -82,11 +69,7 @@ export const gemini: Adapter = {
     const parts = geminiParts(message);
     const kept = parts.filter((part) => {
       if (!isObject(part.functionCall)) return true;
-      const call = part.functionCall;
-      return !drop({
-        id: typeof call.id === 'string' ? call.id : undefined,
-        name: String(call.name),
-      });
+      return !drop(identityOf(part.functionCall));
     });
     if (kept.length === parts.length) return message;
     if (gemini.hasSignedReasoning(message)) return undefined;
