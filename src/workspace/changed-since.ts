@@ -17,15 +17,14 @@ import {
 import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
 import {
-  buildTree,
   CONCURRENCY,
-  collectFilesToRead,
   fileToRead,
   lstatEntry,
   type ScanContext,
   type ScannedEntry,
   scanDirectory,
   storeFile,
+  storeScannedTree,
   summarize,
   unreadable,
 } from './walk.js';
@@ -43,11 +42,8 @@ async function snapshotSubtree(
   const context: ScanContext = { cache, warnings: state.warnings, ignoreDirectories: [] };
   const entries = scanDirectory(absolute, relative, rules, context);
   if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
-  const toRead: ScannedEntry[] = [];
-  collectFilesToRead(entries, toRead);
-  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
-  state.readCount += toRead.length;
-  const { digest } = await buildTree(relative, mode, entries, cache, batch);
+  const { digest, readCount } = await storeScannedTree(relative, mode, entries, cache, batch);
+  state.readCount += readCount;
   const totals = summarize(entries);
   return { digest, totals: { ...totals, directoryCount: totals.directoryCount + 1 } };
 }

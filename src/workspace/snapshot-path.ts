@@ -1,21 +1,18 @@
 // Single-path snapshots and the ignore check of one path, for the few paths an action touches.
 import { readlinkSync } from 'node:fs';
 import { RewindError } from '../errors.js';
-import { type Digest, forEachConcurrently } from '../lib/index.js';
+import type { Digest } from '../lib/index.js';
 import type { ObjectBatch, TreeEntry } from '../store/index.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
 import { StatCache } from './stat-cache.js';
 import {
-  buildTree,
-  CONCURRENCY,
-  collectFilesToRead,
   fileToRead,
   lstatEntry,
   type ScanContext,
-  type ScannedEntry,
   scanDirectory,
   storeFile,
+  storeScannedTree,
   unreadable,
 } from './walk.js';
 
@@ -98,10 +95,7 @@ export async function snapshotPath(
   };
   if (stats.isDirectory()) {
     const entries = scanDirectory(absolute, relative, rules, context);
-    const toRead: ScannedEntry[] = [];
-    collectFilesToRead(entries, toRead);
-    await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
-    const { digest } = await buildTree(relative, mode, entries, context.cache, batch);
+    const { digest } = await storeScannedTree(relative, mode, entries, context.cache, batch);
     return {
       entry: { name, type: 'directory', mode, digest },
       ignored: context.ignored ?? [],

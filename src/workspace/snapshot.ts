@@ -3,22 +3,13 @@ import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
 import { RewindError } from '../errors.js';
-import { type Digest, forEachConcurrently } from '../lib/index.js';
+import type { Digest } from '../lib/index.js';
 import type { ObjectStore } from '../store/index.js';
 import { changeWindowOf, snapshotChanges } from './changed-since.js';
 import { loadChangeRecord, readSnapshotClock, saveChangeRecord } from './changes.js';
 import { IgnoreRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
-import {
-  budgetWarning,
-  buildTree,
-  CONCURRENCY,
-  collectFilesToRead,
-  type ScannedEntry,
-  scanDirectory,
-  storeFile,
-  summarize,
-} from './walk.js';
+import { budgetWarning, scanDirectory, storeScannedTree, summarize } from './walk.js';
 
 /** Options of {@link snapshot}. */
 export interface SnapshotOptions {
@@ -170,13 +161,11 @@ export async function snapshot(
     });
     if (warning) warnings.push(warning);
   }
-  const toRead: ScannedEntry[] = [];
-  collectFilesToRead(entries, toRead);
   const batch = options.store.batch();
   let digest: Digest;
+  let readCount: number;
   try {
-    await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
-    ({ digest } = await buildTree('', 0, entries, cache, batch));
+    ({ digest, readCount } = await storeScannedTree('', 0, entries, cache, batch));
   } finally {
     await batch.commit();
   }
@@ -190,5 +179,5 @@ export async function snapshot(
       ignoreDirectories,
     });
   }
-  return { tree: digest, ...totals, readCount: toRead.length, warnings, strategy: 'walk' };
+  return { tree: digest, ...totals, readCount, warnings, strategy: 'walk' };
 }

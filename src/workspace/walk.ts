@@ -11,7 +11,7 @@ import {
   readlinkSync,
 } from 'node:fs';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, forEachConcurrently } from '../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../store/index.js';
 import { IGNORE_FILE, type IgnoreRules } from './ignore-rules.js';
 import type { StatCache } from './stat-cache.js';
@@ -235,7 +235,7 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
   }
 }
 
-export function collectFilesToRead(entries: readonly ScannedEntry[], into: ScannedEntry[]): void {
+function collectFilesToRead(entries: readonly ScannedEntry[], into: ScannedEntry[]): void {
   for (const entry of entries) {
     if (entry.children) collectFilesToRead(entry.children, into);
     else if (entry.kind === 'file' && entry.payload === undefined) into.push(entry);
@@ -243,7 +243,7 @@ export function collectFilesToRead(entries: readonly ScannedEntry[], into: Scann
 }
 
 /** Builds the tree objects bottom-up, reusing a directory's cached tree when nothing in it changed. */
-export async function buildTree(
+async function buildTree(
   relative: string,
   mode: number,
   entries: readonly ScannedEntry[],
@@ -292,6 +292,24 @@ export async function buildTree(
   const { digest } = await batch.put(encodeTree(tree));
   cache.record(key, fingerprint, digest);
   return { digest, isUnchanged: cached === digest };
+}
+
+/**
+ * Reads and stores the files of a scan that the stat cache could not vouch for, then builds the
+ * tree objects. Returns the tree's digest and how many files were read.
+ */
+export async function storeScannedTree(
+  relative: string,
+  mode: number,
+  entries: readonly ScannedEntry[],
+  cache: StatCache,
+  batch: ObjectBatch,
+): Promise<{ digest: Digest; readCount: number }> {
+  const toRead: ScannedEntry[] = [];
+  collectFilesToRead(entries, toRead);
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+  const { digest } = await buildTree(relative, mode, entries, cache, batch);
+  return { digest, readCount: toRead.length };
 }
 
 export function summarize(entries: readonly ScannedEntry[]): {
