@@ -1,13 +1,5 @@
-export {
-  adapterOf,
-  type Call,
-  checkFormat,
-  detectFormat,
-  FORMATS,
-  type Format,
-  type Message,
-  type Result,
-} from './formats.js';
+export { type Call, FORMATS, type Format, type Message, type Result } from './format-adapter.js';
+export { adapterOf, checkFormat, detectFormat } from './formats.js';
 export {
   type ConversationProblem,
   DEFAULT_RESULT_TEXT,

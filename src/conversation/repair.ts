@@ -1,12 +1,5 @@
-import {
-  type Adapter,
-  adapterOf,
-  type Call,
-  checkFormat,
-  type Format,
-  type Message,
-  type Result,
-} from './formats.js';
+import type { Adapter, Call, Format, Message, Result } from './format-adapter.js';
+import { adapterOf, checkFormat } from './formats.js';
 import type { NoteOf, SyntheticResultOf } from './types.js';
 
 /** One rule of the provider that a history breaks. */

@@ -7,7 +7,7 @@ import {
   readTree,
   type TreeEntry,
 } from '../store/index.js';
-import type { Message } from './formats.js';
+import type { Message } from './format-adapter.js';
 
 /** A stored conversation: its tree and how many messages it holds. */
 export interface StoredConversation {

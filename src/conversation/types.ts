@@ -1,4 +1,4 @@
-import type { Format } from './formats.js';
+import type { Format } from './format-adapter.js';
 
 /** A serialized LangChain message (`toJSON()` form) that Rewind creates. */
 export interface LangChainSerialized {

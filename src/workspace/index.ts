@@ -3,13 +3,11 @@ export { IGNORE_FILE } from './ignore-rules.js';
 export { renderDiff } from './render-diff.js';
 export {
   checkWorkspace,
-  isIgnoredPath,
-  type PathSnapshot,
   type SnapshotOptions,
   type SnapshotResult,
   snapshot,
-  snapshotPath,
 } from './snapshot.js';
+export { isIgnoredPath, type PathSnapshot, snapshotPath } from './snapshot-path.js';
 export { cachedReferences, clearStatCache } from './stat-cache.js';
 export {
   diffEntries,

@@ -1,0 +1,275 @@
+// The "changed since" shortcut: the previous snapshot's tree updated with only what changed.
+import { readdirSync, readlinkSync, statSync } from 'node:fs';
+import { type Digest, forEachConcurrently } from '../lib/index.js';
+import {
+  encodeTree,
+  type ObjectBatch,
+  type ObjectStore,
+  readTree,
+  type TreeEntry,
+} from '../store/index.js';
+import {
+  type ChangeRecord,
+  listChangedSince,
+  type SnapshotClock,
+  type TreeTotals,
+} from './changes.js';
+import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
+import { StatCache } from './stat-cache.js';
+import {
+  CONCURRENCY,
+  fileToRead,
+  lstatEntry,
+  type ScanContext,
+  type ScannedEntry,
+  scanDirectory,
+  storeFile,
+  storeScannedTree,
+  summarize,
+  unreadable,
+} from './walk.js';
+
+/** Reads, stores and lists one directory and everything under it, as a first snapshot does. */
+async function snapshotSubtree(
+  absolute: string,
+  relative: string,
+  mode: number,
+  rules: IgnoreRules,
+  batch: ObjectBatch,
+  state: IncrementalState,
+): Promise<{ digest: Digest; totals: TreeTotals }> {
+  const cache = StatCache.empty();
+  const context: ScanContext = { cache, warnings: state.warnings, ignoreDirectories: [] };
+  const entries = scanDirectory(absolute, relative, rules, context);
+  if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
+  const { digest, readCount } = await storeScannedTree(relative, mode, entries, cache, batch);
+  state.readCount += readCount;
+  const totals = summarize(entries);
+  return { digest, totals: { ...totals, directoryCount: totals.directoryCount + 1 } };
+}
+
+interface IncrementalState {
+  store: ObjectStore;
+  batch: ObjectBatch;
+  /** For each directory, the names in it that changed (from the changed paths). */
+  changedNames: Map<string, Set<string>>;
+  /** Paths that changed themselves: for a directory, its list of names may differ. */
+  changedPaths: Set<string>;
+  ignoreDirectories: Set<string>;
+  warnings: string[];
+  readCount: number;
+  /** Set when a `.rewindignore` appeared or went: the rules differ, so the shortcut is off. */
+  ignoreRulesChanged: boolean;
+}
+
+/** The files, directories and bytes under a stored entry (a directory counting itself). */
+async function totalsOf(store: ObjectStore, entry: TreeEntry): Promise<TreeTotals> {
+  if (entry.type === 'file') return { fileCount: 1, directoryCount: 0, sizeBytes: entry.sizeBytes };
+  if (entry.type === 'symlink') return { fileCount: 1, directoryCount: 0, sizeBytes: 0 };
+  const totals = { fileCount: 0, directoryCount: 1, sizeBytes: 0 };
+  for (const child of (await readTree(store, entry.digest)).entries) {
+    const inner = await totalsOf(store, child);
+    totals.fileCount += inner.fileCount;
+    totals.directoryCount += inner.directoryCount;
+    totals.sizeBytes += inner.sizeBytes;
+  }
+  return totals;
+}
+
+function addTotals(into: TreeTotals, totals: TreeTotals, sign: 1 | -1): void {
+  into.fileCount += sign * totals.fileCount;
+  into.directoryCount += sign * totals.directoryCount;
+  into.sizeBytes += sign * totals.sizeBytes;
+}
+
+/**
+ * Rebuilds the tree of one directory from its previous tree and the changed paths: entries that
+ * did not change are taken from the previous tree as they are; only changed entries are looked
+ * at, and only directories whose list of names changed are read. Returns the new digest and how
+ * the totals moved.
+ */
+async function rebuildDirectory(
+  absolute: string,
+  relative: string,
+  previous: Digest,
+  rules: IgnoreRules,
+  state: IncrementalState,
+): Promise<{ digest: Digest; delta: TreeTotals }> {
+  const oldEntries = (await readTree(state.store, previous)).entries;
+  const oldByName = new Map(oldEntries.map((entry) => [entry.name, entry]));
+  const changed = state.changedNames.get(relative) ?? new Set<string>();
+  let names: string[];
+  if (state.changedPaths.has(relative)) {
+    try {
+      names = readdirSync(absolute);
+    } catch (error) {
+      throw unreadable(relative === '' ? absolute : relative, error);
+    }
+    if (names.includes(IGNORE_FILE) !== state.ignoreDirectories.has(relative)) {
+      state.ignoreRulesChanged = true;
+    }
+  } else {
+    names = oldEntries.map((entry) => entry.name);
+  }
+  const inner =
+    relative !== '' && state.ignoreDirectories.has(relative)
+      ? rules.enter(absolute, relative)
+      : rules;
+  const delta: TreeTotals = { fileCount: 0, directoryCount: 0, sizeBytes: 0 };
+  const entries: TreeEntry[] = [];
+  const toRead: ScannedEntry[] = [];
+  const seen = new Set<string>();
+  for (const name of names) {
+    const oldEntry = oldByName.get(name);
+    if (oldEntry !== undefined && !changed.has(name)) {
+      entries.push(oldEntry);
+      seen.add(name);
+      continue;
+    }
+    const childRelative = relative === '' ? name : `${relative}/${name}`;
+    const childAbsolute = `${absolute}/${name}`;
+    const stats = lstatEntry(childAbsolute, childRelative);
+    if (stats === undefined) continue;
+    // A .rewindignore that changed changes what is left out: the shortcut cannot tell.
+    if (name === IGNORE_FILE) state.ignoreRulesChanged = true;
+    const isDirectory = stats.isDirectory();
+    if (inner.isIgnored(childRelative, name, isDirectory)) continue;
+    seen.add(name);
+    const mode = Number(stats.mode) & 0o7777;
+    if (isDirectory) {
+      let digest: Digest;
+      if (oldEntry?.type === 'directory') {
+        const sub = await rebuildDirectory(
+          childAbsolute,
+          childRelative,
+          oldEntry.digest,
+          inner,
+          state,
+        );
+        digest = sub.digest;
+        addTotals(delta, sub.delta, 1);
+      } else {
+        if (oldEntry !== undefined) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+        const sub = await snapshotSubtree(
+          childAbsolute,
+          childRelative,
+          mode,
+          inner,
+          state.batch,
+          state,
+        );
+        digest = sub.digest;
+        addTotals(delta, sub.totals, 1);
+      }
+      entries.push({ name, type: 'directory', mode, digest });
+      continue;
+    }
+    if (oldEntry !== undefined) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+    if (stats.isSymbolicLink()) {
+      let target: string;
+      try {
+        target = readlinkSync(childAbsolute);
+      } catch (error) {
+        throw unreadable(childRelative, error);
+      }
+      entries.push({ name, type: 'symlink', target });
+      delta.fileCount += 1;
+    } else if (stats.isFile()) {
+      toRead.push(fileToRead(name, childRelative, childAbsolute, stats));
+    } else {
+      state.warnings.push(
+        `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
+      );
+    }
+  }
+  for (const oldEntry of oldEntries) {
+    if (!seen.has(oldEntry.name)) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
+  }
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, state.batch));
+  state.readCount += toRead.length;
+  for (const entry of toRead) {
+    entries.push({
+      name: entry.name,
+      type: 'file',
+      mode: entry.mode,
+      sizeBytes: entry.sizeBytes,
+      digest: entry.payload as Digest,
+    });
+    delta.fileCount += 1;
+    delta.sizeBytes += entry.sizeBytes;
+  }
+  const { digest } = await state.batch.put(encodeTree(entries));
+  return { digest, delta };
+}
+
+/**
+ * How long before a snapshot a change must be to be sure the snapshot saw it: 100 ms where the
+ * filesystem keeps nanoseconds (the kernel's coarse clock ticks every few milliseconds), 2 s
+ * where it keeps whole seconds (a timestamp without nanoseconds tells).
+ */
+export function changeWindowOf(root: string): bigint {
+  return statSync(root, { bigint: true }).ctimeNs % 1_000_000_000n === 0n
+    ? 2_000_000_000n
+    : 100_000_000n;
+}
+
+/** What the shortcut recorded; the entry point turns it into a snapshot's result. */
+export interface ChangedSinceResult {
+  tree: Digest;
+  totals: TreeTotals;
+  readCount: number;
+  warnings: string[];
+}
+
+/**
+ * The shortcut: the previous snapshot's tree updated with only what changed since it started,
+ * as {@link listChangedSince} reports. Undefined when that cannot be trusted this time (see
+ * there) or the ignore rules changed; the caller then looks at every file.
+ */
+export async function snapshotChanges(
+  root: string,
+  record: ChangeRecord,
+  clock: SnapshotClock,
+  store: ObjectStore,
+  batch: ObjectBatch,
+  windowNs: bigint,
+): Promise<ChangedSinceResult | undefined> {
+  if (!(await store.has(record.tree))) return undefined;
+  const changes = await listChangedSince(root, record.clock, clock, windowNs);
+  if (changes === undefined) return undefined;
+  const state: IncrementalState = {
+    store,
+    batch,
+    changedNames: new Map(),
+    changedPaths: new Set(changes),
+    ignoreDirectories: new Set(record.ignoreDirectories),
+    warnings: [],
+    readCount: 0,
+    ignoreRulesChanged: false,
+  };
+  for (const path of changes) {
+    if (path === '') continue;
+    const parts = path.split('/');
+    let directory = '';
+    for (const part of parts) {
+      let names = state.changedNames.get(directory);
+      if (names === undefined) {
+        names = new Set();
+        state.changedNames.set(directory, names);
+      }
+      names.add(part);
+      directory = directory === '' ? part : `${directory}/${part}`;
+    }
+  }
+  const { digest, delta } = await rebuildDirectory(
+    root,
+    '',
+    record.tree,
+    IgnoreRules.root(root),
+    state,
+  );
+  if (state.ignoreRulesChanged) return undefined;
+  const totals = { ...record.totals };
+  addTotals(totals, delta, 1);
+  return { tree: digest, totals, readCount: state.readCount, warnings: state.warnings };
+}

@@ -1,0 +1,355 @@
+// The full walk of a snapshot: scanning every entry, storing changed files, building trees.
+import {
+  type BigIntStats,
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+} from 'node:fs';
+import { isRewindError, isSystemError, RewindError } from '../errors.js';
+import { type Digest, forEachConcurrently } from '../lib/index.js';
+import { encodeTree, type ObjectBatch, type TreeEntry } from '../store/index.js';
+import { IGNORE_FILE, type IgnoreRules } from './ignore-rules.js';
+import type { StatCache } from './stat-cache.js';
+
+const SMALL_FILE_BYTES = 1024 * 1024;
+const READ_ATTEMPTS = 4;
+export const CONCURRENCY = 8;
+
+type Kind = 'file' | 'directory' | 'symlink';
+
+export interface ScannedEntry {
+  name: string;
+  relative: string;
+  absolute: string;
+  kind: Kind;
+  mode: number;
+  sizeBytes: number;
+  fingerprint: string;
+  changedAtNs: bigint;
+  /** Content digest (file), target (symlink) or tree digest (directory), once known. */
+  payload: string | undefined;
+  /** True when nothing about this entry changed since the cached snapshot. */
+  isUnchanged: boolean;
+  children: ScannedEntry[] | undefined;
+}
+
+function fingerprintOf(stats: BigIntStats): string {
+  return `${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}:${stats.ino}:${stats.mode}`;
+}
+
+/** The later of mtime and ctime: when the file last changed, whichever way. */
+function changedAtOf(stats: BigIntStats): bigint {
+  if (stats.mtimeNs > stats.ctimeNs) return stats.mtimeNs;
+  return stats.ctimeNs;
+}
+
+export function unreadable(path: string, error: unknown): RewindError {
+  const reason =
+    isSystemError(error, 'EACCES') || isSystemError(error, 'EPERM')
+      ? 'permission denied'
+      : String(error);
+  return new RewindError(
+    'PATH_UNREADABLE',
+    `Cannot read ${path} (${reason}), so the workspace cannot be snapshotted. ` +
+      'Make it readable, or list it in .rewindignore to leave it out.',
+    { data: { path }, cause: error },
+  );
+}
+
+/** What a scan collects besides the entries. */
+export interface ScanContext {
+  cache: StatCache;
+  warnings: string[];
+  /** Directories that hold a `.rewindignore`. */
+  ignoreDirectories: string[];
+  /** When given, receives every path left out by the ignore rules. */
+  ignored?: string[];
+}
+
+export function scanDirectory(
+  absolute: string,
+  relative: string,
+  rules: IgnoreRules,
+  context: ScanContext,
+): ScannedEntry[] {
+  const { cache, warnings, ignoreDirectories } = context;
+  let names: string[];
+  try {
+    names = readdirSync(absolute);
+  } catch (error) {
+    throw unreadable(relative === '' ? absolute : relative, error);
+  }
+  // Only directories that hold a .rewindignore add rules: no failed open in every directory.
+  const hasRules = names.includes(IGNORE_FILE);
+  if (hasRules) ignoreDirectories.push(relative);
+  const inner = relative !== '' && hasRules ? rules.enter(absolute, relative) : rules;
+  const entries: ScannedEntry[] = [];
+  for (const name of names) {
+    const childRelative = relative === '' ? name : `${relative}/${name}`;
+    const childAbsolute = `${absolute}/${name}`;
+    const stats = lstatEntry(childAbsolute, childRelative);
+    if (stats === undefined) continue;
+    const kind: Kind | undefined = stats.isFile()
+      ? 'file'
+      : stats.isDirectory()
+        ? 'directory'
+        : stats.isSymbolicLink()
+          ? 'symlink'
+          : undefined;
+    if (inner.isIgnored(childRelative, name, kind === 'directory')) {
+      context.ignored?.push(childRelative);
+      continue;
+    }
+    if (kind === undefined) {
+      warnings.push(
+        `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
+      );
+      continue;
+    }
+    const fingerprint = fingerprintOf(stats);
+    const changedAtNs = changedAtOf(stats);
+    const entry: ScannedEntry = {
+      name,
+      relative: childRelative,
+      absolute: childAbsolute,
+      kind,
+      mode: Number(stats.mode) & 0o7777,
+      sizeBytes: kind === 'file' ? Number(stats.size) : 0,
+      fingerprint,
+      changedAtNs,
+      payload: undefined,
+      isUnchanged: false,
+      children: undefined,
+    };
+    if (kind === 'directory') {
+      entry.children = scanDirectory(childAbsolute, childRelative, inner, context);
+    } else {
+      entry.payload = cache.lookup(childRelative, fingerprint, changedAtNs);
+      entry.isUnchanged = entry.payload !== undefined;
+      if (kind === 'symlink' && entry.payload === undefined) {
+        try {
+          entry.payload = readlinkSync(childAbsolute);
+        } catch (error) {
+          throw unreadable(childRelative, error);
+        }
+      }
+    }
+    entries.push(entry);
+  }
+  return entries;
+}
+
+/** The entry's lstat; undefined when it is gone (deleted while the directory was read). */
+export function lstatEntry(absolute: string, relative: string): BigIntStats | undefined {
+  try {
+    return lstatSync(absolute, { bigint: true });
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return undefined;
+    throw unreadable(relative, error);
+  }
+}
+
+/** A regular file about to be read and stored. */
+export function fileToRead(
+  name: string,
+  relative: string,
+  absolute: string,
+  stats: BigIntStats,
+): ScannedEntry {
+  return {
+    name,
+    relative,
+    absolute,
+    kind: 'file',
+    mode: Number(stats.mode) & 0o7777,
+    sizeBytes: Number(stats.size),
+    fingerprint: fingerprintOf(stats),
+    changedAtNs: changedAtOf(stats),
+    payload: undefined,
+    isUnchanged: false,
+    children: undefined,
+  };
+}
+
+function sameStats(a: BigIntStats, b: BigIntStats): boolean {
+  return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
+}
+
+/**
+ * Stores one file's content, making sure it did not change while it was read: the file's stat
+ * before and after reading must match, and so must the number of bytes read (a truncate and a
+ * rewrite within one tick of the filesystem clock leave the times as they were), else it is read
+ * again. Never stores a torn file.
+ */
+export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    let before: BigIntStats;
+    let after: BigIntStats;
+    let digest: Digest;
+    let readBytes: number;
+    try {
+      before = lstatSync(entry.absolute, { bigint: true });
+      if (!before.isFile())
+        throw Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
+      if (before.size <= SMALL_FILE_BYTES) {
+        // Small files are read synchronously: a thread-pool round trip costs more than the read.
+        const descriptor = openSync(entry.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
+        let bytes: Buffer;
+        try {
+          bytes = readFileSync(descriptor);
+          after = fstatSync(descriptor, { bigint: true });
+        } finally {
+          closeSync(descriptor);
+        }
+        ({ digest, sizeBytes: readBytes } = await batch.put(bytes));
+      } else {
+        ({ digest, sizeBytes: readBytes } = await batch.put({ file: entry.absolute }));
+        after = lstatSync(entry.absolute, { bigint: true });
+      }
+    } catch (error) {
+      if (isRewindError(error)) throw error;
+      if (isSystemError(error, 'ENOENT') && attempt < READ_ATTEMPTS) continue;
+      throw unreadable(entry.relative, error);
+    }
+    if (sameStats(before, after) && BigInt(readBytes) === after.size) {
+      entry.payload = digest;
+      entry.fingerprint = fingerprintOf(after);
+      entry.changedAtNs = changedAtOf(after);
+      entry.sizeBytes = Number(after.size);
+      entry.mode = Number(after.mode) & 0o7777;
+      return;
+    }
+    if (attempt >= READ_ATTEMPTS) {
+      throw new RewindError(
+        'PATH_UNREADABLE',
+        `${entry.relative} changed every time it was read (${READ_ATTEMPTS} times), so no consistent copy could be taken. ` +
+          'Stop whatever is writing it, or list it in .rewindignore, then retry.',
+        { data: { path: entry.relative } },
+      );
+    }
+  }
+}
+
+function collectFilesToRead(entries: readonly ScannedEntry[], into: ScannedEntry[]): void {
+  for (const entry of entries) {
+    if (entry.children) collectFilesToRead(entry.children, into);
+    else if (entry.kind === 'file' && entry.payload === undefined) into.push(entry);
+  }
+}
+
+/** Builds the tree objects bottom-up, reusing a directory's cached tree when nothing in it changed. */
+async function buildTree(
+  relative: string,
+  mode: number,
+  entries: readonly ScannedEntry[],
+  cache: StatCache,
+  batch: ObjectBatch,
+): Promise<{ digest: Digest; isUnchanged: boolean }> {
+  let isUnchanged = true;
+  for (const entry of entries) {
+    if (entry.children) {
+      const sub = await buildTree(entry.relative, entry.mode, entry.children, cache, batch);
+      entry.payload = sub.digest;
+      entry.isUnchanged = sub.isUnchanged;
+    } else {
+      cache.record(entry.relative, entry.fingerprint, entry.payload as string);
+    }
+    if (!entry.isUnchanged) isUnchanged = false;
+  }
+  // A directory's own mode is part of its parent's listing, so it is part of what must match.
+  const key = `${relative}/`;
+  const fingerprint = `${entries.length}:${mode}`;
+  const cached = cache.lookup(key, fingerprint, 0n);
+  if (isUnchanged && cached !== undefined) {
+    cache.record(key, fingerprint, cached);
+    return { digest: cached as Digest, isUnchanged: true };
+  }
+  const tree: TreeEntry[] = entries.map((entry) => {
+    if (entry.kind === 'file') {
+      return {
+        name: entry.name,
+        type: 'file',
+        mode: entry.mode,
+        sizeBytes: entry.sizeBytes,
+        digest: entry.payload as Digest,
+      };
+    }
+    if (entry.kind === 'directory') {
+      return {
+        name: entry.name,
+        type: 'directory',
+        mode: entry.mode,
+        digest: entry.payload as Digest,
+      };
+    }
+    return { name: entry.name, type: 'symlink', target: entry.payload as string };
+  });
+  const { digest } = await batch.put(encodeTree(tree));
+  cache.record(key, fingerprint, digest);
+  return { digest, isUnchanged: cached === digest };
+}
+
+/**
+ * Reads and stores the files of a scan that the stat cache could not vouch for, then builds the
+ * tree objects. Returns the tree's digest and how many files were read.
+ */
+export async function storeScannedTree(
+  relative: string,
+  mode: number,
+  entries: readonly ScannedEntry[],
+  cache: StatCache,
+  batch: ObjectBatch,
+): Promise<{ digest: Digest; readCount: number }> {
+  const toRead: ScannedEntry[] = [];
+  collectFilesToRead(entries, toRead);
+  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+  const { digest } = await buildTree(relative, mode, entries, cache, batch);
+  return { digest, readCount: toRead.length };
+}
+
+export function summarize(entries: readonly ScannedEntry[]): {
+  fileCount: number;
+  directoryCount: number;
+  sizeBytes: number;
+} {
+  const totals = { fileCount: 0, directoryCount: 0, sizeBytes: 0 };
+  for (const entry of entries) {
+    if (entry.children) {
+      const inner = summarize(entry.children);
+      totals.fileCount += inner.fileCount;
+      totals.directoryCount += inner.directoryCount + 1;
+      totals.sizeBytes += inner.sizeBytes;
+    } else {
+      totals.fileCount += 1;
+      totals.sizeBytes += entry.sizeBytes;
+    }
+  }
+  return totals;
+}
+
+export function budgetWarning(
+  entries: readonly ScannedEntry[],
+  totals: { fileCount: number; sizeBytes: number },
+  budget: { maxBytes: number; maxFiles: number },
+): string | undefined {
+  if (totals.sizeBytes <= budget.maxBytes && totals.fileCount <= budget.maxFiles) return undefined;
+  const largest = entries
+    .filter((entry) => entry.children)
+    .map((entry) => ({ name: entry.relative, ...summarize(entry.children ?? []) }))
+    .sort((a, b) => b.sizeBytes - a.sizeBytes || b.fileCount - a.fileCount)
+    .slice(0, 5)
+    .map(
+      (entry) =>
+        `${entry.name}/ (${(entry.sizeBytes / 1024 ** 2).toFixed(1)} MiB, ${entry.fileCount} files)`,
+    );
+  return (
+    `This first snapshot stores ${(totals.sizeBytes / 1024 ** 3).toFixed(2)} GiB in ${totals.fileCount} files, over the budget ` +
+    `of ${(budget.maxBytes / 1024 ** 3).toFixed(2)} GiB or ${budget.maxFiles} files. Largest directories: ${largest.join(', ') || '(none)'}. ` +
+    'List what need not be kept (build output, dependencies) in .rewindignore.'
+  );
+}
