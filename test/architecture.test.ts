@@ -180,6 +180,13 @@ describe('architecture', () => {
     ).toEqual([]);
   });
 
+  it('keeps every source file within 600 lines: one that must grow past it holds two concepts', () => {
+    const long = Object.entries(sources)
+      .map(([file, source]) => ({ file, lines: source.split('\n').length }))
+      .filter(({ lines }) => lines > 600);
+    expect(long).toEqual([]);
+  });
+
   it('declares every third-party package it allows as a dependency', () => {
     const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
     const declared = {
