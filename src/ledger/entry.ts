@@ -14,17 +14,17 @@ export const ENTRY_KINDS = {
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':
-    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`, and `conversation` (`tree`, `format`, `messageCount`) when the session has one.',
+    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`, `conversation` (`tree`, `format`, `messageCount`) when the session has one, and `rules` (the blob of the rules from outside the workspace the snapshot applied) when there were any.',
   'conversation-synced':
     'The conversation changed and was recorded. Body: `conversation` (`tree`: one file per message, `format`, `messageCount`).',
   'rollback-started':
-    "Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`; when the checkpoint holds a conversation, `conversationBefore` (the current one, if any) and `conversationAfter` (the checkpoint's, repaired for its provider, with the resume note), each `tree`, `format`, `messageCount`.",
+    "Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`, `afterRules` (the checkpoint's `rules`) when it has some; when the checkpoint holds a conversation, `conversationBefore` (the current one, if any) and `conversationAfter` (the checkpoint's, repaired for its provider, with the resume note), each `tree`, `format`, `messageCount`.",
   'rollback-completed':
-    'The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
+    "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `isRecovery`.",
   'undo-started':
     'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
   'undo-completed':
-    'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `isRecovery`.',
+    'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `skippedCount`, `isRecovery`.',
   'rollback-failed':
     'The restore announced by a rollback-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
   'undo-failed':

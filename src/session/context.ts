@@ -3,7 +3,12 @@ import type { Ledger } from '../ledger/index.js';
 import type { Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
 import type { ObjectStore } from '../store/index.js';
-import { type SnapshotResult, snapshot } from '../workspace/index.js';
+import {
+  type OutsideRules,
+  readOutsideRules,
+  type SnapshotResult,
+  snapshot,
+} from '../workspace/index.js';
 
 /**
  * What every part of a session shares: fixed when the session opens, never changed. Feature
@@ -47,10 +52,19 @@ export const DEFAULT_LOCK_TIMEOUT_MS = 60_000;
 export const DEFAULT_EXEC_TIMEOUT_MS = 120_000;
 export const DEFAULT_HTTP_TIMEOUT_MS = 30_000;
 
+/**
+ * The rules that apply to the workspace from outside it (its git repository's): an isolated
+ * session's view, which lives inside the store, takes its host's.
+ */
+export function outsideRulesOf(context: SessionContext): OutsideRules {
+  return readOutsideRules(context.hostWorkspace);
+}
+
 /** Snapshots the session's workspace (its view, for an isolated session). */
 export function snapshotWorkspace(context: SessionContext): Promise<SnapshotResult> {
   return snapshot(context.workspace, {
     store: context.store,
+    outside: outsideRulesOf(context),
     // A view keeps its own caches: the host's describe another directory.
     storeDirectory:
       context.isolation === 'isolated'
@@ -65,6 +79,7 @@ export function snapshotHost(context: SessionContext): Promise<SnapshotResult> {
   return snapshot(context.hostWorkspace, {
     store: context.store,
     storeDirectory: context.storeDirectory,
+    outside: outsideRulesOf(context),
   });
 }
 

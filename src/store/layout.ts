@@ -74,10 +74,14 @@ async function checkMarker(directory: string): Promise<boolean> {
   return true;
 }
 
+/** What `.rewind/.gitignore` holds: everything in the store is left out of git. */
+const STORE_GITIGNORE = '# Written by Rewind: the store is never committed.\n*\n';
+
 /**
  * Creates the store `.rewind/` in `workspace` (created too if missing), or checks the one that
- * is there. Returns whether it was created. Throws `STORE_NOT_OURS` when a `.rewind/` exists that
- * Rewind did not make, and `STORE_VERSION_UNSUPPORTED` when a newer Rewind made it.
+ * is there, and writes its `.gitignore` so git leaves it out. Returns whether it was created.
+ * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make, and
+ * `STORE_VERSION_UNSUPPORTED` when a newer Rewind made it.
  */
 export async function initStore(
   workspace: string,
@@ -101,6 +105,11 @@ export async function initStore(
   // Made on every init, so an init interrupted after the marker is finished by the next one.
   await mkdir(join(directory, 'objects'), { recursive: true });
   await mkdir(join(directory, 'sessions'), { recursive: true });
+  // The store keeps itself out of git: `git add -A` must never commit it (or the secrets in it).
+  const gitignore = join(directory, '.gitignore');
+  if ((await readFile(gitignore, 'utf8').catch(() => undefined)) !== STORE_GITIGNORE) {
+    await writeFileAtomic(gitignore, STORE_GITIGNORE);
+  }
   return { workspace: root, directory, isNew: !exists };
 }
 

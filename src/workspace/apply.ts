@@ -15,9 +15,10 @@ import { posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
-import { IgnoreRules } from './ignore-rules.js';
+import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
+import type { LeftOutCheck } from './tree-rules.js';
 
 /** Progress of {@link applyChanges}, reported after each path. */
 export interface ApplyProgress {
@@ -31,9 +32,16 @@ export interface ApplyResult {
   written: number;
   created: number;
   deleted: number;
-  /** Paths left alone: ignored by `.rewindignore`, or directories still holding ignored files. */
+  /**
+   * Paths left alone because the rules of either side leave them out (or directories that still
+   * hold such paths): the first {@link MAX_LISTED_SKIPPED}; `skippedCount` counts them all.
+   */
   skipped: string[];
+  skippedCount: number;
 }
+
+/** How many skipped paths an {@link ApplyResult} lists (it counts them all). */
+export const MAX_LISTED_SKIPPED = 100;
 
 type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
 
@@ -56,9 +64,15 @@ function depth(path: string): number {
   return count;
 }
 
-/** Memoized ignore rules per directory, read from the `.rewindignore` files on disk now. */
-function createIgnoreCheck(root: string): (path: string, isDirectory: boolean) => boolean {
-  const rulesByDirectory = new Map<string, IgnoreRules>([['', IgnoreRules.root(root)]]);
+/**
+ * Memoized ignore rules per directory, read from the ignore files on disk: each directory's are
+ * read before any path in it is touched, so they are the rules the workspace had.
+ */
+function createIgnoreCheck(
+  root: string,
+  outside: OutsideRules,
+): (path: string, isDirectory: boolean) => boolean {
+  const rulesByDirectory = new Map<string, IgnoreRules>([['', IgnoreRules.root(root, outside)]]);
   const rulesFor = (directory: string): IgnoreRules => {
     const known = rulesByDirectory.get(directory);
     if (known) return known;
@@ -79,6 +93,16 @@ function createIgnoreCheck(root: string): (path: string, isDirectory: boolean) =
     }
     return false;
   };
+}
+
+/**
+ * What a workspace's own rules leave out, as on disk now (each directory's rules read once, on
+ * first use): the current side of a rollback, an undo or a commit.
+ */
+export function workspaceRules(workspace: string, outside?: OutsideRules): LeftOutCheck {
+  const root = checkWorkspace(workspace);
+  const isIgnored = createIgnoreCheck(root, outside ?? readOutsideRules(root));
+  return async (path, isDirectory) => isIgnored(path, isDirectory);
 }
 
 async function removeEntry(
@@ -164,8 +188,10 @@ async function writeFromStore(
  * now: files are written to a temporary file beside them and renamed into place (never torn);
  * directories are created or removed; modes fixed; symbolic links recreated, never followed;
  * everything written is fsynced before it returns. It is idempotent, so running it again after a
- * crash finishes the job. Paths that `.rewindignore`
- * now excludes are never touched, nor is anything found under them.
+ * crash finishes the job. A path that the workspace's rules leave out (git's rules and
+ * `.rewindignore`, as on disk before anything moves), or that `target`'s rules leave out (those
+ * of the state the changes lead to), is never touched, nor is anything under it: a rule that
+ * changes between the two states never deletes or overwrites what either side leaves out.
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
  * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
@@ -179,11 +205,21 @@ export async function applyChanges(
     onProgress?: (progress: ApplyProgress) => void;
     /** After a crash: also remove temporary files an interrupted run left beside its paths. */
     isRecovery?: boolean;
+    /** The rules from outside the workspace (default: read from around it). */
+    outside?: OutsideRules;
+    /** What the rules of the state the changes lead to leave out (see `treeRules`). */
+    target?: LeftOutCheck;
   } = {},
 ): Promise<ApplyResult> {
   const root = checkWorkspace(workspace);
-  const isIgnored = createIgnoreCheck(root);
-  const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [] };
+  const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
+    isIgnoredNow(path, isDirectory) || ((await options.target?.(path, isDirectory)) ?? false);
+  const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [], skippedCount: 0 };
+  const skip = (path: string): void => {
+    result.skippedCount += 1;
+    if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
+  };
   const removals = changes
     .filter((change) => !change.after)
     .sort((a, b) => depth(b.path) - depth(a.path));
@@ -213,8 +249,8 @@ export async function applyChanges(
   };
 
   for (const change of removals) {
-    if (isIgnored(change.path, change.before?.type === 'directory')) {
-      result.skipped.push(change.path);
+    if (await isIgnored(change.path, change.before?.type === 'directory')) {
+      skip(change.path);
     } else {
       const absolute = await locate(change.path);
       const outcome = await removeEntry(absolute, currentType(absolute));
@@ -222,15 +258,15 @@ export async function applyChanges(
         result.deleted += 1;
         directoriesToSync.add(posix.dirname(absolute));
       }
-      if (outcome === 'not-empty') result.skipped.push(change.path);
+      if (outcome === 'not-empty') skip(change.path);
     }
     report(change.path);
   }
 
   for (const change of placements) {
     const after = change.after as TreeEntry;
-    if (isIgnored(change.path, after.type === 'directory')) {
-      result.skipped.push(change.path);
+    if (await isIgnored(change.path, after.type === 'directory')) {
+      skip(change.path);
       report(change.path);
       continue;
     }
@@ -246,7 +282,7 @@ export async function applyChanges(
         throw new RewindError(
           'PATH_UNREADABLE',
           `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
-            '(ignored by .rewindignore). Move them away, then retry.',
+            '(ignored by .gitignore or .rewindignore). Move them away, then retry.',
           { data: { path: change.path } },
         );
       }

@@ -14,7 +14,7 @@ import {
   type SnapshotClock,
   type TreeTotals,
 } from './changes.js';
-import { IGNORE_FILE, IgnoreRules } from './ignore-rules.js';
+import { holdsIgnoreFile, IGNORE_FILES, IgnoreRules, type OutsideRules } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
 import {
   CONCURRENCY,
@@ -58,7 +58,7 @@ interface IncrementalState {
   ignoreDirectories: Set<string>;
   warnings: string[];
   readCount: number;
-  /** Set when a `.rewindignore` appeared or went: the rules differ, so the shortcut is off. */
+  /** Set when an ignore file appeared, went or changed: the rules differ, so the shortcut is off. */
   ignoreRulesChanged: boolean;
 }
 
@@ -105,7 +105,7 @@ async function rebuildDirectory(
     } catch (error) {
       throw unreadable(relative === '' ? absolute : relative, error);
     }
-    if (names.includes(IGNORE_FILE) !== state.ignoreDirectories.has(relative)) {
+    if (holdsIgnoreFile(names) !== state.ignoreDirectories.has(relative)) {
       state.ignoreRulesChanged = true;
     }
   } else {
@@ -130,8 +130,8 @@ async function rebuildDirectory(
     const childAbsolute = `${absolute}/${name}`;
     const stats = lstatEntry(childAbsolute, childRelative);
     if (stats === undefined) continue;
-    // A .rewindignore that changed changes what is left out: the shortcut cannot tell.
-    if (name === IGNORE_FILE) state.ignoreRulesChanged = true;
+    // An ignore file that changed changes what is left out: the shortcut cannot tell.
+    if ((IGNORE_FILES as readonly string[]).includes(name)) state.ignoreRulesChanged = true;
     const isDirectory = stats.isDirectory();
     if (inner.isIgnored(childRelative, name, isDirectory)) continue;
     seen.add(name);
@@ -228,6 +228,7 @@ export interface ChangedSinceResult {
  */
 export async function snapshotChanges(
   root: string,
+  outside: OutsideRules,
   record: ChangeRecord,
   clock: SnapshotClock,
   store: ObjectStore,
@@ -265,7 +266,7 @@ export async function snapshotChanges(
     root,
     '',
     record.tree,
-    IgnoreRules.root(root),
+    IgnoreRules.root(root, outside),
     state,
   );
   if (state.ignoreRulesChanged) return undefined;

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import { type Digest, isDigest, writeFileAtomic } from '../lib/index.js';
 
-const RECORD_FILE = join('cache', 'changes-v1.json');
+const RECORD_FILE = join('cache', 'changes-v2.json');
 
 /** A wall clock step back larger than this between two snapshots disables the shortcut once. */
 const STEP_TOLERANCE_NS = 1_000_000_000n;
@@ -41,7 +41,7 @@ export interface SnapshotClock {
 
 /**
  * What the last snapshot of a workspace was, so the next one can look only at what changed
- * since (`.rewind/cache/changes-v1.json`). Like the stat cache it is only a cache: missing or
+ * since (`.rewind/cache/changes-v2.json`). Like the stat cache it is only a cache: missing or
  * doubtful, the next snapshot looks at every file.
  */
 export interface ChangeRecord {
@@ -49,8 +49,10 @@ export interface ChangeRecord {
   clock: SnapshotClock;
   tree: Digest;
   totals: TreeTotals;
-  /** Directories (relative; '' for the root) that hold a `.rewindignore`. */
+  /** Directories (relative; '' for the root) that hold an ignore file. */
   ignoreDirectories: string[];
+  /** The digest of the rules from outside the workspace it was taken with; undefined for none. */
+  outsideRules: Digest | undefined;
 }
 
 /** Reads the clocks at the start of a snapshot; undefined where the shortcut is not supported. */
@@ -71,7 +73,7 @@ export function readSnapshotClock(): SnapshotClock | undefined {
 export function loadChangeRecord(storeDirectory: string, root: string): ChangeRecord | undefined {
   try {
     const raw = JSON.parse(readFileSync(join(storeDirectory, RECORD_FILE), 'utf8'));
-    if (raw.v !== 1 || raw.root !== root || !isDigest(raw.tree)) return undefined;
+    if (raw.v !== 2 || raw.root !== root || !isDigest(raw.tree)) return undefined;
     return {
       root,
       clock: {
@@ -86,6 +88,7 @@ export function loadChangeRecord(storeDirectory: string, root: string): ChangeRe
         sizeBytes: Number(raw.totals.sizeBytes),
       },
       ignoreDirectories: (raw.ignoreDirectories as unknown[]).map(String),
+      outsideRules: isDigest(raw.outsideRules) ? raw.outsideRules : undefined,
     };
   } catch {
     return undefined;
@@ -99,7 +102,7 @@ export async function saveChangeRecord(
 ): Promise<void> {
   await mkdir(join(storeDirectory, 'cache'), { recursive: true });
   const text = JSON.stringify({
-    v: 1,
+    v: 2,
     root: record.root,
     clock: {
       bootId: record.clock.bootId,
@@ -109,6 +112,7 @@ export async function saveChangeRecord(
     tree: record.tree,
     totals: record.totals,
     ignoreDirectories: record.ignoreDirectories,
+    outsideRules: record.outsideRules,
   });
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
 }

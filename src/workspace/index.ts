@@ -1,5 +1,18 @@
-export { type ApplyProgress, type ApplyResult, applyChanges } from './apply.js';
-export { IGNORE_FILE } from './ignore-rules.js';
+export {
+  type ApplyProgress,
+  type ApplyResult,
+  applyChanges,
+  MAX_LISTED_SKIPPED,
+  workspaceRules,
+} from './apply.js';
+export {
+  decodeOutsideRules,
+  IGNORE_FILE,
+  IGNORE_FILES,
+  NO_OUTSIDE_RULES,
+  type OutsideRules,
+  readOutsideRules,
+} from './ignore-rules.js';
 export { renderDiff } from './render-diff.js';
 export {
   checkWorkspace,
@@ -16,3 +29,4 @@ export {
   isSameEntry,
   type TreeChange,
 } from './tree-diff.js';
+export { type LeftOutCheck, treeRules } from './tree-rules.js';

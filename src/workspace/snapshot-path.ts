@@ -3,7 +3,7 @@ import { readlinkSync } from 'node:fs';
 import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { ObjectBatch, TreeEntry } from '../store/index.js';
-import { IgnoreRules } from './ignore-rules.js';
+import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
 import { StatCache } from './stat-cache.js';
 import {
@@ -17,8 +17,12 @@ import {
 } from './walk.js';
 
 /** The rules in force in the directory of `relative`; undefined when a directory above is left out. */
-function rulesAbove(root: string, relative: string): IgnoreRules | undefined {
-  let rules = IgnoreRules.root(root);
+function rulesAbove(
+  root: string,
+  relative: string,
+  outside: OutsideRules,
+): IgnoreRules | undefined {
+  let rules = IgnoreRules.root(root, outside);
   let directory = '';
   for (const part of relative.split('/').slice(0, -1)) {
     const next = directory === '' ? part : `${directory}/${part}`;
@@ -30,11 +34,17 @@ function rulesAbove(root: string, relative: string): IgnoreRules | undefined {
 }
 
 /**
- * True when snapshots leave `relative` out (`.rewindignore`, `.git`, `.rewind`), whether or not
- * it exists: an action there could not be undone.
+ * True when snapshots leave `relative` out (git's rules, `.rewindignore`, `.git`, `.rewind`),
+ * whether or not it exists: an action there could not be undone. `outside`: the rules from
+ * outside the workspace (default: read from around it; see `SnapshotOptions.outside`).
  */
-export function isIgnoredPath(workspace: string, relative: string, isDirectory: boolean): boolean {
-  const rules = rulesAbove(workspace, relative);
+export function isIgnoredPath(
+  workspace: string,
+  relative: string,
+  isDirectory: boolean,
+  outside: OutsideRules = readOutsideRules(workspace),
+): boolean {
+  const rules = rulesAbove(workspace, relative, outside);
   return (
     rules === undefined ||
     rules.isIgnored(relative, relative.split('/').at(-1) as string, isDirectory)
@@ -64,10 +74,11 @@ export async function snapshotPath(
   workspace: string,
   relative: string,
   batch: ObjectBatch,
+  outside?: OutsideRules,
 ): Promise<PathSnapshot> {
   const root = checkWorkspace(workspace);
   const name = relative.split('/').at(-1) as string;
-  const rules = rulesAbove(root, relative);
+  const rules = rulesAbove(root, relative, outside ?? readOutsideRules(root));
   if (rules === undefined) return { entry: undefined, ignored: [relative], warnings: [] };
   const absolute = `${root}/${relative}`;
   const stats = lstatEntry(absolute, relative);

@@ -4,10 +4,16 @@ import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
 import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
-import type { ObjectStore } from '../store/index.js';
+import type { ObjectBatch, ObjectStore } from '../store/index.js';
 import { changeWindowOf, snapshotChanges } from './changed-since.js';
 import { loadChangeRecord, readSnapshotClock, saveChangeRecord } from './changes.js';
-import { IgnoreRules } from './ignore-rules.js';
+import {
+  digestOutsideRules,
+  encodeOutsideRules,
+  IgnoreRules,
+  type OutsideRules,
+  readOutsideRules,
+} from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
 import { budgetWarning, scanDirectory, storeScannedTree, summarize } from './walk.js';
 
@@ -33,6 +39,12 @@ export interface SnapshotOptions {
    * ms on those with whole seconds.
    */
   changeWindowMs?: number;
+  /**
+   * The rules that apply from outside the workspace (its git repository's `info/exclude` and the
+   * `.gitignore` files above it). Default: read from around the workspace; an isolated session's
+   * view passes its host's.
+   */
+  outside?: OutsideRules;
 }
 
 /** What {@link snapshot} recorded. */
@@ -54,6 +66,11 @@ export interface SnapshotResult {
    * entry (first snapshot, ignore rules changed, platform or filesystem without the shortcut).
    */
   strategy: 'changed-since' | 'walk';
+  /**
+   * The rules from outside the workspace the snapshot applied, stored as a blob (see
+   * `encodeOutsideRules`); undefined when there were none.
+   */
+  rules: Digest | undefined;
 }
 
 const DEFAULT_MAX_BYTES = 2 * 1024 ** 3;
@@ -109,8 +126,10 @@ export function checkWorkspace(workspace: string): string {
  * and directories in which nothing changed reuse their tree object. On Linux filesystems that
  * keep ctime faithfully (ext4, xfs, btrfs, tmpfs), GNU find lists what changed since the last
  * snapshot and only that is looked at (see {@link listChangedSince}); elsewhere every entry is.
- * Left out: `.rewind/`, `.git/` and what `.rewindignore` files list. Symbolic links are recorded
- * as links, never followed.
+ * Left out: `.rewind/`, `.git/`, and what git ignores (`.gitignore` files at every level, above
+ * the workspace too, and the repository's `info/exclude`) unless a `.rewindignore` re-includes it
+ * (`!.env`), and what `.rewindignore` files list. Symbolic links are recorded as links, never
+ * followed.
  *
  * Throws `WORKSPACE_INVALID`, `WORKSPACE_REFUSED` (see {@link checkWorkspace}) and
  * `PATH_UNREADABLE` naming the first file or directory that cannot be read; the store then holds
@@ -121,17 +140,25 @@ export async function snapshot(
   options: SnapshotOptions,
 ): Promise<SnapshotResult> {
   const root = checkWorkspace(workspace);
+  const outside = options.outside ?? readOutsideRules(root);
+  const outsideRules = digestOutsideRules(outside);
+  // The rules are kept with the tree, so what the snapshot left out can be told later.
+  const storeRules = async (batch: ObjectBatch): Promise<void> => {
+    if (outsideRules !== undefined) await batch.put(Buffer.from(encodeOutsideRules(outside)));
+  };
   const clock = options.now ? undefined : readSnapshotClock();
   const record = clock && loadChangeRecord(options.storeDirectory, root);
-  if (clock && record) {
+  // Rules from outside that changed change what is left out anywhere: the shortcut cannot tell.
+  if (clock && record && record.outsideRules === outsideRules) {
     const batch = options.store.batch();
     let result: Awaited<ReturnType<typeof snapshotChanges>>;
     try {
+      await storeRules(batch);
       const windowNs =
         options.changeWindowMs === undefined
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
-      result = await snapshotChanges(root, record, clock, options.store, batch, windowNs);
+      result = await snapshotChanges(root, outside, record, clock, options.store, batch, windowNs);
     } finally {
       await batch.commit();
     }
@@ -143,15 +170,23 @@ export async function snapshot(
         tree,
         totals,
         ignoreDirectories: record.ignoreDirectories,
+        outsideRules,
       });
-      return { tree, ...totals, readCount, warnings, strategy: 'changed-since' };
+      return {
+        tree,
+        ...totals,
+        readCount,
+        warnings,
+        strategy: 'changed-since',
+        rules: outsideRules,
+      };
     }
   }
   const startedAtNs = BigInt((options.now ?? (() => new Date()))().getTime()) * 1_000_000n;
   const cache = await StatCache.load(options.storeDirectory);
   const warnings: string[] = [];
   const ignoreDirectories: string[] = [];
-  const rules = IgnoreRules.root(root);
+  const rules = IgnoreRules.root(root, outside);
   const entries = scanDirectory(root, '', rules, { cache, warnings, ignoreDirectories });
   const totals = summarize(entries);
   if (cache.isEmpty) {
@@ -165,6 +200,7 @@ export async function snapshot(
   let digest: Digest;
   let readCount: number;
   try {
+    await storeRules(batch);
     ({ digest, readCount } = await storeScannedTree('', 0, entries, cache, batch));
   } finally {
     await batch.commit();
@@ -177,7 +213,8 @@ export async function snapshot(
       tree: digest,
       totals,
       ignoreDirectories,
+      outsideRules,
     });
   }
-  return { tree: digest, ...totals, readCount, warnings, strategy: 'walk' };
+  return { tree: digest, ...totals, readCount, warnings, strategy: 'walk', rules: outsideRules };
 }

@@ -13,7 +13,7 @@ import {
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { type Digest, forEachConcurrently } from '../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../store/index.js';
-import { IGNORE_FILE, type IgnoreRules } from './ignore-rules.js';
+import { holdsIgnoreFile, type IgnoreRules } from './ignore-rules.js';
 import type { StatCache } from './stat-cache.js';
 
 const SMALL_FILE_BYTES = 1024 * 1024;
@@ -56,7 +56,7 @@ export function unreadable(path: string, error: unknown): RewindError {
   return new RewindError(
     'PATH_UNREADABLE',
     `Cannot read ${path} (${reason}), so the workspace cannot be snapshotted. ` +
-      'Make it readable, or list it in .rewindignore to leave it out.',
+      'Make it readable, or list it in .rewindignore (or .gitignore) to leave it out.',
     { data: { path }, cause: error },
   );
 }
@@ -65,7 +65,7 @@ export function unreadable(path: string, error: unknown): RewindError {
 export interface ScanContext {
   cache: StatCache;
   warnings: string[];
-  /** Directories that hold a `.rewindignore`. */
+  /** Directories that hold an ignore file (`.gitignore`, `.rewindignore`). */
   ignoreDirectories: string[];
   /** When given, receives every path left out by the ignore rules. */
   ignored?: string[];
@@ -84,8 +84,8 @@ export function scanDirectory(
   } catch (error) {
     throw unreadable(relative === '' ? absolute : relative, error);
   }
-  // Only directories that hold a .rewindignore add rules: no failed open in every directory.
-  const hasRules = names.includes(IGNORE_FILE);
+  // Only directories that hold an ignore file add rules: no failed open in every directory.
+  const hasRules = holdsIgnoreFile(names);
   if (hasRules) ignoreDirectories.push(relative);
   const inner = relative !== '' && hasRules ? rules.enter(absolute, relative) : rules;
   const entries: ScannedEntry[] = [];

@@ -5,15 +5,17 @@ import { findStore, initStore, openStore } from '../../src/store/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 describe('store layout', () => {
-  it('creates .rewind/ with its marker, objects/ and sessions/', async () => {
+  it('creates .rewind/ with its marker, objects/, sessions/ and a .gitignore that keeps it out of git', async () => {
     const workspace = await makeTempDirectory();
     const result = await initStore(workspace);
     expect(result).toMatchObject({ workspace, directory: join(workspace, '.rewind'), isNew: true });
     expect((await readdir(result.directory)).sort()).toEqual([
+      '.gitignore',
       'objects',
       'rewind.json',
       'sessions',
     ]);
+    expect(await readFile(join(result.directory, '.gitignore'), 'utf8')).toMatch(/^\*$/m);
     expect(JSON.parse(await readFile(join(result.directory, 'rewind.json'), 'utf8'))).toMatchObject(
       {
         format: 'rewind-store',
@@ -64,6 +66,7 @@ describe('initStore racing itself', () => {
     const results = await Promise.allSettled(Array.from({ length: 8 }, () => initStore(workspace)));
     expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
     expect((await readdir(join(workspace, '.rewind'))).sort()).toEqual([
+      '.gitignore',
       'objects',
       'rewind.json',
       'sessions',

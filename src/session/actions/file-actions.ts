@@ -4,7 +4,7 @@ import { isSystemError, RewindError } from '../../errors.js';
 import { normalizeWorkspacePath, resolveWorkspacePath } from '../../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../../store/index.js';
 import { isIgnoredPath, snapshotPath } from '../../workspace/index.js';
-import type { SessionContext } from '../context.js';
+import { outsideRulesOf, type SessionContext } from '../context.js';
 import { type PathChange, referencesOf } from '../journal/action-records.js';
 import { withWorkspaceLock } from '../journal/journal.js';
 import { applyAnnounced, changesOf } from '../journal/recovery.js';
@@ -28,11 +28,11 @@ export async function resolveActionPath(
 ): Promise<string> {
   const relative = normalizeWorkspacePath(path);
   await resolveWorkspacePath(context.workspace, relative);
-  if (isIgnoredPath(context.workspace, relative, isDirectory)) {
+  if (isIgnoredPath(context.workspace, relative, isDirectory, outsideRulesOf(context))) {
     throw new RewindError(
       'PATH_IGNORED',
-      `${relative} is left out of snapshots (by .rewindignore, or it is in .git or .rewind), so Rewind could not undo an action on it. ` +
-        'Act on it without Rewind, or take it out of .rewindignore.',
+      `${relative} is left out of snapshots (by .gitignore or .rewindignore, or it is in .git or .rewind), so Rewind could not undo an action on it. ` +
+        'Act on it without Rewind, or re-include it with a "!" line in .rewindignore.',
       { data: { path: relative } },
     );
   }
@@ -45,12 +45,17 @@ async function storePreImage(
   relative: string,
   batch: ObjectBatch,
 ): Promise<TreeEntry | undefined> {
-  const { entry, ignored } = await snapshotPath(context.workspace, relative, batch);
+  const { entry, ignored } = await snapshotPath(
+    context.workspace,
+    relative,
+    batch,
+    outsideRulesOf(context),
+  );
   if (ignored.length > 0) {
     throw new RewindError(
       'PATH_IGNORED',
       `${relative} holds ${ignored.slice(0, 5).join(', ')}${ignored.length > 5 ? ` and ${ignored.length - 5} more` : ''}, ` +
-        'which snapshots leave out (.rewindignore, .git, .rewind): Rewind could not bring them back. Move them out first, or act without Rewind.',
+        'which snapshots leave out (.gitignore, .rewindignore, .git, .rewind): Rewind could not bring them back. Move them out first, or act without Rewind.',
       { data: { path: relative, ignored: ignored.slice(0, 50) } },
     );
   }

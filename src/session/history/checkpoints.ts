@@ -91,10 +91,12 @@ export function createCheckpoint(
         ...counts,
         isAutomatic: options.isAutomatic,
         ...(conversation && { conversation }),
+        ...(snapshot.rules && { rules: snapshot.rules }),
       },
       [
         { type: 'tree', digest: snapshot.tree },
         ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
+        ...(snapshot.rules ? [{ type: 'blob' as const, digest: snapshot.rules }] : []),
       ],
     );
     return { ...checkpointOf(entry), readCount: snapshot.readCount, warnings: snapshot.warnings };

@@ -144,6 +144,7 @@ export async function rollbackWithin(
   if (restored) result.conversation = restored.result;
   if (isDryRun) return result;
   const before = journal.currentConversation();
+  const rules = journal.rulesAt(target);
   const started = await journal.append(
     'rollback-started',
     {
@@ -152,6 +153,8 @@ export async function rollbackWithin(
       beforeTree: snapshot.tree,
       afterTree: target.tree,
       changeCount: changes.length,
+      // What the checkpoint left out is left alone, even if the rules changed since.
+      ...(rules && { afterRules: rules }),
       ...(restored && {
         ...(before && { conversationBefore: before }),
         conversationAfter: restored.ref,

@@ -1,8 +1,21 @@
 import { RewindError } from '../../errors.js';
 import type { TreeEntry } from '../../store/index.js';
-import type { ApplyResult, TreeChange } from '../../workspace/index.js';
-import { diffTrees, isSameEntry, snapshotPath } from '../../workspace/index.js';
-import { type SessionContext, snapshotWorkspace, workspaceFor } from '../context.js';
+import {
+  type ApplyResult,
+  diffTrees,
+  isSameEntry,
+  type LeftOutCheck,
+  snapshotPath,
+  type TreeChange,
+  treeRules,
+  workspaceRules,
+} from '../../workspace/index.js';
+import {
+  outsideRulesOf,
+  type SessionContext,
+  snapshotWorkspace,
+  workspaceFor,
+} from '../context.js';
 import {
   type ActionRecord,
   describeState,
@@ -86,7 +99,27 @@ function isSameState(a: TreeEntry | undefined, b: TreeEntry | undefined): boolea
   return isSameEntry(a, b);
 }
 
-/** The touched paths that no longer hold what the action left there. */
+/**
+ * What an undo leaves alone, as the restore will: paths that the workspace's rules leave out, or
+ * the rules of the state it goes back to (for a whole-tree effect).
+ */
+function leftOutByUndo(context: SessionContext, effect: Effect, target: string): LeftOutCheck {
+  const outside = outsideRulesOf(context);
+  const now = workspaceRules(target, outside);
+  const then =
+    effect.type === 'trees' ? treeRules(context.store, effect.beforeTree, outside) : undefined;
+  return async (path, isDirectory) =>
+    (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
+}
+
+const isDirectoryChange = (change: TreeChange): boolean =>
+  change.before?.type === 'directory' || change.after?.type === 'directory';
+
+/**
+ * The touched paths that no longer hold what the action left there, leaving out those the undo
+ * leaves alone anyway (which the action may have left alone too: a rollback skips what either
+ * side's rules leave out).
+ */
 async function findUndoConflicts(
   context: SessionContext,
   effect: Effect,
@@ -94,6 +127,7 @@ async function findUndoConflicts(
   target: string,
 ): Promise<UndoConflict[]> {
   const conflicts: UndoConflict[] = [];
+  const isLeftOut = leftOutByUndo(context, effect, target);
   if (effect.type === 'trees') {
     const snapshot = await snapshotWorkspace(context);
     const drift = new Map(
@@ -104,7 +138,7 @@ async function findUndoConflicts(
     );
     for (const change of touched) {
       const drifted = drift.get(change.path);
-      if (drifted) {
+      if (drifted && !(await isLeftOut(change.path, isDirectoryChange(drifted)))) {
         conflicts.push({
           path: change.path,
           expected: describeState(drifted.after),
@@ -115,9 +149,11 @@ async function findUndoConflicts(
     return conflicts;
   }
   const batch = context.store.batch();
+  const outside = outsideRulesOf(context);
   try {
     for (const change of effect.paths) {
-      const { entry: current } = await snapshotPath(target, change.path, batch);
+      if (await isLeftOut(change.path, isDirectoryChange(change))) continue;
+      const { entry: current } = await snapshotPath(target, change.path, batch, outside);
       if (isSameState(current, change.after)) continue;
       if (current?.type === 'directory' && change.after?.type === 'directory') {
         for (const inner of await diffTrees(context.store, current.digest, change.after.digest)) {

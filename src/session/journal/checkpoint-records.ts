@@ -44,10 +44,13 @@ export function checkpointOf(entry: LedgerEntry): CheckpointInfo {
 
 /**
  * A session's checkpoints (those pruned by `keepLast` left out), kept current entry by entry,
- * with the conversation each recorded and the last rollback to each.
+ * with the conversation and the outside rules each recorded, and the last rollback to each.
  */
 export class CheckpointIndex {
-  readonly #bySeq = new Map<number, { info: CheckpointInfo; conversation?: ConversationRef }>();
+  readonly #bySeq = new Map<
+    number,
+    { info: CheckpointInfo; conversation: ConversationRef | undefined; rules: Digest | undefined }
+  >();
   /** The first live checkpoint of each label (a pruned label may be used again). */
   readonly #byLabel = new Map<string, CheckpointInfo>();
   readonly #lastRollbackTo = new Map<string, LedgerEntry>();
@@ -57,7 +60,8 @@ export class CheckpointIndex {
     if (entry.kind === 'checkpoint-created') {
       const info = checkpointOf(entry);
       const conversation = conversationIn(entry.body, 'conversation');
-      this.#bySeq.set(entry.seq, conversation ? { info, conversation } : { info });
+      const rules = typeof entry.body.rules === 'string' ? (entry.body.rules as Digest) : undefined;
+      this.#bySeq.set(entry.seq, { info, conversation, rules });
       if (!this.#byLabel.has(info.label)) this.#byLabel.set(info.label, info);
     } else if (entry.kind === 'checkpoint-pruned') {
       const seq = Number(entry.body.checkpointSeq);
@@ -96,6 +100,11 @@ export class CheckpointIndex {
   /** The conversation a checkpoint recorded, if it recorded one. */
   conversationOf(seq: number): ConversationRef | undefined {
     return this.#bySeq.get(seq)?.conversation;
+  }
+
+  /** The rules from outside the workspace a checkpoint recorded, if it recorded any. */
+  rulesOf(seq: number): Digest | undefined {
+    return this.#bySeq.get(seq)?.rules;
   }
 
   /** The newest `rollback-started` entry naming the checkpoint `label`, if any. */

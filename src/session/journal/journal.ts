@@ -139,6 +139,11 @@ export class Journal {
     return this.#checkpoints.conversationOf(checkpoint.seq);
   }
 
+  /** The rules from outside the workspace the checkpoint recorded, if any. */
+  rulesAt(checkpoint: CheckpointInfo): Digest | undefined {
+    return this.#checkpoints.rulesOf(checkpoint.seq);
+  }
+
   /** The conversation the newest rollback to the checkpoint `label` restored, if any. */
   lastRestoredFrom(label: string): ConversationRef | undefined {
     const started = this.#checkpoints.lastRollbackTo(label);

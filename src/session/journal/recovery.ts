@@ -1,14 +1,23 @@
 import { isRewindError, RewindError } from '../../errors.js';
 import type { LedgerEntry } from '../../ledger/index.js';
+import type { Digest } from '../../lib/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
   applyChanges,
+  decodeOutsideRules,
   diffEntries,
   diffTrees,
+  type LeftOutCheck,
   type TreeChange,
+  treeRules,
 } from '../../workspace/index.js';
-import { type SessionContext, snapshotWorkspace, workspaceFor } from '../context.js';
+import {
+  outsideRulesOf,
+  type SessionContext,
+  snapshotWorkspace,
+  workspaceFor,
+} from '../context.js';
 import { type Effect, isRecorded } from './action-records.js';
 import type { Journal } from './journal.js';
 
@@ -32,6 +41,24 @@ export function reverseChanges(changes: readonly TreeChange[]): TreeChange[] {
 }
 
 /**
+ * What the rules of the state an announced restore leads to leave out: the ignore files of its
+ * tree (a rollback's checkpoint, an undo's earlier state, a commit's view) with the outside rules
+ * recorded for it, else today's. Undefined for a restore of some paths only.
+ */
+async function targetRulesOf(
+  context: SessionContext,
+  body: Record<string, unknown>,
+): Promise<LeftOutCheck | undefined> {
+  const tree = body.afterTree ?? body.sessionTree;
+  if (typeof tree !== 'string') return undefined;
+  const outside =
+    typeof body.afterRules === 'string'
+      ? decodeOutsideRules(await context.store.get(body.afterRules as Digest))
+      : outsideRulesOf(context);
+  return treeRules(context.store, tree as Digest, outside);
+}
+
+/**
  * Applies an announced restore (the changes its `*-started` entry names) and journals how it
  * ended. If it fails (a missing object, a path that became a link), the paths it touched are put
  * back as they were, the failure is journaled (closing the intent, so it is not retried
@@ -51,9 +78,15 @@ export async function applyAnnounced(
     isRecovery: options.isRecovery,
   };
   const target = workspaceFor(context, started.body);
+  // Neither side's rules may be trampled: what the workspace or the target leaves out stays.
+  const rules = {
+    outside: outsideRulesOf(context),
+    target: await targetRulesOf(context, started.body),
+  };
   try {
     const applied = await applyChanges(target, context.store, changes, {
       isRecovery: options.isRecovery,
+      ...rules,
       ...(options.onProgress && { onProgress: options.onProgress }),
     });
     await journal.append(`${kind}-completed`, { ...common, ...applied });
@@ -61,7 +94,10 @@ export async function applyAnnounced(
   } catch (error) {
     let isReverted = false;
     try {
-      await applyChanges(target, context.store, reverseChanges(changes), { isRecovery: true });
+      await applyChanges(target, context.store, reverseChanges(changes), {
+        isRecovery: true,
+        ...rules,
+      });
       isReverted = true;
     } catch {}
     const code = isRewindError(error) ? error.code : 'IO_FAILED';
