@@ -176,6 +176,25 @@ describe('snapshot by changed paths', () => {
     expect(moved.tree).toBe(await referenceTree(workspace));
   });
 
+  it('falls back to a full walk when a .gitignore appears or the repository info/exclude changes', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'keep.txt': 'k',
+      'sub/out.log': 'o',
+    });
+    await mkdir(join(workspace, '.git/info'), { recursive: true });
+    const options = { store, storeDirectory };
+    await snapshot(workspace, options);
+    await writeFile(join(workspace, 'sub/.gitignore'), '*.log\n');
+    const added = await snapshot(workspace, options);
+    expect(added.strategy).toBe('walk');
+    expect(added.tree).toBe(await referenceTree(workspace));
+    await writeFile(join(workspace, '.git/info/exclude'), 'keep.txt\n');
+    const excluded = await snapshot(workspace, options);
+    expect(excluded.strategy).toBe('walk');
+    expect(excluded.fileCount).toBe(1);
+    expect(excluded.tree).toBe(await referenceTree(workspace));
+  });
+
   it('keeps the recorded tree through garbage collection', async () => {
     const { workspace, storeDirectory, store } = await makeWorkspace({ 'a.txt': 'a' });
     const { tree } = await snapshot(workspace, { store, storeDirectory });
