@@ -1,4 +1,5 @@
 import type { Format } from '../conversation/index.js';
+import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { Command, HttpRequest, SandboxBackend } from '../sandbox/index.js';
 import type { VerificationResult, VerifierConfig } from '../verifier/index.js';
@@ -179,11 +180,21 @@ export class Session {
    * first, so nothing is lost and the rollback can be undone (`undo(result.id)`). An intent entry
    * names both states before anything moves, so a process killed midway is finished by the next
    * {@link openSession}. With `dryRun`, only lists what would change, marking what this session
-   * never recorded.
+   * never recorded. With `paths`, restores only those files or directories (creating missing
+   * parent directories with only what was asked for), leaving the rest of the workspace and the
+   * conversation as they are; undone like any rollback. Paths that the rules of either side leave
+   * out (`.gitignore`, `.rewindignore`) are never touched.
    *
-   * Throws `CHECKPOINT_NOT_FOUND`, and the errors of {@link snapshot} and {@link applyChanges}.
+   * Throws `CHECKPOINT_NOT_FOUND`, `INVALID_ARGUMENT` (an empty `paths`), `PATH_NOT_FOUND` (a path
+   * neither side has), `PATH_CONFLICT`, and the errors of {@link snapshot} and {@link applyChanges}.
    */
   async rollback(label: string, options: RollbackOptions = {}): Promise<RollbackResult> {
+    if (options.paths !== undefined && options.paths.length === 0) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        'No path to restore: name the files or directories, or leave paths out to restore everything.',
+      );
+    }
     return rollbackTo(this.#context, label, options);
   }
 

@@ -1,16 +1,20 @@
-import type { Digest } from '../../lib/index.js';
-import { type ObjectStore, readTree, type TreeEntry } from '../../store/index.js';
+import { RewindError } from '../../errors.js';
+import { type Digest, normalizeWorkspacePath } from '../../lib/index.js';
+import { encodeTree, type ObjectStore, readTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
   diffTrees,
   fileChangeKind,
+  isSameEntry,
+  type SnapshotResult,
   type TreeChange,
 } from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
+import { type PathChange, referencesOf } from '../journal/action-records.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
-import { applyAnnounced } from '../journal/recovery.js';
+import { applyAnnounced, changesOf } from '../journal/recovery.js';
 import {
   type RestoredConversation,
   type RestoreOptions,
@@ -21,6 +25,11 @@ import {
 export interface RollbackOptions extends Omit<RestoreOptions, 'dryRun'> {
   dryRun?: boolean;
   onProgress?: (progress: ApplyProgress) => void;
+  /**
+   * Restore only these paths (files, or directories with everything under them), relative to the
+   * workspace root; the rest of the workspace and the conversation stay as they are.
+   */
+  paths?: readonly string[];
 }
 
 /** One path a rollback would change, as a dry run lists it. */
@@ -128,6 +137,9 @@ export async function rollbackWithin(
   options: RollbackOptions,
 ): Promise<RollbackResult> {
   const snapshot = await snapshotWorkspace(context);
+  if (options.paths !== undefined) {
+    return restorePaths(context, journal, target, snapshot, options.paths, options);
+  }
   const changes = await diffTrees(context.store, snapshot.tree, target.tree);
   const isDryRun = options.dryRun === true;
   const result: RollbackResult = {
@@ -165,6 +177,135 @@ export async function rollbackWithin(
       { type: 'tree', digest: target.tree },
       ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
       ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
+    ],
+  );
+  const applied = await applyAnnounced(context, journal, started, changes, {
+    isRecovery: false,
+    ...(options.onProgress && { onProgress: options.onProgress }),
+  });
+  return { ...result, id: started.seq, applied };
+}
+
+/**
+ * The changes that give `paths` (and what is under them) their state in `target`, nothing else:
+ * a path whose parent directories the workspace lacks is created with them, holding only what was
+ * asked for. Throws `PATH_NOT_FOUND` for a path that neither side has, `PATH_CONFLICT` for one
+ * below a file of the workspace.
+ */
+async function pathChangesTo(
+  context: SessionContext,
+  current: Digest,
+  target: CheckpointInfo,
+  paths: readonly string[],
+): Promise<PathChange[]> {
+  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const entryIn = (tree: Digest, path: string) => findEntryAt(context.store, tree, path, trees);
+  const asked = [...new Set(paths.map((path) => normalizeWorkspacePath(path)))].sort();
+  const tops = asked.filter((path) => !asked.some((other) => path.startsWith(`${other}/`)));
+  const changes: PathChange[] = [];
+  /** Paths to create under a directory the workspace lacks, by its topmost missing ancestor. */
+  const missing = new Map<string, Map<string, TreeEntry>>();
+  for (const path of tops) {
+    const before = await entryIn(current, path);
+    const after = await entryIn(target.tree, path);
+    if (before === undefined && after === undefined) {
+      throw new RewindError(
+        'PATH_NOT_FOUND',
+        `Nothing is at ${path}, neither in the workspace nor in checkpoint ${target.label}.`,
+        { data: { path, label: target.label } },
+      );
+    }
+    if (before !== undefined && after !== undefined && isSameEntry(before, after)) continue;
+    const parts = path.split('/');
+    let top: string | undefined;
+    for (let index = 1; index < parts.length; index++) {
+      const ancestor = parts.slice(0, index).join('/');
+      const entry = await entryIn(current, ancestor);
+      if (entry === undefined) {
+        top = ancestor;
+        break;
+      }
+      if (entry.type !== 'directory') {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `Cannot restore ${path} alone: ${ancestor} is a ${entry.type} in the workspace. Restore ${ancestor} instead.`,
+          { data: { path, conflict: ancestor } },
+        );
+      }
+    }
+    if (top === undefined || after === undefined) {
+      changes.push({ path, before, after });
+      continue;
+    }
+    const group = missing.get(top) ?? new Map<string, TreeEntry>();
+    group.set(path, after);
+    missing.set(top, group);
+  }
+  const batch = context.store.batch();
+  try {
+    for (const [top, group] of missing) {
+      // A directory holding only the asked-for paths, with the mode the checkpoint gives it.
+      const build = async (directory: string): Promise<TreeEntry> => {
+        const children = new Map<string, TreeEntry>();
+        for (const [path, entry] of group) {
+          if (!path.startsWith(`${directory}/`)) continue;
+          const name = path.slice(directory.length + 1).split('/')[0] as string;
+          if (children.has(name)) continue;
+          const child = `${directory}/${name}`;
+          children.set(name, group.has(child) ? entry : await build(child));
+        }
+        const { digest } = await batch.put(encodeTree([...children.values()]));
+        const existing = await entryIn(target.tree, directory);
+        const mode = existing?.type === 'directory' ? existing.mode : 0o755;
+        return { name: directory.split('/').at(-1) as string, type: 'directory', mode, digest };
+      };
+      changes.push({ path: top, before: undefined, after: await build(top) });
+    }
+  } finally {
+    await batch.commit();
+  }
+  return changes;
+}
+
+/** A rollback of some paths only: an action on those paths, undone like a file action. */
+async function restorePaths(
+  context: SessionContext,
+  journal: Journal,
+  target: CheckpointInfo,
+  snapshot: SnapshotResult,
+  paths: readonly string[],
+  options: RollbackOptions,
+): Promise<RollbackResult> {
+  const pathChanges = await pathChangesTo(context, snapshot.tree, target, paths);
+  const changes = await changesOf(context, { type: 'paths', paths: pathChanges });
+  const isDryRun = options.dryRun === true;
+  const result: RollbackResult = {
+    isDryRun,
+    label: target.label,
+    id: undefined,
+    beforeTree: snapshot.tree,
+    afterTree: target.tree,
+    changes: await planChanges(context, changes, isDryRun ? journal : undefined),
+    applied: undefined,
+    warnings: snapshot.warnings,
+  };
+  if (isDryRun) return result;
+  const rules = journal.rulesAt(target);
+  const started = await journal.append(
+    'rollback-started',
+    {
+      label: target.label,
+      checkpointSeq: target.seq,
+      beforeTree: snapshot.tree,
+      afterTree: target.tree,
+      paths: pathChanges,
+      changeCount: changes.length,
+      ...(rules && { afterRules: rules }),
+    },
+    [
+      ...referencesOf(pathChanges),
+      { type: 'tree', digest: snapshot.tree },
+      { type: 'tree', digest: target.tree },
     ],
   );
   const applied = await applyAnnounced(context, journal, started, changes, {
