@@ -157,9 +157,13 @@ export class Session {
     return conversationAt(this.#context, label, options);
   }
 
-  /** Every checkpoint of the session, oldest first. */
-  async checkpoints(): Promise<CheckpointInfo[]> {
-    return listCheckpoints(this.#context);
+  /**
+   * Every checkpoint of the session, oldest first. With `withLines`, each but the first also says
+   * how many lines of text files were added and removed since the one before it (this reads the
+   * files that changed; binary files and files over 1 MiB are not counted).
+   */
+  async checkpoints(options: { withLines?: boolean } = {}): Promise<CheckpointInfo[]> {
+    return listCheckpoints(this.#context, options);
   }
 
   /**

@@ -13,7 +13,7 @@ export {
   type OutsideRules,
   readOutsideRules,
 } from './ignore-rules.js';
-export { renderDiff } from './render-diff.js';
+export { countLineChanges, type LineCounts, renderDiff } from './render-diff.js';
 export {
   checkWorkspace,
   type SnapshotOptions,

@@ -1,4 +1,4 @@
-import { createTwoFilesPatch } from 'diff';
+import { createTwoFilesPatch, diffLines } from 'diff';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
 
@@ -69,4 +69,46 @@ export async function renderDiff(
     );
   }
   return parts.join('');
+}
+
+/** Lines added and removed across changes, as `git diff --stat` counts them. */
+export interface LineCounts {
+  linesAdded: number;
+  linesRemoved: number;
+}
+
+function lineCount(text: string): number {
+  if (text === '') return 0;
+  const newlines = text.split('\n').length - 1;
+  return text.endsWith('\n') ? newlines : newlines + 1;
+}
+
+/**
+ * Counts the lines that changes add and remove in text files; binary files and files over 1 MiB
+ * are not counted. A file whose diff takes too long counts as rewritten (all its old lines
+ * removed, all its new lines added).
+ */
+export async function countLineChanges(
+  store: ObjectStore,
+  changes: readonly TreeChange[],
+): Promise<LineCounts> {
+  const counts: LineCounts = { linesAdded: 0, linesRemoved: 0 };
+  for (const { before, after } of changes) {
+    if (before?.type === 'directory' || after?.type === 'directory') continue;
+    if (before?.type === 'file' && after?.type === 'file' && before.digest === after.digest)
+      continue;
+    const [oldText, newText] = await Promise.all([textOf(store, before), textOf(store, after)]);
+    if (oldText === undefined || newText === undefined) continue;
+    const parts = diffLines(oldText, newText, { timeout: 100 });
+    if (parts === undefined) {
+      counts.linesRemoved += lineCount(oldText);
+      counts.linesAdded += lineCount(newText);
+      continue;
+    }
+    for (const part of parts) {
+      if (part.added) counts.linesAdded += part.count ?? 0;
+      else if (part.removed) counts.linesRemoved += part.count ?? 0;
+    }
+  }
+  return counts;
 }

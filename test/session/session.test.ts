@@ -44,6 +44,19 @@ describe('checkpoints', () => {
     },
   );
 
+  it('lists, when asked, the lines of text added and removed since the previous checkpoint', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one\ntwo\nthree\n', bin: 'x' });
+    await session.checkpoint('base');
+    await writeFile(join(workspace, 'a.txt'), 'one\nTWO\nthree\nfour\n');
+    await writeFile(join(workspace, 'b.txt'), 'new\n');
+    await writeFile(join(workspace, 'bin'), Buffer.from([0, 1, 2]));
+    await session.checkpoint('edited');
+    const [base, edited] = await session.checkpoints({ withLines: true });
+    expect(base?.linesAdded).toBeUndefined();
+    expect(edited).toMatchObject({ linesAdded: 3, linesRemoved: 1 });
+    expect((await session.checkpoints())[1]?.linesAdded).toBeUndefined();
+  });
+
   it('refuses a label that exists', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     await session.checkpoint('base');

@@ -1,6 +1,11 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
-import { diffTrees, fileChangeKind, type TreeChange } from '../../workspace/index.js';
+import {
+  countLineChanges,
+  diffTrees,
+  fileChangeKind,
+  type TreeChange,
+} from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
 import { type CheckpointInfo, checkpointOf } from '../journal/checkpoint-records.js';
 import { readJournal, withWorkspaceLock } from '../journal/journal.js';
@@ -103,9 +108,28 @@ export function createCheckpoint(
   });
 }
 
-/** Every checkpoint of the session not pruned, oldest first. */
-export async function listCheckpoints(context: SessionContext): Promise<CheckpointInfo[]> {
-  return (await readJournal(context)).checkpoints();
+/**
+ * Every checkpoint of the session not pruned, oldest first; `withLines`: with the lines added and
+ * removed since the previous one listed (which reads the files that changed).
+ */
+export async function listCheckpoints(
+  context: SessionContext,
+  options: { withLines?: boolean } = {},
+): Promise<CheckpointInfo[]> {
+  const checkpoints = (await readJournal(context)).checkpoints();
+  if (options.withLines !== true) return checkpoints;
+  const listed: CheckpointInfo[] = [];
+  let previous: CheckpointInfo | undefined;
+  for (const checkpoint of checkpoints) {
+    if (previous === undefined) {
+      listed.push(checkpoint);
+    } else {
+      const changes = await diffTrees(context.store, previous.tree, checkpoint.tree);
+      listed.push({ ...checkpoint, ...(await countLineChanges(context.store, changes)) });
+    }
+    previous = checkpoint;
+  }
+  return listed;
 }
 
 /**

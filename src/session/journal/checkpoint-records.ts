@@ -19,6 +19,12 @@ export interface CheckpointInfo {
   isAutomatic: boolean;
   /** The conversation recorded with the files, if any. */
   conversation?: { format: Format; messageCount: number };
+  /**
+   * Lines added and removed in text files since the previous checkpoint listed, when asked for
+   * (`checkpoints({ withLines: true })`); absent for the first one.
+   */
+  linesAdded?: number;
+  linesRemoved?: number;
 }
 
 /** The checkpoint a `checkpoint-created` entry records. */
