@@ -60,6 +60,7 @@ export {
 } from './sandbox/index.js';
 export {
   type ActionClass,
+  type ActionDetail,
   type ActionInfo,
   type ActionResult,
   type ActionSpec,
@@ -112,6 +113,7 @@ export {
   type SessionStatus,
   type SessionSummary,
   type StatusReport,
+  type StoredText,
   startIsolatedSession,
   status,
   stopEscalation,

@@ -38,7 +38,7 @@ export {
   stopEscalation,
 } from './policies/escalation.js';
 export type { AutoRollbackReport } from './policies/policy-state.js';
-export type { ActionInfo } from './reads.js';
+export type { ActionDetail, ActionInfo, StoredText } from './reads.js';
 export {
   type GcReport,
   gc,

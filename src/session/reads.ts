@@ -1,7 +1,7 @@
 import type { Dirent } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { isSystemError } from '../errors.js';
-import { normalizeWorkspacePath, resolveWorkspacePath } from '../lib/index.js';
+import { type Digest, normalizeWorkspacePath, resolveWorkspacePath } from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
 import type { ActionClass, ActionState } from './journal/action-records.js';
@@ -59,4 +59,120 @@ export async function listDirectory(context: SessionContext, path: string): Prom
     .filter((entry) => entry.name !== '.rewind')
     .map((entry) => `${entry.name}${entry.isDirectory() ? '/' : ''}`)
     .sort();
+}
+
+/** A stored output: its text (as stored: redacted when the session redacts) and whether it was cut. */
+export interface StoredText {
+  text: string;
+  sizeBytes: number;
+  truncated: boolean;
+}
+
+/** What an action stored, as `Session.show` returns it. */
+export interface ActionDetail extends ActionInfo {
+  /** For a command: how it ended and its output. */
+  command?: {
+    command: unknown;
+    exitCode: number | null;
+    signal: string | null;
+    timedOut: boolean;
+    durationMs: number;
+    sandbox: string;
+    stdout: StoredText;
+    stderr: StoredText;
+  };
+  /** For a request: what was sent and what came back. */
+  request?: {
+    method: string;
+    url: string;
+    headers: Record<string, string>;
+    body: StoredText | undefined;
+  };
+  response?: {
+    status: number;
+    headers: Record<string, string>;
+    body: StoredText;
+    durationMs: number;
+    address: string | undefined;
+  };
+  /** For any other action: what its entries hold besides the above (target, detail, paths...). */
+  started: Record<string, unknown>;
+  closed: Record<string, unknown> | undefined;
+  /** Where the record was redacted before storing (`stdout`, `request.headers.authorization`). */
+  redacted: string[];
+}
+
+interface StoredBlob {
+  digest: Digest;
+  sizeBytes: number;
+  truncated?: boolean;
+}
+
+async function storedText(
+  context: SessionContext,
+  blob: StoredBlob | undefined,
+): Promise<StoredText | undefined> {
+  if (!blob || typeof blob.digest !== 'string') return undefined;
+  const bytes = await context.store.get(blob.digest);
+  return {
+    text: bytes.toString('utf8'),
+    sizeBytes: bytes.length,
+    truncated: blob.truncated === true,
+  };
+}
+
+const EMPTY_TEXT: StoredText = { text: '', sizeBytes: 0, truncated: false };
+
+/** What an action stored: a command's output, a request and its response; see `Session.show`. */
+export async function showAction(context: SessionContext, id: number): Promise<ActionDetail> {
+  const action = (await readJournal(context)).findAction(id);
+  const started = action.started.body;
+  const closed = action.closed?.body;
+  const evidence = (closed?.evidence ?? {}) as Record<string, unknown>;
+  const detail: ActionDetail = {
+    id: action.id,
+    kind: action.kind,
+    class: action.class,
+    state: action.state,
+    target: action.target,
+    at: action.at,
+    undoes: action.undoes,
+    started,
+    closed,
+    redacted: [
+      ...((started.redacted as string[] | undefined) ?? []),
+      ...((closed?.redacted as string[] | undefined) ?? []),
+    ],
+  };
+  if (action.kind === 'exec' && closed && 'exitCode' in evidence) {
+    detail.command = {
+      command: started.command,
+      exitCode: evidence.exitCode as number | null,
+      signal: evidence.signal as string | null,
+      timedOut: evidence.timedOut === true,
+      durationMs: Number(evidence.durationMs),
+      sandbox: String(evidence.sandbox),
+      stdout: (await storedText(context, evidence.stdout as StoredBlob)) ?? EMPTY_TEXT,
+      stderr: (await storedText(context, evidence.stderr as StoredBlob)) ?? EMPTY_TEXT,
+    };
+  }
+  if (action.kind === 'http') {
+    const request = (started.request ?? {}) as Record<string, unknown>;
+    detail.request = {
+      method: String(request.method),
+      url: String(request.url),
+      headers: (request.headers ?? {}) as Record<string, string>,
+      body: await storedText(context, evidence.requestBody as StoredBlob | undefined),
+    };
+    if (typeof evidence.status === 'number') {
+      detail.response = {
+        status: evidence.status,
+        headers: (evidence.headers ?? {}) as Record<string, string>,
+        body: (await storedText(context, evidence.body as StoredBlob)) ?? EMPTY_TEXT,
+        durationMs: Number(evidence.durationMs),
+        address: typeof evidence.address === 'string' ? evidence.address : undefined,
+      };
+    }
+  }
+  return detail;
 }

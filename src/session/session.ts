@@ -75,7 +75,14 @@ import {
   type PolicyState,
 } from './policies/policy-state.js';
 import { runCommand, type ToolOptions, wrapTool } from './policies/tool-wrapper.js';
-import { type ActionInfo, listActions, listDirectory, readText } from './reads.js';
+import {
+  type ActionDetail,
+  type ActionInfo,
+  listActions,
+  listDirectory,
+  readText,
+  showAction,
+} from './reads.js';
 import { runVerification } from './verification.js';
 
 /**
@@ -220,6 +227,15 @@ export class Session {
   /** Every action of the session, oldest first, with its class and derived state. */
   async actions(): Promise<ActionInfo[]> {
     return listActions(this.#context);
+  }
+
+  /**
+   * What an action stored, as it was stored (redacted when the session redacts): a command's
+   * exit status, stdout and stderr; a request's method, URL, headers and body and the response's
+   * status, headers and body; for any other action, its entries. Throws `ACTION_NOT_FOUND`.
+   */
+  async show(id: number): Promise<ActionDetail> {
+    return showAction(this.#context, id);
   }
 
   /**

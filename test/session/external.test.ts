@@ -89,6 +89,34 @@ describe('http', () => {
     await session.close();
   });
 
+  it('shows what a request and a command stored, redacted as stored', async () => {
+    const server = await echoServer();
+    const { session } = await sessionIn({ redact: { headers: true, patterns: ['tok-[a-z]+'] } });
+    const sent = await session.http({
+      method: 'POST',
+      url: `${server.url}/hook`,
+      headers: { authorization: 'Bearer tok-secret', 'x-kind': 'test' },
+      body: 'hello tok-abc',
+    });
+    const shown = await session.show(sent.id);
+    expect(shown.request).toMatchObject({
+      method: 'POST',
+      headers: { authorization: '[redacted]', 'x-kind': 'test' },
+      body: { text: 'hello [redacted]' },
+    });
+    expect(shown.response).toMatchObject({ status: 200, headers: { 'set-cookie': '[redacted]' } });
+    expect(shown.response?.body.text).toContain('hello [redacted]');
+    expect(shown.response?.body.text).not.toContain('tok-');
+    const ran = await session.exec(['sh', '-c', 'echo out; echo err >&2; exit 3']);
+    expect((await session.show(ran.id)).command).toMatchObject({
+      exitCode: 3,
+      stdout: { text: 'out\n', truncated: false },
+      stderr: { text: 'err\n' },
+    });
+    await expect(session.show(9999)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
+    await session.close();
+  });
+
   it.each([
     ['169.254.169.254', 'link-local'],
     ['0.0.0.0', 'unspecified'],
