@@ -40,22 +40,20 @@ export {
 export type { AutoRollbackReport } from './policies/policy-state.js';
 export type { ActionDetail, ActionInfo, StoredText } from './reads.js';
 export {
-  type GcReport,
-  gc,
   type InitResult,
   init,
   type LogLine,
   type LogReport,
   locateWorkspace,
   log,
+  type NewSessionOptions,
   type NoteResult,
   note,
   type SessionSummary,
   type StatusReport,
+  startSession,
   status,
-  type VerifyProblem,
-  type VerifyReport,
-  verify,
+  useSession,
   type WorkspaceOptions,
 } from './repository.js';
 export {
@@ -65,3 +63,10 @@ export {
   startIsolatedSession,
   withIsolatedSession,
 } from './session.js';
+export {
+  type GcReport,
+  gc,
+  type VerifyProblem,
+  type VerifyReport,
+  verify,
+} from './store-checks.js';

@@ -2,7 +2,18 @@ import { appendFile, chmod, mkdir, readdir, readFile, utimes, writeFile } from '
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Ledger, resolveSession } from '../../src/ledger/index.js';
-import { gc, init, log, note, status, verify } from '../../src/session/index.js';
+import {
+  gc,
+  init,
+  log,
+  note,
+  openSession,
+  startIsolatedSession,
+  startSession,
+  status,
+  useSession,
+  verify,
+} from '../../src/session/index.js';
 import { createObjectStore, putTree } from '../../src/store/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
@@ -21,6 +32,38 @@ async function attachment(content: string, name = 'evidence.txt'): Promise<strin
   await writeFile(file, content);
   return file;
 }
+
+describe('sessions on one store', () => {
+  it('start a new session that becomes current, switch back to an old one, and refuse a destroyed view', async () => {
+    const workspace = await makeTempDirectory();
+    await init({ workspace, generateId: () => 'first1' });
+    const started = await startSession({ workspace, hashChain: true, generateId: () => 'second' });
+    expect(started).toMatchObject({ id: 'second', isCurrent: true, isHashChained: true });
+    expect((await status({ workspace })).currentSession).toBe('second');
+    const background = await startSession({
+      workspace,
+      makeCurrent: false,
+      generateId: () => 'third',
+    });
+    expect(background.isCurrent).toBe(false);
+    expect((await status({ workspace })).currentSession).toBe('second');
+    expect(await useSession({ workspace, session: 'first' })).toMatchObject({
+      id: 'first1',
+      isCurrent: true,
+    });
+    const session = await openSession({ workspace });
+    expect(session.id).toBe('first1');
+    await session.close();
+    const isolated = await startIsolatedSession({ workspace, generateId: () => 'view1' });
+    await isolated.destroy();
+    await expect(useSession({ workspace, session: 'view1' })).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+    await expect(useSession({ workspace, session: 'nope' })).rejects.toMatchObject({
+      code: 'SESSION_NOT_FOUND',
+    });
+  });
+});
 
 describe('init', () => {
   it('creates the store and a current session, and changes nothing the second time', async () => {

@@ -1,0 +1,253 @@
+// Checking and cleaning the store as a whole: verify every ledger and object, collect garbage.
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isRewindError, RewindError } from '../errors.js';
+import {
+  checkLedger,
+  findUnsupportedEntry,
+  type LedgerProblem,
+  type LedgerReading,
+  listSessions,
+  readLedgerFile,
+  type SessionFile,
+} from '../ledger/index.js';
+import type { Digest } from '../lib/index.js';
+import {
+  createObjectStore,
+  type ObjectReference,
+  openStore,
+  type StoreLocation,
+  walkReferences,
+} from '../store/index.js';
+import { cachedReferences, clearStatCache } from '../workspace/index.js';
+import type { WorkspaceOptions } from './repository.js';
+
+/** A problem {@link verify} found. */
+export interface VerifyProblem {
+  type: LedgerProblem['type'] | 'object-missing' | 'object-corrupt' | 'tree-invalid';
+  session?: string;
+  seq?: number;
+  line?: number;
+  digest?: Digest;
+  message: string;
+}
+
+/** What {@link verify} found. */
+export interface VerifyReport {
+  isOk: boolean;
+  sessions: { id: string; entryCount: number; isHashChained: boolean }[];
+  objectsChecked: number;
+  problems: VerifyProblem[];
+  /** Things that are not damage: a torn final line, entries from a newer Rewind. */
+  warnings: string[];
+}
+
+interface Referrer {
+  session: string;
+  seq: number;
+}
+
+function collectReferences(sessions: { session: SessionFile; reading: LedgerReading }[]): {
+  roots: ObjectReference[];
+  referrers: Map<Digest, Referrer>;
+} {
+  const roots: ObjectReference[] = [];
+  const referrers = new Map<Digest, Referrer>();
+  for (const { session, reading } of sessions) {
+    // An automatic checkpoint pruned by keepLast is no longer a reference: gc may reclaim it.
+    const pruned = new Set(
+      reading.entries
+        .filter((entry) => entry.kind === 'checkpoint-pruned')
+        .map((entry) => Number(entry.body.checkpointSeq)),
+    );
+    for (const entry of reading.entries) {
+      if (pruned.has(entry.seq)) continue;
+      for (const reference of entry.refs ?? []) {
+        roots.push(reference);
+        if (!referrers.has(reference.digest))
+          referrers.set(reference.digest, { session: session.id, seq: entry.seq });
+      }
+    }
+  }
+  return { roots, referrers };
+}
+
+async function readAllSessions(
+  location: StoreLocation,
+): Promise<{ session: SessionFile; reading: LedgerReading }[]> {
+  const result = [];
+  for (const session of await listSessions(location.directory)) {
+    result.push({ session, reading: await readLedgerFile(session.file) });
+  }
+  return result;
+}
+
+/**
+ * Checks the whole store: every ledger's seq order and hash chain (the first break is reported
+ * with its seq), and every object the ledgers reference, directly or through trees, re-hashed.
+ * Changes nothing. `isOk` is false on any problem. Throws `STORE_NOT_FOUND`.
+ */
+export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
+  const location = await openStore(options.workspace);
+  const store = createObjectStore(location.directory);
+  const sessions = await readAllSessions(location);
+  const report: VerifyReport = {
+    isOk: true,
+    sessions: [],
+    objectsChecked: 0,
+    problems: [],
+    warnings: [],
+  };
+  for (const { session, reading } of sessions) {
+    const isHashChained = reading.entries[0]?.body.hashChain === true;
+    report.sessions.push({ id: session.id, entryCount: reading.entries.length, isHashChained });
+    for (const problem of checkLedger(reading, isHashChained)) {
+      report.problems.push({ ...problem, session: session.id });
+    }
+    for (const line of reading.unreadable) {
+      if (line === reading.damagedLastLine) continue;
+      report.warnings.push(
+        line.isTorn
+          ? `session ${session.id}: line ${line.line} is a torn write left by a crash; it is ignored and the next entry starts on a new line`
+          : `session ${session.id}: line ${line.line} is not a ledger entry and was ignored (a torn write that a later append sealed, or junk); an entry lost with it would show as a seq gap`,
+      );
+    }
+    const unsupported = findUnsupportedEntry(reading.entries);
+    if (unsupported) {
+      report.warnings.push(
+        `session ${session.id}: entry #${unsupported.seq} (${unsupported.kind}, format ${unsupported.v}) was written by a newer Rewind; its references were still checked`,
+      );
+    }
+  }
+  const { roots, referrers } = collectReferences(sessions);
+  const where = (digest: Digest): Partial<VerifyProblem> => {
+    const referrer = referrers.get(digest);
+    return referrer ? { session: referrer.session, seq: referrer.seq } : {};
+  };
+  await walkReferences(
+    store,
+    roots,
+    async (reference) => {
+      report.objectsChecked += 1;
+      try {
+        await store.verify(reference.digest);
+      } catch (error) {
+        if (isRewindError(error, 'OBJECT_NOT_FOUND') || isRewindError(error, 'OBJECT_CORRUPT')) {
+          report.problems.push({
+            type: error.code === 'OBJECT_NOT_FOUND' ? 'object-missing' : 'object-corrupt',
+            digest: reference.digest,
+            message: error.message,
+            ...where(reference.digest),
+          });
+          return;
+        }
+        throw error;
+      }
+    },
+    (reference, error) => {
+      if (isRewindError(error, 'TREE_INVALID')) {
+        report.problems.push({
+          type: 'tree-invalid',
+          digest: reference.digest,
+          message: error.message,
+          ...where(reference.digest),
+        });
+      }
+    },
+  );
+  report.isOk = report.problems.length === 0;
+  return report;
+}
+
+/** What {@link gc} removed, or would remove with `dryRun`. */
+export interface GcReport {
+  isDryRun: boolean;
+  removed: { digest: Digest; sizeBytes: number }[];
+  freedBytes: number;
+  /** Objects still referenced by a ledger, directly or through a tree. */
+  keptCount: number;
+  /** Unreferenced objects spared because they are younger than the grace period. */
+  recentCount: number;
+  /** Temporary files of crashed writes that were removed. */
+  abandonedFiles: string[];
+}
+
+/**
+ * Removes the objects that no ledger references, directly or through trees (nor the stat cache
+ * of the last snapshot, which the next snapshot reuses without reading), and the temporary
+ * files crashed writes left. Objects written within `graceMs` (default one hour) are spared,
+ * since a writer may be about to record the entry that references them. With `dryRun`, only
+ * reports. Refuses (`TREE_INVALID`, `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`) when a referenced tree
+ * cannot be read, since what lies under it would be unknown; nothing is removed then.
+ */
+export async function gc(
+  options: WorkspaceOptions & { dryRun?: boolean; graceMs?: number; now?: () => Date },
+): Promise<GcReport> {
+  const location = await openStore(options.workspace);
+  const store = createObjectStore(location.directory);
+  const graceMs = options.graceMs ?? 60 * 60 * 1000;
+  const nowMs = (options.now ?? (() => new Date()))().getTime();
+  const { roots } = collectReferences(await readAllSessions(location));
+  const reachable = new Set<Digest>();
+  await walkReferences(
+    store,
+    roots,
+    (reference) => {
+      reachable.add(reference.digest);
+    },
+    (reference, error) => {
+      throw new RewindError(
+        isRewindError(error) ? error.code : 'IO_FAILED',
+        `gc stopped before removing anything: the referenced tree ${reference.digest} cannot be read, so what it keeps alive is unknown. ` +
+          'Run `rewind verify` for details.',
+        { data: { digest: reference.digest }, cause: error },
+      );
+    },
+  );
+  // The stat cache lets the next snapshot reuse objects without reading them: keep those too. A
+  // cache naming a tree that cannot be read is stale: dropped, so the next snapshot reads all.
+  let isCacheStale = false;
+  // Isolated sessions' views keep caches of their own.
+  const views = await readdir(join(location.directory, 'views')).catch(() => [] as string[]);
+  const viewReferences = (
+    await Promise.all(
+      views.map((view) => cachedReferences(join(location.directory, 'views', view))),
+    )
+  ).flat();
+  await walkReferences(
+    store,
+    [...(await cachedReferences(location.directory)), ...viewReferences],
+    (reference) => {
+      reachable.add(reference.digest);
+    },
+    () => {
+      isCacheStale = true;
+    },
+  );
+  if (isCacheStale && options.dryRun !== true) await clearStatCache(location.directory);
+  const report: GcReport = {
+    isDryRun: options.dryRun === true,
+    removed: [],
+    freedBytes: 0,
+    keptCount: 0,
+    recentCount: 0,
+    abandonedFiles: [],
+  };
+  for await (const object of store.list()) {
+    if (reachable.has(object.digest)) {
+      report.keptCount += 1;
+    } else if (nowMs - object.modifiedAtMs < graceMs) {
+      report.recentCount += 1;
+    } else {
+      if (!report.isDryRun) await store.remove(object.digest);
+      report.removed.push({ digest: object.digest, sizeBytes: object.sizeBytes });
+      report.freedBytes += object.sizeBytes;
+    }
+  }
+  for (const abandoned of await store.listAbandoned(graceMs)) {
+    if (!report.isDryRun) await store.removeAbandoned(abandoned.file);
+    report.abandonedFiles.push(abandoned.file);
+    report.freedBytes += abandoned.sizeBytes;
+  }
+  return report;
+}
