@@ -1,12 +1,16 @@
 import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Child-process tests (concurrent ledger writers, lock holders, the CLI binary) run the built
- * code in dist/, so build it once before any test runs.
+ * Child-process tests (concurrent ledger writers, lock holders, the CLI binary, the packed
+ * tarball) run the built code in dist/, so build it once before any test runs. The build starts
+ * from an empty dist/, as `npm run build` does, so nothing left from a deleted or renamed source
+ * is run or packed.
  */
 export default function setup(): void {
   const root = fileURLToPath(new URL('..', import.meta.url));
+  rmSync(`${root}dist`, { recursive: true, force: true });
   execFileSync(
     process.execPath,
     [`${root}node_modules/typescript/bin/tsc`, '-p', 'tsconfig.build.json'],
