@@ -103,6 +103,8 @@ export {
   openSession,
   type PathChange,
   type PlannedChange,
+  type PruneOptions,
+  type PruneResult,
   promptEscalation,
   type RecordOptions,
   type RecordSpec,

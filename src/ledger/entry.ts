@@ -38,7 +38,7 @@ export const ENTRY_KINDS = {
   'verification-recorded':
     'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`).',
   'checkpoint-pruned':
-    'An automatic checkpoint fell out of keepLast: it is no longer listed, and no longer keeps its objects alive. Body: `label`, `checkpointSeq`.',
+    "A checkpoint was dropped: by an automatic checkpoint policy's keepLast, or by prune. It is no longer listed, and no longer keeps its objects alive. Body: `label`, `checkpointSeq`; `reason` (`keep-last`, `older-than`, `max-size`) when prune dropped it.",
   'escalation-resolved':
     'A verification stayed unknown after its retries and was escalated. Body: `verificationSeq`, `resolution` (continue, rollback, stop), `checkpoint` (the rollback target), `handler`, `error` (when the handler failed: then stop).',
   'rollback-skipped':

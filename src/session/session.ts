@@ -43,6 +43,7 @@ import {
   syncConversation,
 } from './history/conversation.js';
 import { type DiffResult, diffStates } from './history/diff.js';
+import { type PruneOptions, type PruneResult, pruneCheckpoints } from './history/prune.js';
 import { type RollbackOptions, type RollbackResult, rollbackTo } from './history/rollback.js';
 import { type UndoResult, undoAction } from './history/undo.js';
 import {
@@ -183,6 +184,21 @@ export class Session {
     return createCheckpoint(this.#context, label, {
       isAutomatic: options.isAutomatic === true,
       messages: options.messages ? checkMessages(options.messages, options.format) : undefined,
+    });
+  }
+
+  /**
+   * Drops checkpoints: all but the newest `keepLast`, those older than `olderThanMs`, or the
+   * oldest beyond `maxSizeBytes` of distinct files (any criterion selects). Each is journaled as
+   * pruned (undone by nothing), stops being listed and stops keeping its objects alive, so
+   * `rewind gc` then frees what only it held. The newest checkpoint is never dropped, nor the one
+   * an automatic-rollback policy aims at. With `dryRun`, only lists them. Throws `INVALID_ARGUMENT`.
+   */
+  async prune(options: Omit<PruneOptions, 'protect'>): Promise<PruneResult> {
+    const target = this.#policies.rollback?.to;
+    return pruneCheckpoints(this.#context, {
+      ...options,
+      ...(target !== undefined && target !== 'latest' && { protect: [target] }),
     });
   }
 
