@@ -58,6 +58,11 @@ export const ERROR_CODES = [
   'PATH_CONFLICT',
   /** Nothing is at a path an action needs (the file to delete or move). `data.path`. */
   'PATH_NOT_FOUND',
+  /**
+   * A first snapshot would store more than the budget asked for. `data` has the preview: files,
+   * bytes, the largest directories, what the rules leave out.
+   */
+  'SNAPSHOT_TOO_LARGE',
   /** A request target is an address with no legitimate use, or a private one the session
    * blocks. Nothing was sent. `data.host`, `data.address`, `data.reason`. */
   'ADDRESS_REFUSED',

@@ -5,7 +5,9 @@ import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/ind
 import type { ObjectStore } from '../store/index.js';
 import {
   type OutsideRules,
+  previewSnapshot,
   readOutsideRules,
+  type SnapshotPreview,
   type SnapshotResult,
   snapshot,
 } from '../workspace/index.js';
@@ -60,17 +62,28 @@ export function outsideRulesOf(context: SessionContext): OutsideRules {
   return readOutsideRules(context.hostWorkspace);
 }
 
+/** Where the session's snapshots keep their caches: a view keeps its own (the host's describe another directory). */
+function cacheDirectoryOf(context: SessionContext): string {
+  return context.isolation === 'isolated'
+    ? join(context.storeDirectory, 'views', context.id)
+    : context.storeDirectory;
+}
+
 /** Snapshots the session's workspace (its view, for an isolated session). */
 export function snapshotWorkspace(context: SessionContext): Promise<SnapshotResult> {
   return snapshot(context.workspace, {
     store: context.store,
     outside: outsideRulesOf(context),
-    // A view keeps its own caches: the host's describe another directory.
-    storeDirectory:
-      context.isolation === 'isolated'
-        ? join(context.storeDirectory, 'views', context.id)
-        : context.storeDirectory,
+    storeDirectory: cacheDirectoryOf(context),
     ...(context.settings.budget && { budget: context.settings.budget }),
+  });
+}
+
+/** What a snapshot of the session's workspace would take, without reading a file. */
+export function previewOfSession(context: SessionContext): SnapshotPreview {
+  return previewSnapshot(context.workspace, {
+    storeDirectory: cacheDirectoryOf(context),
+    outside: outsideRulesOf(context),
   });
 }
 

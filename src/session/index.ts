@@ -31,6 +31,12 @@ export type { ActionClass, ActionState, PathChange } from './journal/action-reco
 export type { CheckpointInfo } from './journal/checkpoint-records.js';
 export type { IsolatedSessionOptions, OpenSessionOptions } from './open.js';
 export {
+  attachSession,
+  openSession,
+  startIsolatedSession,
+  withIsolatedSession,
+} from './open-session.js';
+export {
   type EscalationHandler,
   escalationFor,
   HaltError,
@@ -50,6 +56,7 @@ export {
   type NewSessionOptions,
   type NoteResult,
   note,
+  previewWorkspace,
   type SessionSummary,
   type StatusReport,
   startSession,
@@ -57,13 +64,7 @@ export {
   useSession,
   type WorkspaceOptions,
 } from './repository.js';
-export {
-  attachSession,
-  openSession,
-  Session,
-  startIsolatedSession,
-  withIsolatedSession,
-} from './session.js';
+export { Session } from './session.js';
 export {
   type GcReport,
   gc,

@@ -17,7 +17,7 @@ import {
 } from '../ledger/index.js';
 import type { Digest, UnreadableLine } from '../lib/index.js';
 import { createObjectStore, findStore, initStore, openStore } from '../store/index.js';
-import { checkWorkspace } from '../workspace/index.js';
+import { checkWorkspace, previewSnapshot, type SnapshotPreview } from '../workspace/index.js';
 import { type ActionClass, type ActionState, deriveActions } from './journal/action-records.js';
 import { pickSession, startLedger } from './session-files.js';
 
@@ -187,6 +187,16 @@ export async function useSession(
   }
   await setCurrentSession(location.directory, session);
   return summary;
+}
+
+/**
+ * What the first checkpoint of a workspace with a store would take, without reading a file:
+ * files, bytes, the largest directories, and what git's rules and `.rewindignore` leave out
+ * (see `Session.preview`). Throws `STORE_NOT_FOUND`.
+ */
+export async function previewWorkspace(options: WorkspaceOptions): Promise<SnapshotPreview> {
+  const location = await openStore(options.workspace);
+  return previewSnapshot(location.workspace, { storeDirectory: location.directory });
 }
 
 /** What {@link status} reports. */

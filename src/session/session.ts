@@ -3,6 +3,7 @@ import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { Command, HttpRequest, SandboxBackend } from '../sandbox/index.js';
 import type { VerificationResult, VerifierConfig } from '../verifier/index.js';
+import type { SnapshotPreview } from '../workspace/index.js';
 import { compensateAction, readCompensation } from './actions/compensation.js';
 import {
   approveDraft,
@@ -26,7 +27,7 @@ import {
   sendRequest,
 } from './actions/http.js';
 import type { ActionResult, Compensation } from './actions/journaled-spec.js';
-import type { SessionContext } from './context.js';
+import { previewOfSession, type SessionContext } from './context.js';
 import {
   type CheckpointOptions,
   type CheckpointResult,
@@ -176,14 +177,17 @@ export class Session {
 
   /**
    * Records the workspace under `label` (unique in the session) with a `checkpoint-created` entry.
-   * Costs what changed since the last snapshot. Throws `INVALID_ARGUMENT` for a malformed label,
-   * `CHECKPOINT_EXISTS`, and the errors of {@link snapshot}.
+   * Costs what changed since the last snapshot. With `budget`, a first checkpoint (which reads
+   * and stores every file) larger than it is refused before anything is stored. Throws
+   * `INVALID_ARGUMENT` for a malformed label, `CHECKPOINT_EXISTS`, `SNAPSHOT_TOO_LARGE`, and the
+   * errors of {@link snapshot}.
    */
   async checkpoint(label: string, options: CheckpointOptions = {}): Promise<CheckpointResult> {
     checkLabel(label);
     return createCheckpoint(this.#context, label, {
       isAutomatic: options.isAutomatic === true,
       messages: options.messages ? checkMessages(options.messages, options.format) : undefined,
+      budget: options.budget,
     });
   }
 
@@ -238,6 +242,15 @@ export class Session {
    */
   async undo(id: number | 'last'): Promise<UndoResult> {
     return undoAction(this.#context, id);
+  }
+
+  /**
+   * What a checkpoint of the workspace would take, without reading a file: files, bytes, the
+   * largest directories, what git's rules and `.rewindignore` leave out, and whether it would be
+   * the first (reading and storing every file).
+   */
+  async preview(): Promise<SnapshotPreview> {
+    return previewOfSession(this.#context);
   }
 
   /** Every action of the session, oldest first, with its class and derived state. */
@@ -547,62 +560,4 @@ export class Session {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-}
-
-/**
- * Opens a session of a workspace that has a store (`init` makes one): the current session unless
- * `session` names another. Before returning, finishes any rollback or undo that a killed process
- * left half-done, so the workspace is in a state the ledger names.
- *
- * Throws `STORE_NOT_FOUND`, `SESSION_NOT_FOUND`, `LOCK_HELD`, and `ENTRY_KIND_UNKNOWN` /
- * `LEDGER_VERSION_UNSUPPORTED` for a session a newer Rewind wrote to.
- */
-export function openSession(options: OpenSessionOptions): Promise<Session> {
-  if (options.isolation === 'isolated' && options.session === undefined) {
-    return Session.startIsolated(options);
-  }
-  return Session.open(options);
-}
-
-/**
- * Resumes a session by id after a crash or a restart: an isolated session finds its view as it
- * was left, and anything interrupted is finished first. The same as `openSession` with `session`.
- */
-export function attachSession(
-  workspace: string,
-  id: string,
-  options: Omit<OpenSessionOptions, 'workspace' | 'session'> = {},
-): Promise<Session> {
-  return Session.open({ ...options, workspace, session: id });
-}
-
-/**
- * Starts an isolated session on a workspace that has a store: the session works on a private
- * view of the workspace (a copy under `.rewind/views/`, with reflinks where the filesystem has
- * them) and the host directory changes only through {@link Session.commit}. Files, commands,
- * checkpoints, rollback and undo all act on the view. Resume it later with
- * `openSession({ workspace, session: id })`. Its id comes from `generateId` when given.
- */
-export function startIsolatedSession(options: IsolatedSessionOptions): Promise<Session> {
-  return Session.startIsolated(options);
-}
-
-/**
- * Runs `work` in an isolated session and ends it (see {@link Session.end}): a clean return
- * auto-commits when asked; a throw commits nothing, and in agent mode keeps the session. The
- * error `work` threw is rethrown after.
- */
-export async function withIsolatedSession<T>(
-  options: IsolatedSessionOptions & Omit<EndOptions, 'error'>,
-  work: (session: Session) => Promise<T>,
-): Promise<{ value: T; end: EndResult }> {
-  const session = await startIsolatedSession(options);
-  let value: T;
-  try {
-    value = await work(session);
-  } catch (error) {
-    await session.end({ ...options, error });
-    throw error;
-  }
-  return { value, end: await session.end(options) };
 }

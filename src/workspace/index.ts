@@ -13,6 +13,7 @@ export {
   type OutsideRules,
   readOutsideRules,
 } from './ignore-rules.js';
+export { previewSnapshot, type SnapshotPreview } from './preview.js';
 export { countLineChanges, type LineCounts, renderDiff } from './render-diff.js';
 export {
   checkWorkspace,
@@ -30,3 +31,4 @@ export {
   type TreeChange,
 } from './tree-diff.js';
 export { type LeftOutCheck, treeRules } from './tree-rules.js';
+export type { DirectorySize } from './walk.js';

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
@@ -25,6 +25,11 @@ export interface CachedEntry {
   fingerprint: string;
   /** The content digest of a file, the target of a symbolic link, the tree digest of a directory. */
   payload: string;
+}
+
+/** True when a store holds a stat cache: a snapshot was taken with it, so the next one reuses it. */
+export function hasStatCache(storeDirectory: string): boolean {
+  return existsSync(join(storeDirectory, CACHE_FILE));
 }
 
 /**

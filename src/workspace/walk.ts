@@ -332,21 +332,33 @@ export function summarize(entries: readonly ScannedEntry[]): {
   return totals;
 }
 
+/** A directory and what it holds. */
+export interface DirectorySize {
+  path: string;
+  fileCount: number;
+  sizeBytes: number;
+}
+
+/** The largest directories among `entries` (a scan's top level), largest first. */
+export function largestDirectories(entries: readonly ScannedEntry[], count = 5): DirectorySize[] {
+  return entries
+    .filter((entry) => entry.children)
+    .map((entry) => ({ path: entry.relative, ...summarize(entry.children ?? []) }))
+    .sort((a, b) => b.sizeBytes - a.sizeBytes || b.fileCount - a.fileCount)
+    .slice(0, count)
+    .map(({ path, fileCount, sizeBytes }) => ({ path, fileCount, sizeBytes }));
+}
+
 export function budgetWarning(
   entries: readonly ScannedEntry[],
   totals: { fileCount: number; sizeBytes: number },
   budget: { maxBytes: number; maxFiles: number },
 ): string | undefined {
   if (totals.sizeBytes <= budget.maxBytes && totals.fileCount <= budget.maxFiles) return undefined;
-  const largest = entries
-    .filter((entry) => entry.children)
-    .map((entry) => ({ name: entry.relative, ...summarize(entry.children ?? []) }))
-    .sort((a, b) => b.sizeBytes - a.sizeBytes || b.fileCount - a.fileCount)
-    .slice(0, 5)
-    .map(
-      (entry) =>
-        `${entry.name}/ (${(entry.sizeBytes / 1024 ** 2).toFixed(1)} MiB, ${entry.fileCount} files)`,
-    );
+  const largest = largestDirectories(entries).map(
+    (entry) =>
+      `${entry.path}/ (${(entry.sizeBytes / 1024 ** 2).toFixed(1)} MiB, ${entry.fileCount} files)`,
+  );
   return (
     `This first snapshot stores ${(totals.sizeBytes / 1024 ** 3).toFixed(2)} GiB in ${totals.fileCount} files, over the budget ` +
     `of ${(budget.maxBytes / 1024 ** 3).toFixed(2)} GiB or ${budget.maxFiles} files. Largest directories: ${largest.join(', ') || '(none)'}. ` +

@@ -2,7 +2,7 @@ import { readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
-import { gc, log, openSession, verify } from '../../src/session/index.js';
+import { gc, log, openSession, previewWorkspace, verify } from '../../src/session/index.js';
 import { readTree } from '../../src/store/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { sessionOn } from '../helpers/session.js';
@@ -55,6 +55,33 @@ describe('checkpoints', () => {
     expect(base?.linesAdded).toBeUndefined();
     expect(edited).toMatchObject({ linesAdded: 3, linesRemoved: 1 });
     expect((await session.checkpoints())[1]?.linesAdded).toBeUndefined();
+  });
+
+  it('tells what the first checkpoint would take, and refuses one over a budget before storing anything', async () => {
+    const { workspace, session } = await sessionOn({
+      '.gitignore': 'node_modules/\n',
+      'src/a.js': 'a'.repeat(2000),
+      'src/b.js': 'b',
+      'node_modules/dep/index.js': 'dep',
+    });
+    const preview = await previewWorkspace({ workspace });
+    expect(preview).toMatchObject({
+      fileCount: 3,
+      isFirst: true,
+      leftOut: ['node_modules'],
+      leftOutCount: 1,
+      largest: [{ path: 'src', fileCount: 2, sizeBytes: 2001 }],
+    });
+    await expect(session.checkpoint('big', { budget: { maxFiles: 2 } })).rejects.toMatchObject({
+      code: 'SNAPSHOT_TOO_LARGE',
+      data: { fileCount: 3 },
+    });
+    expect((await log({ workspace })).entries).toHaveLength(1);
+    await session.checkpoint('base');
+    expect((await session.preview()).isFirst).toBe(false);
+    await writeFile(join(workspace, 'src/c.js'), 'c');
+    // Not a first checkpoint any more: only what changed is read, whatever the budget.
+    await session.checkpoint('later', { budget: { maxFiles: 2 } });
   });
 
   it('refuses a label that exists', async () => {

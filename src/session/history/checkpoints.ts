@@ -6,7 +6,7 @@ import {
   fileChangeKind,
   type TreeChange,
 } from '../../workspace/index.js';
-import { type SessionContext, snapshotWorkspace } from '../context.js';
+import { previewOfSession, type SessionContext, snapshotWorkspace } from '../context.js';
 import { type CheckpointInfo, checkpointOf } from '../journal/checkpoint-records.js';
 import { readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { type CheckedMessages, storeMessages } from './conversation.js';
@@ -18,6 +18,11 @@ export interface CheckpointOptions {
   messages?: readonly unknown[];
   /** Its format; detected when omitted. */
   format?: Format;
+  /**
+   * Refuse (`SNAPSHOT_TOO_LARGE`) a first checkpoint, one that must read every file, that would
+   * store more than this. Default: no limit (the CLI and the MCP server set one).
+   */
+  budget?: { maxBytes?: number; maxFiles?: number };
 }
 
 /** What `Session.checkpoint` recorded. */
@@ -60,6 +65,32 @@ function countFiles(changes: readonly TreeChange[]): {
   return counts;
 }
 
+const formatMiB = (bytes: number): string => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+
+/** Refuses a first snapshot (every file read and stored) larger than `budget`. */
+function checkFirstSnapshot(
+  context: SessionContext,
+  budget: { maxBytes?: number; maxFiles?: number },
+): void {
+  const preview = previewOfSession(context);
+  if (!preview.isFirst) return;
+  const isTooBig =
+    (budget.maxBytes !== undefined && preview.sizeBytes > budget.maxBytes) ||
+    (budget.maxFiles !== undefined && preview.fileCount > budget.maxFiles);
+  if (!isTooBig) return;
+  const largest = preview.largest
+    .map((directory) => `${directory.path}/ ${formatMiB(directory.sizeBytes)}`)
+    .join(', ');
+  throw new RewindError(
+    'SNAPSHOT_TOO_LARGE',
+    `The first checkpoint would store ${preview.fileCount} files, ${formatMiB(preview.sizeBytes)}` +
+      (largest ? ` (largest: ${largest})` : '') +
+      `, over the budget of ${budget.maxFiles ?? 'any number of'} files or ${budget.maxBytes === undefined ? 'any size' : formatMiB(budget.maxBytes)}. ` +
+      'Leave out what need not be kept (build output, dependencies) in .gitignore or .rewindignore, or raise the budget.',
+    { data: { ...preview, budget } },
+  );
+}
+
 /**
  * Records the workspace under `label` with a `checkpoint-created` entry, paired with `messages`
  * when given, else with the session's current conversation. Throws `CHECKPOINT_EXISTS`.
@@ -67,9 +98,14 @@ function countFiles(changes: readonly TreeChange[]): {
 export function createCheckpoint(
   context: SessionContext,
   label: string,
-  options: { isAutomatic: boolean; messages: CheckedMessages | undefined },
+  options: {
+    isAutomatic: boolean;
+    messages: CheckedMessages | undefined;
+    budget?: { maxBytes?: number; maxFiles?: number } | undefined;
+  },
 ): Promise<CheckpointResult> {
   return withWorkspaceLock(context, `creating checkpoint ${label}`, async (journal) => {
+    if (options.budget) checkFirstSnapshot(context, options.budget);
     const checkpoints = journal.checkpoints();
     const existing = checkpoints.find((checkpoint) => checkpoint.label === label);
     if (existing) {
