@@ -1,4 +1,5 @@
 /** `exec`, `http`, `record`, `report`, and the line every action prints: its id and how to take it back. */
+import { constants } from 'node:os';
 import { Argument, type Command, Option } from 'commander';
 import type { ActionResult, ExecResult, HttpResult } from '../../index.js';
 import {
@@ -52,13 +53,37 @@ export function renderActionLine(result: ActionResult): string {
   return `action ${result.id} (${result.class}${state}): ${how}\n`;
 }
 
-/** An action's presenter: `detail` (a command's output, a response), then its action line; exit 1 when it failed. */
+/** How `timeout(1)` exits when it ends a command: scripts already know this code. */
+export const EXIT_TIMED_OUT = 124;
+
+/**
+ * The exit code a shell would report for a command that ran: its own code; 128 plus the signal's
+ * number when a signal ended it; {@link EXIT_TIMED_OUT} when its timeout did.
+ */
+export function commandExitCode(result: ExecResult): number {
+  if (result.timedOut) return EXIT_TIMED_OUT;
+  if (result.signal !== null) {
+    return 128 + (constants.signals[result.signal as NodeJS.Signals] ?? 0);
+  }
+  return result.exitCode ?? EXIT_FAILED;
+}
+
+/**
+ * How `rewind` exits after an action: with the command's own code when it ran one (`exec`, an
+ * approved `exec` draft, a compensation command), else 1 when the action failed.
+ */
+export function actionExitCode(result: ActionResult): number | undefined {
+  if ('exitCode' in result) return commandExitCode(result as ExecResult);
+  return result.state === 'failed' ? EXIT_FAILED : undefined;
+}
+
+/** An action's presenter: `detail` (a command's output, a response), then its action line. */
 export function actionPresenter<Result extends ActionResult>(
   detail: (result: Result) => string = () => '',
 ): CliPresenter<Result> {
   return {
     text: (result) => `${detail(result)}${renderActionLine(result)}`,
-    exitCode: (result) => (result.state === 'failed' ? EXIT_FAILED : undefined),
+    exitCode: actionExitCode,
   };
 }
 
@@ -128,6 +153,18 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
     exec,
     'draft',
     new Option('--draft', 'journal it without running it; `rewind approve ID` runs it'),
+  );
+  exec.addHelpText(
+    'after',
+    `
+Examples:
+  rewind exec "npm test && npm run lint"     one argument: a shell command, run by sh -c
+  rewind exec -- touch "a b"                 after --: a program and its arguments, no shell
+
+Exit status: the command's own exit code (\`rewind exec "exit 7"\` exits 7); 128 + N when signal
+N ended it (130 for SIGINT, 143 for SIGTERM); ${EXIT_TIMED_OUT} when --timeout ended it, as timeout(1) does.
+Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as every command.
+`,
   );
   exec.action((words: string[], flags: ExecFlags, command: Command) =>
     cli.perform(
