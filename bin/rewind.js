@@ -12,17 +12,17 @@ async function prompt(question) {
   }
 }
 
-const argv = process.argv.slice(2);
-if (argv[0] === 'mcp') {
-  // The MCP server is an edge of its own (src/mcp), not a CLI command: it speaks the protocol.
+/** `rewind mcp`: the MCP server is an edge of its own (src/mcp), loaded only when asked for. */
+async function serveMcp(argv) {
   const { runMcp } = await import('../dist/mcp/main.js');
-  process.exitCode = await runMcp(argv.slice(1), process.cwd());
-} else {
-  process.exitCode = await runCli(argv, {
-    stdout: (text) => process.stdout.write(text),
-    stderr: (text) => process.stderr.write(text),
-    cwd: process.cwd(),
-    stdin: process.stdin,
-    ...(process.stdin.isTTY && { prompt }),
-  });
+  return runMcp(argv, process.cwd());
 }
+
+process.exitCode = await runCli(process.argv.slice(2), {
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+  cwd: process.cwd(),
+  stdin: process.stdin,
+  ...(process.stdin.isTTY && { prompt }),
+  serveMcp,
+});

@@ -25,6 +25,11 @@ export interface CliIo {
   stdin?: AsyncIterable<Uint8Array>;
   /** Asks a person a question and resolves with the answer; absent when nobody can answer. */
   prompt?: (question: string) => Promise<string>;
+  /**
+   * Runs `rewind mcp` with the arguments after `mcp` and resolves with its exit code: the MCP
+   * server is an edge of its own, which the CLI may not import, so the process hands it in.
+   */
+  serveMcp?: (argv: readonly string[]) => Promise<number>;
 }
 
 /** The options of `rewind` itself, before the command. */

@@ -145,6 +145,38 @@ describe('rewind CLI', () => {
     expect(await runNode([bin, 'log', '--session', 'zzzz'], { cwd })).toMatchObject({ code: 1 });
   });
 
+  it('lists mcp in its help, and prints the MCP usage on stdout with exit 0 when asked for', async () => {
+    const cwd = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    const help = await runNode([bin, '--help'], { cwd });
+    expect(help).toMatchObject({ code: 0 });
+    expect(help.stdout).toMatch(/\n {2}mcp +serve Rewind's tools to an agent over MCP/);
+    for (const argv of [
+      ['mcp', '--help'],
+      ['mcp', '-h'],
+      ['help', 'mcp'],
+    ]) {
+      expect(await runNode([bin, ...argv], { cwd }), argv.join(' ')).toMatchObject({
+        code: 0,
+        stdout: expect.stringMatching(/^Usage: rewind mcp \[--root DIR\]/),
+        stderr: '',
+      });
+    }
+    const mistaken = await runNode([bin, 'mcp', '--bogus'], { cwd });
+    expect(mistaken).toMatchObject({ code: 2, stdout: '' });
+    expect(mistaken.stderr).toContain('rewind mcp --help');
+    expect(await runNode([bin, 'mcp', '--sandbox', 'nope'], { cwd })).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: expect.stringContaining('Usage: rewind mcp'),
+    });
+    // Global options come before a command; the server has its own and would never see them.
+    expect(await rewind(cwd, '--dir', cwd, 'mcp', '--root', cwd)).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('The MCP server takes only its own options'),
+    });
+  });
+
   it('checkpoints, lists, dry-runs, rolls back, diffs and undoes from the command line', async () => {
     const cwd = await makeTempDirectory();
     await writeFile(join(cwd, 'app.js'), 'console.log(1);\n');
