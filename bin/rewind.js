@@ -18,9 +18,23 @@ async function serveMcp(argv) {
   return runMcp(argv, process.cwd());
 }
 
+// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
+// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
+// and the command finishes and exits with its own code (what it did happened either way).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
+
+/** Writes to `stream` while someone reads it. */
+const writerOf = (stream) => (text) => {
+  if (!stream.destroyed) stream.write(text);
+};
+
 process.exitCode = await runCli(process.argv.slice(2), {
-  stdout: (text) => process.stdout.write(text),
-  stderr: (text) => process.stderr.write(text),
+  stdout: writerOf(process.stdout),
+  stderr: writerOf(process.stderr),
   cwd: process.cwd(),
   stdin: process.stdin,
   ...(process.stdin.isTTY && { prompt }),

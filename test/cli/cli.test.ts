@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -143,6 +144,32 @@ describe('rewind CLI', () => {
     });
     expect(await runNode([bin, 'nonsense'], { cwd })).toMatchObject({ code: 2 });
     expect(await runNode([bin, 'log', '--session', 'zzzz'], { cwd })).toMatchObject({ code: 1 });
+  });
+
+  it('ends quietly, with its own exit code, when the reader of its output goes away early', async () => {
+    const cwd = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    await rewind(cwd, 'init');
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    await rewind(cwd, 'checkpoint', 'base');
+    await writeFile(join(cwd, 'a.txt'), 'two');
+    for (const argv of [['log'], ['rollback', 'base', '--dry-run'], ['exec', 'echo hi; exit 3']]) {
+      const child = spawn(process.execPath, [bin, ...argv], {
+        cwd,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // Closed before the child writes a byte, as `| head -1` does once it has its line.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await new Promise((done) => child.on('close', done));
+      expect({ code, stderr }, argv.join(' ')).toEqual({
+        code: argv[0] === 'exec' ? 3 : 0,
+        stderr: '',
+      });
+    }
   });
 
   it('lists mcp in its help, and prints the MCP usage on stdout with exit 0 when asked for', async () => {
