@@ -112,6 +112,11 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
           'id' in output
             ? `Compensated #${number} with ${ACTION_LINE.text(output, globals)}`
             : renderCompensation(number, output),
+        // The action it names is `id` when showing; once run, `id` is the new action.
+        json: (output) =>
+          'id' in output
+            ? { ...output, compensates: number }
+            : { id: number, compensation: output },
         exitCode: (output) => ('id' in output ? ACTION_LINE.exitCode?.(output) : undefined),
       };
       if (flags.dryRun === true || 'id' in declared) {

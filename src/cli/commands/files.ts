@@ -78,7 +78,12 @@ export function registerFileCommands(program: Command, cli: CliContext): void {
   const read = commandFor(program, readOperation);
   feed(read, 'path', new Argument('<path>', 'the file, relative to the workspace root'));
   read.action((path: string, _flags: object, command: Command) =>
-    cli.perform(command, readOperation, { path }, { text: (text) => text }),
+    cli.perform(
+      command,
+      readOperation,
+      { path },
+      { text: (content) => content, json: (content) => ({ path, content }) },
+    ),
   );
 
   const list = commandFor(program, listOperation);
@@ -92,7 +97,10 @@ export function registerFileCommands(program: Command, cli: CliContext): void {
       command,
       listOperation,
       { path },
-      { text: (entries) => entries.map((entry) => `${entry}\n`).join('') },
+      {
+        text: (entries) => entries.map((entry) => `${entry}\n`).join(''),
+        json: (entries) => ({ path: path ?? '.', entries }),
+      },
     ),
   );
 }

@@ -30,6 +30,11 @@ interface RollbackFlags {
   messagesOut?: string;
 }
 
+/** A checkpoint in `--json`: its entry's number is its `id`, as for every entry a command names. */
+function checkpointDocument<Checkpoint extends CheckpointInfo>({ seq, ...checkpoint }: Checkpoint) {
+  return { id: seq, ...checkpoint };
+}
+
 function renderCheckpoint(result: CheckpointResult): string {
   return (
     `Checkpoint ${result.label} (#${result.seq}): ${plural(result.fileCount, 'file')}, ${formatBytes(result.sizeBytes)}` +
@@ -154,13 +159,22 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       { label, messages, format: flags.format },
       {
         text: (output, globals) => (globals.quiet ? '' : renderCheckpoint(output)),
+        json: checkpointDocument,
         warnings: (output) => output.warnings,
       },
     );
   });
 
   commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
-    cli.perform(command, checkpointsOperation, {}, { text: renderCheckpoints }),
+    cli.perform(
+      command,
+      checkpointsOperation,
+      {},
+      {
+        text: renderCheckpoints,
+        json: (checkpoints) => ({ checkpoints: checkpoints.map(checkpointDocument) }),
+      },
+    ),
   );
 
   const rollback = commandFor(program, rollbackOperation);
@@ -198,6 +212,8 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     cli.emit(command, output, {
       text: (value, globals) =>
         globals.quiet && !value.isDryRun ? '' : `${renderRollback(value)}${where}`,
+      // A dry run names no action: `id` is null rather than missing.
+      json: (value) => ({ ...value, id: value.id ?? null }),
       warnings: (value) => value.warnings,
     });
   });
@@ -217,6 +233,8 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       {
         text: (output, globals) =>
           globals.quiet && output.status === 'undone' ? '' : renderUndo(output),
+        // A refusal is journaled but is no action: `id` is null rather than missing.
+        json: (output) => (output.status === 'undone' ? output : { ...output, id: null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
       },
     ),

@@ -51,6 +51,8 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
       { dryRun: flags.dryRun },
       {
         text: renderCommit,
+        // Only a commit that happened is an action: otherwise `id` is null rather than missing.
+        json: (output) => ({ ...output, id: output.id ?? null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
       },
     ),

@@ -235,7 +235,14 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       command,
       logOperation,
       { kind: flags.kind, checkpoint: flags.checkpoint, last: numberOf(flags.last) },
-      { text: renderLog, warnings: logWarnings },
+      {
+        text: renderLog,
+        json: (report) => ({
+          ...report,
+          entries: report.entries.map(({ seq, ...line }) => ({ id: seq, ...line })),
+        }),
+        warnings: logWarnings,
+      },
     ),
   );
 
@@ -254,6 +261,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet ? '' : `Added note #${output.entry.seq} to session ${output.session}.\n`,
+        json: (output) => ({ id: output.entry.seq, ...output }),
       },
     ),
   );
