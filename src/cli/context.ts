@@ -51,8 +51,20 @@ export const EXIT_USAGE = 2;
 /** `rewind test`: the verifier gave no verdict. */
 export const EXIT_UNKNOWN = 3;
 
+/** What a command printed, for each stream. */
+export interface Passthrough {
+  stdout: string;
+  stderr: string;
+}
+
 /** How a command shows what its operation returned. */
 export interface CliPresenter<Output> {
+  /**
+   * What a command run by the operation printed, passed through before the text, each stream to
+   * its own, even with `--quiet` (it is the output asked for); not with `--json`, whose document
+   * holds it.
+   */
+  passthrough?(output: Output, globals: GlobalFlags): Passthrough;
   /** The text for people; nothing is printed when it is empty. */
   text(output: Output, globals: GlobalFlags): string;
   /** The `--json` document. Default: the output itself. */
@@ -166,6 +178,9 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         const document = presenter.json ? presenter.json(output) : output;
         io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
       } else {
+        const passed = presenter.passthrough?.(output, globals);
+        if (passed?.stdout) io.stdout(passed.stdout);
+        if (passed?.stderr) io.stderr(passed.stderr);
         const text = presenter.text(output, globals);
         if (text) io.stdout(text);
       }

@@ -28,7 +28,10 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
       'workspace directory (default: nearest ancestor holding .rewind/, else the current directory)',
     )
     .option('--json', 'print one JSON document on stdout, nothing else')
-    .option('-q, --quiet', 'print only errors and the output asked for')
+    .option(
+      '-q, --quiet',
+      "print only errors and the output asked for (a listing, a plan, a command's output), no summaries",
+    )
     .option('--debug', 'add stack traces and cause chains to errors')
     .option(
       '--redact',

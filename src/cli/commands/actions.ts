@@ -9,7 +9,13 @@ import {
   reportOperation,
   undoHintOf,
 } from '../../operations/index.js';
-import { type CliContext, type CliPresenter, EXIT_FAILED } from '../context.js';
+import {
+  type CliContext,
+  type CliPresenter,
+  EXIT_FAILED,
+  type GlobalFlags,
+  type Passthrough,
+} from '../context.js';
 import { commandFor, feed, headersOf, numberOf, repeatable } from '../options.js';
 
 interface CompensationFlags {
@@ -77,39 +83,55 @@ export function actionExitCode(result: ActionResult): number | undefined {
   return result.state === 'failed' ? EXIT_FAILED : undefined;
 }
 
-/** An action's presenter: `detail` (a command's output, a response), then its action line. */
-export function actionPresenter<Result extends ActionResult>(
-  detail: (result: Result) => string = () => '',
-): CliPresenter<Result> {
-  return {
-    text: (result) => `${detail(result)}${renderActionLine(result)}`,
-    exitCode: actionExitCode,
-  };
+/** How an action ended, for people: a command's summary, a response; nothing for a draft or a record. */
+export function renderOutcome(result: ActionResult, globals: GlobalFlags): string {
+  if ('exitCode' in result) return renderExec(result as ExecResult, globals);
+  if ('response' in result) return renderHttp(result as HttpResult, globals);
+  return '';
 }
 
-/** The presenter of an action that prints nothing but its action line. */
-export const ACTION_LINE = actionPresenter();
+/**
+ * What a command printed, passed through as it printed it: its stdout on stdout, its stderr on
+ * stderr. Without `--quiet` each ends with a newline, so the summary after it starts a line.
+ */
+export function commandOutput(result: ActionResult, globals: GlobalFlags): Passthrough {
+  if (!('exitCode' in result)) return { stdout: '', stderr: '' };
+  const ran = result as ExecResult;
+  const ended = (text: string): string =>
+    globals.quiet || text === '' || text.endsWith('\n') ? text : `${text}\n`;
+  return { stdout: ended(ran.stdout), stderr: ended(ran.stderr) };
+}
 
-/** A command's output, then how it ended and what it changed in the workspace. */
-export function renderExec(result: ExecResult): string {
-  const lines: string[] = [];
-  if (result.stdout !== '') lines.push(result.stdout.replace(/\n?$/, ''));
-  if (result.stderr !== '') lines.push(result.stderr.replace(/\n?$/, ''));
+/**
+ * The presenter of every action: what a command printed, then how it ended and the action line,
+ * which `--quiet` leaves out (a response body stays: it is the output asked for).
+ */
+export const ACTION_PRESENTER: CliPresenter<ActionResult> = {
+  passthrough: commandOutput,
+  text: (result, globals) =>
+    `${renderOutcome(result, globals)}${globals.quiet ? '' : renderActionLine(result)}`,
+  exitCode: actionExitCode,
+};
+
+/** How a command ended and what it changed in the workspace; nothing with `--quiet`. */
+function renderExec(result: ExecResult, globals: GlobalFlags): string {
+  if (globals.quiet) return '';
   const ended = result.timedOut
     ? `timed out after ${Math.round(result.durationMs)} ms`
     : result.signal !== null
       ? `ended by ${result.signal}`
       : `exit ${result.exitCode}`;
-  lines.push(
-    `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace`,
-  );
-  return `${lines.join('\n')}\n`;
+  return `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace\n`;
 }
 
-/** A response's status and body (cut at 2,000 characters); nothing for a draft. */
-export function renderHttp(result: HttpResult): string {
+/**
+ * A response's status and body (cut at 2,000 characters); with `--quiet`, the body alone, whole;
+ * nothing for a draft.
+ */
+function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
+  if (globals.quiet) return response.body;
   const body = response.body.length > 2000 ? `${response.body.slice(0, 2000)}\n...` : response.body;
   return `HTTP ${response.status}\n${body}${body.endsWith('\n') || body === '' ? '' : '\n'}`;
 }
@@ -175,8 +197,7 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
         timeout: numberOf(flags.timeout),
         draft: flags.draft,
       },
-      // A draft did not run: it has no output to show.
-      actionPresenter((result) => ('exitCode' in result ? renderExec(result as ExecResult) : '')),
+      ACTION_PRESENTER,
     ),
   );
 
@@ -206,7 +227,7 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
         compensateRequest: flags.compensateRequest,
         draft: flags.draft,
       },
-      actionPresenter(renderHttp),
+      ACTION_PRESENTER,
     ),
   );
 
@@ -241,7 +262,7 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
         detail: flags.detail,
         draft: flags.draft,
       },
-      ACTION_LINE,
+      ACTION_PRESENTER,
     ),
   );
 
@@ -254,7 +275,7 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
       command,
       reportOperation,
       { id: numberOf(id), ok: flags.failed !== true, detail: flags.detail },
-      ACTION_LINE,
+      ACTION_PRESENTER,
     ),
   );
 }

@@ -50,7 +50,11 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
       commitOperation,
       { dryRun: flags.dryRun },
       {
-        text: renderCommit,
+        // A plan and a refusal are shown, --quiet or not; what was committed is a summary.
+        text: (output, globals) =>
+          globals.quiet && (output.status === 'committed' || output.status === 'nothing-to-commit')
+            ? ''
+            : renderCommit(output),
         // Only a commit that happened is an action: otherwise `id` is null rather than missing.
         json: (output) => ({ ...output, id: output.id ?? null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),

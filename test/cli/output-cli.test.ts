@@ -1,0 +1,108 @@
+import { writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const PASS = `echo '{"status":"pass","summary":"all good"}'`;
+const FAIL = `echo '{"status":"fail","errors":["a.test broke"]}'`;
+
+describe('what rewind prints', () => {
+  it("passes a command's stdout and stderr through to its own streams, then the summary", async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const ran = await rewind(cwd, ['exec', 'echo out; echo err >&2; printf tail']);
+    expect(ran.code).toBe(0);
+    expect(ran.stdout).toMatch(
+      /^out\ntail\nexit 0: 0 created, 0 modified, 0 deleted in the workspace\naction \d+ \(reversible\): rewind undo \d+\n$/,
+    );
+    expect(ran.stderr).toBe('err\n');
+  });
+
+  it('prints with --quiet only errors and the output asked for, never a summary', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'a.txt'), 'one\n');
+    const quiet = (argv: string[], extra: { answer?: string } = {}) =>
+      rewind(cwd, ['-q', ...argv], extra);
+    expect(await quiet(['init'])).toMatchObject({ code: 0, stdout: '', stderr: '' });
+
+    // Summaries of what was done: nothing.
+    for (const argv of [
+      ['checkpoint', 'base'],
+      ['write', 'b.txt', 'two'],
+      ['move', 'b.txt', 'c.txt'],
+      ['mkdir', 'd'],
+      ['delete', 'd'],
+      ['note', 'hello'],
+      ['record', 'deploy', '--compensate-command', 'true'],
+      ['conversation', 'sync', '-'],
+      ['test', '--verifier', PASS],
+      ['exec', '--draft', 'echo drafted'],
+    ]) {
+      const result =
+        argv[0] === 'conversation'
+          ? await rewind(cwd, ['-q', ...argv], { stdin: '[{"role":"user","content":"hi"}]' })
+          : await quiet(argv);
+      expect(result, argv.join(' ')).toEqual({ code: 0, stdout: '', stderr: '' });
+    }
+
+    const { entries } = JSON.parse((await rewind(cwd, ['--json', 'log'])).stdout) as {
+      entries: { id: number; summary: string }[];
+    };
+    const idOf = (text: string) =>
+      String(entries.find((entry) => entry.summary.includes(text))?.id);
+    expect(await quiet(['report', idOf('x.deploy')])).toEqual({ code: 0, stdout: '', stderr: '' });
+
+    // A command's own output, as it printed it, and its exit code.
+    expect(await quiet(['exec', 'echo out; echo err >&2; printf tail; exit 4'])).toEqual({
+      code: 4,
+      stdout: 'out\ntail',
+      stderr: 'err\n',
+    });
+    expect(await quiet(['approve', idOf('echo drafted'), '--yes'])).toEqual({
+      code: 0,
+      stdout: 'drafted\n',
+      stderr: '',
+    });
+    expect(await quiet(['compensate', idOf('x.deploy'), '--yes'])).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
+
+    // Listings, plans and reads: the output asked for.
+    await writeFile(join(cwd, 'a.txt'), 'changed\n');
+    const plan = await quiet(['rollback', 'base', '--dry-run']);
+    expect(plan.stdout).toContain('Rolling back to base would change 2 paths:');
+    expect((await quiet(['log'])).stdout).toContain('note-added');
+    expect((await quiet(['checkpoints'])).stdout).toContain('base');
+    expect((await quiet(['diff', 'base'])).stdout).toContain('+changed');
+    expect((await quiet(['read', 'a.txt'])).stdout).toBe('changed\n');
+    expect(await quiet(['rollback', 'base'])).toEqual({ code: 0, stdout: '', stderr: '' });
+    expect(await quiet(['undo', '--last'])).toEqual({ code: 0, stdout: '', stderr: '' });
+
+    // What did not succeed is said.
+    const failed = await quiet(['test', '--verifier', FAIL]);
+    expect(failed).toMatchObject({ code: 1, stdout: expect.stringContaining('a.test broke') });
+    expect((await quiet(['checkpoint', 'base'])).stderr).toContain('[CHECKPOINT_EXISTS]');
+  });
+
+  it('prints with --quiet the body of a response alone', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const server = createServer((_request, response) => response.end('{"ok":true}'));
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+      expect(await rewind(cwd, ['-q', 'http', 'GET', url])).toEqual({
+        code: 0,
+        stdout: '{"ok":true}',
+        stderr: '',
+      });
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+});
