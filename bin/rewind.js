@@ -39,4 +39,6 @@ process.exitCode = await runCli(process.argv.slice(2), {
   stdin: process.stdin,
   ...(process.stdin.isTTY && { prompt }),
   serveMcp,
+  isTerminal: process.stdout.isTTY === true,
+  env: process.env,
 });

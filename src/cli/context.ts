@@ -30,6 +30,10 @@ export interface CliIo {
    * server is an edge of its own, which the CLI may not import, so the process hands it in.
    */
   serveMcp?: (argv: readonly string[]) => Promise<number>;
+  /** Whether stdout is a terminal: colour is used only there, unless the environment says. */
+  isTerminal?: boolean;
+  /** The environment, where `NO_COLOR` and `FORCE_COLOR` are read; absent: neither is set. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** The options of `rewind` itself, before the command. */
@@ -41,6 +45,22 @@ export interface GlobalFlags {
   redact?: boolean;
   redactPattern?: string[];
   blockPrivate?: boolean;
+}
+
+/** How a command's text is shown: the global flags, and whether stdout takes colour. */
+export interface Presentation extends GlobalFlags {
+  isColor: boolean;
+}
+
+/**
+ * Whether stdout takes colour. `FORCE_COLOR` (non-empty) decides first, as in Node: on, unless it
+ * is `0` or `false`. Then `NO_COLOR` (non-empty) turns it off. Else colour is used on a terminal.
+ */
+export function isColorWanted(io: Pick<CliIo, 'env' | 'isTerminal'>): boolean {
+  const force = io.env?.FORCE_COLOR;
+  if (force) return force !== '0' && force !== 'false';
+  if (io.env?.NO_COLOR) return false;
+  return io.isTerminal === true;
 }
 
 export const EXIT_OK = 0;
@@ -66,7 +86,7 @@ export interface CliPresenter<Output> {
    */
   passthrough?(output: Output, globals: GlobalFlags): Passthrough;
   /** The text for people; nothing is printed when it is empty. */
-  text(output: Output, globals: GlobalFlags): string;
+  text(output: Output, presentation: Presentation): string;
   /** The `--json` document. Default: the output itself. */
   json?(output: Output): unknown;
   /** Printed on stderr unless `--quiet`. */
@@ -181,7 +201,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         const passed = presenter.passthrough?.(output, globals);
         if (passed?.stdout) io.stdout(passed.stdout);
         if (passed?.stderr) io.stderr(passed.stderr);
-        const text = presenter.text(output, globals);
+        const text = presenter.text(output, { ...globals, isColor: isColorWanted(io) });
         if (text) io.stdout(text);
       }
       if (!globals.quiet) {

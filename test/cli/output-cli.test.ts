@@ -2,9 +2,35 @@ import { writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { type CliIo, runCli } from '../../src/cli/main.js';
 import { rewind } from '../helpers/cli.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+
+/** Runs the CLI with stdout on a terminal or not, in an environment; resolves with its stdout. */
+async function stdoutOf(
+  cwd: string,
+  argv: string[],
+  screen: Pick<CliIo, 'isTerminal' | 'env'>,
+): Promise<string> {
+  let stdout = '';
+  await runCli(argv, {
+    cwd,
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: () => {},
+    ...screen,
+  });
+  return stdout;
+}
+
+const RED = '\u001b[31m';
+const GREEN = '\u001b[32m';
+const CYAN = '\u001b[36m';
+const RESET = '\u001b[39m';
 
 const PASS = `echo '{"status":"pass","summary":"all good"}'`;
 const FAIL = `echo '{"status":"fail","errors":["a.test broke"]}'`;
@@ -104,5 +130,51 @@ describe('what rewind prints', () => {
     } finally {
       await new Promise((done) => server.close(done));
     }
+  });
+
+  it('colours a diff on a terminal, and never elsewhere unless FORCE_COLOR says so', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'a.txt'), 'keep\n-- old\n');
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['checkpoint', 'base']);
+    await writeFile(join(cwd, 'a.txt'), 'keep\n++ new\n');
+    const plain = await stdoutOf(cwd, ['diff', 'base'], {});
+    expect(plain).toContain('@@ -1,2 +1,2 @@\n keep\n--- old\n+++ new\n');
+    expect(plain).not.toContain('\u001b[');
+
+    const coloured = await stdoutOf(cwd, ['diff', 'base'], { isTerminal: true });
+    expect(coloured).toContain(
+      `${CYAN}@@ -1,2 +1,2 @@${RESET}\n keep\n${RED}--- old${RESET}\n${GREEN}+++ new${RESET}\n`,
+    );
+    expect(coloured).toContain('\u001b[1m--- a/a.txt');
+    expect(stripVTControlCharacters(coloured)).toBe(plain);
+
+    for (const [screen, isColoured] of [
+      [{ isTerminal: true, env: { NO_COLOR: '1' } }, false],
+      [{ isTerminal: true, env: { NO_COLOR: '' } }, true],
+      [{ isTerminal: true, env: { FORCE_COLOR: '0' } }, false],
+      [{ isTerminal: false, env: { FORCE_COLOR: '1' } }, true],
+      [{ isTerminal: false, env: { FORCE_COLOR: '1', NO_COLOR: '1' } }, true],
+      [{ isTerminal: false, env: { FORCE_COLOR: '' } }, false],
+    ] as const) {
+      const stdout = await stdoutOf(cwd, ['diff', 'base'], screen);
+      expect(stdout.includes(GREEN), JSON.stringify(screen)).toBe(isColoured);
+    }
+    expect(await stdoutOf(cwd, ['--json', 'diff', 'base'], { isTerminal: true })).not.toContain(
+      '\u001b[',
+    );
+
+    // The bin reads the real environment; its stdout here is a pipe.
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    const piped = await runNode([bin, 'diff', 'base'], {
+      cwd,
+      env: { FORCE_COLOR: '', NO_COLOR: '' },
+    });
+    expect(piped.stdout).toBe(plain);
+    const forced = await runNode([bin, 'diff', 'base'], {
+      cwd,
+      env: { FORCE_COLOR: '1', NO_COLOR: '' },
+    });
+    expect(forced.stdout).toBe(coloured);
   });
 });

@@ -16,7 +16,7 @@ import {
   undoOperation,
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { formatBytes, formatLocalTime, plural } from '../format.js';
+import { colorDiff, formatBytes, formatLocalTime, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
 
 interface CheckpointFlags {
@@ -260,8 +260,12 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       diffOperation,
       { from, to },
       {
-        text: (output) =>
-          output.text || `No differences between ${output.from} and ${output.to}.\n`,
+        text: (output, presentation) =>
+          output.text === ''
+            ? `No differences between ${output.from} and ${output.to}.\n`
+            : presentation.isColor
+              ? colorDiff(output.text)
+              : output.text,
       },
     ),
   );
