@@ -41,6 +41,7 @@ export interface GlobalFlags {
   dir?: string;
   json?: boolean;
   quiet?: boolean;
+  verbose?: boolean;
   debug?: boolean;
   redact?: boolean;
   redactPattern?: string[];

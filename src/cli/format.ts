@@ -26,6 +26,34 @@ export function plural(count: number, singular: string, pluralForm = `${singular
   return `${count} ${count === 1 ? singular : pluralForm}`;
 }
 
+/** How many items of a long list people see, unless `--verbose`. */
+export const LISTED_AT_MOST = 10;
+
+const MORE = '--verbose lists them all';
+
+/**
+ * A list for people, one line per item (`render` gives the line, indented by the caller): every
+ * item with `isVerbose`, else the first {@link LISTED_AT_MOST}, then `  ... and 683 more`.
+ */
+export function listLines<Item>(
+  items: readonly Item[],
+  isVerbose: boolean | undefined,
+  render: (item: Item) => string,
+): string[] {
+  const shown = isVerbose ? items : items.slice(0, LISTED_AT_MOST);
+  const lines = shown.map(render);
+  if (shown.length < items.length) {
+    lines.push(`  ... and ${items.length - shown.length} more (${MORE})`);
+  }
+  return lines;
+}
+
+/** A list for people on one line: `a, b, c`, or the first few and `and 683 more`. */
+export function listInline(items: readonly string[], isVerbose: boolean | undefined): string {
+  if (isVerbose || items.length <= LISTED_AT_MOST) return items.join(', ');
+  return `${items.slice(0, LISTED_AT_MOST).join(', ')} and ${items.length - LISTED_AT_MOST} more (${MORE})`;
+}
+
 /** Text in an ANSI colour (SGR code `on`), reset after (SGR code `off`). */
 function sgr(on: number, off: number): (text: string) => string {
   return (text) => `\u001b[${on}m${text}\u001b[${off}m`;

@@ -11,6 +11,7 @@ import { registerStoreCommands } from './commands/store.js';
 import { registerVerificationCommands } from './commands/verification.js';
 import { type CliIo, createCliContext, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './context.js';
 import { describeError, errorDocument, UsageError, usageDocument } from './errors.js';
+import { LISTED_AT_MOST } from './format.js';
 import { outsideTable, repeatable } from './options.js';
 
 export type { CliIo } from './context.js';
@@ -31,6 +32,10 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
     .option(
       '-q, --quiet',
       "print only errors and the output asked for (a listing, a plan, a command's output), no summaries",
+    )
+    .option(
+      '--verbose',
+      `list every path, conflict, problem and object in full (else the first ${LISTED_AT_MOST} and a count)`,
     )
     .option('--debug', 'add stack traces and cause chains to errors')
     .option(

@@ -177,4 +177,70 @@ describe('what rewind prints', () => {
     });
     expect(forced.stdout).toBe(coloured);
   });
+
+  it('lists the first 10 paths of a long list and counts the rest, all of them with --verbose', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['checkpoint', 'empty']);
+    const created = await rewind(cwd, [
+      'exec',
+      'for n in $(seq 10 24); do echo $n > f$n.txt; done',
+    ]);
+    const lines = created.stdout.split('\n');
+    expect(lines[0]).toBe('exit 0: 15 created, 0 modified, 0 deleted in the workspace');
+    expect(lines.slice(1, 12)).toEqual([
+      ...Array.from({ length: 10 }, (_, index) => `  created  f${index + 10}.txt`),
+      '  ... and 5 more (--verbose lists them all)',
+    ]);
+    const all = await rewind(cwd, ['exec', '--verbose', 'rm f*.txt']);
+    expect(all.stdout).toContain('  deleted  f24.txt\n');
+    expect(all.stdout).not.toContain('more (--verbose');
+    await rewind(cwd, ['undo', '--last']);
+
+    const plan = await rewind(cwd, ['rollback', 'empty', '--dry-run']);
+    expect(plan.stdout.split('\n')).toHaveLength(1 + 10 + 1 + 1);
+    expect(plan.stdout).toContain('  ... and 5 more (--verbose lists them all)\n');
+    const fullPlan = await rewind(cwd, ['rollback', 'empty', '--dry-run', '--verbose']);
+    expect(fullPlan.stdout.split('\n')).toHaveLength(1 + 15 + 1);
+
+    const rolled = await rewind(cwd, ['rollback', 'empty']);
+    const rollback = /rewind undo (\d+)/.exec(rolled.stdout)?.[1] as string;
+    for (let index = 10; index < 25; index++) await writeFile(join(cwd, `f${index}.txt`), 'since');
+    const refused = await rewind(cwd, ['undo', rollback]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout.split('\n').filter((line) => line.startsWith('  '))).toHaveLength(11);
+    expect(refused.stdout).toContain('  ... and 5 more (--verbose lists them all)\n');
+    const listed = await rewind(cwd, ['--verbose', 'undo', rollback]);
+    expect(listed.stdout.split('\n').filter((line) => line.startsWith('  '))).toHaveLength(15);
+  });
+
+  it("lists the first 10 paths of an isolated session's commit plan, all of them with --verbose", async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '--isolated']);
+    await rewind(cwd, ['exec', 'for n in $(seq 10 24); do echo $n > f$n.txt; done']);
+    const plan = await rewind(cwd, ['commit', '--dry-run']);
+    expect(plan.stdout).toMatch(
+      /^Committing would change the workspace: 0 written, 15 created, 0 deleted\.\n( {2}created {2}f\d\d\.txt\n){10} {2}\.\.\. and 5 more \(--verbose lists them all\)\n$/,
+    );
+    const full = await rewind(cwd, ['commit', '--dry-run', '--verbose']);
+    expect(full.stdout.split('\n')).toHaveLength(1 + 15 + 1);
+  });
+
+  it('names the first 10 paths a rollback left alone, and counts the rest', async () => {
+    const cwd = await makeTempDirectory();
+    for (let index = 10; index < 25; index++) await writeFile(join(cwd, `${index}.log`), 'old');
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['checkpoint', 'logs']);
+    // Ignored now, and changed since: the rollback must not touch them.
+    await writeFile(join(cwd, '.rewindignore'), '*.log\n');
+    for (let index = 10; index < 25; index++) await writeFile(join(cwd, `${index}.log`), 'new');
+    const rolled = await rewind(cwd, ['rollback', 'logs']);
+    expect(rolled.stdout).toMatch(
+      /; left alone \(ignored\): (\d\d\.log, ){9}\d\d\.log and 5 more \(--verbose lists them all\)\./,
+    );
+    await rewind(cwd, ['undo', '--last']);
+    await writeFile(join(cwd, '.rewindignore'), '*.log\n');
+    const verbose = await rewind(cwd, ['rollback', 'logs', '--verbose']);
+    expect(verbose.stdout).toMatch(/; left alone \(ignored\): (\d\d\.log, ){14}\d\d\.log\./);
+  });
 });

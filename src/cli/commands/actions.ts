@@ -16,6 +16,7 @@ import {
   type GlobalFlags,
   type Passthrough,
 } from '../context.js';
+import { listLines } from '../format.js';
 import { commandFor, feed, headersOf, numberOf, repeatable } from '../options.js';
 
 interface CompensationFlags {
@@ -113,7 +114,10 @@ export const ACTION_PRESENTER: CliPresenter<ActionResult> = {
   exitCode: actionExitCode,
 };
 
-/** How a command ended and what it changed in the workspace; nothing with `--quiet`. */
+/**
+ * How a command ended, what it changed in the workspace, and the paths (the first few, unless
+ * `--verbose`); nothing with `--quiet`.
+ */
 function renderExec(result: ExecResult, globals: GlobalFlags): string {
   if (globals.quiet) return '';
   const ended = result.timedOut
@@ -121,18 +125,38 @@ function renderExec(result: ExecResult, globals: GlobalFlags): string {
     : result.signal !== null
       ? `ended by ${result.signal}`
       : `exit ${result.exitCode}`;
-  return `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace\n`;
+  const changes = [
+    ...result.created.map((path) => ({ path, action: 'created' })),
+    ...result.modified.map((path) => ({ path, action: 'modified' })),
+    ...result.deleted.map((path) => ({ path, action: 'deleted' })),
+  ];
+  return [
+    `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace`,
+    ...listLines(
+      changes,
+      globals.verbose,
+      (change) => `  ${change.action.padEnd(8)} ${change.path}`,
+    ),
+    '',
+  ].join('\n');
 }
 
+/** How much of a response body people see, unless `--verbose`. */
+const BODY_SHOWN_CHARACTERS = 2000;
+
 /**
- * A response's status and body (cut at 2,000 characters); with `--quiet`, the body alone, whole;
- * nothing for a draft.
+ * A response's status and body (the first 2,000 characters, unless `--verbose`); with `--quiet`,
+ * the body alone, whole; nothing for a draft.
  */
 function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
   if (globals.quiet) return response.body;
-  const body = response.body.length > 2000 ? `${response.body.slice(0, 2000)}\n...` : response.body;
+  const cut = response.body.length - BODY_SHOWN_CHARACTERS;
+  const body =
+    cut > 0 && !globals.verbose
+      ? `${response.body.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
+      : response.body;
   return `HTTP ${response.status}\n${body}${body.endsWith('\n') || body === '' ? '' : '\n'}`;
 }
 

@@ -16,7 +16,14 @@ import {
   undoOperation,
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { colorDiff, formatBytes, formatLocalTime, plural } from '../format.js';
+import {
+  colorDiff,
+  formatBytes,
+  formatLocalTime,
+  listInline,
+  listLines,
+  plural,
+} from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
 
 interface CheckpointFlags {
@@ -62,12 +69,12 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-function renderRollback(result: RollbackResult): string {
+function renderRollback(result: RollbackResult, isVerbose: boolean | undefined): string {
   if (!result.isDryRun) {
     const applied = result.applied;
     const skipped =
       applied && applied.skipped.length > 0
-        ? `; left alone (ignored): ${applied.skipped.join(', ')}`
+        ? `; left alone (ignored): ${listInline(applied.skipped, isVerbose)}`
         : '';
     return (
       `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
@@ -77,13 +84,13 @@ function renderRollback(result: RollbackResult): string {
   if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
   const lines = [
     `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+    ...listLines(result.changes, isVerbose, (change) => {
+      const note = change.isUnrecorded
+        ? '   (never recorded by this session: saved before the rollback)'
+        : '';
+      return `  ${change.action.padEnd(7)}  ${change.path}${note}`;
+    }),
   ];
-  for (const change of result.changes) {
-    const note = change.isUnrecorded
-      ? '   (never recorded by this session: saved before the rollback)'
-      : '';
-    lines.push(`  ${change.action.padEnd(7)}  ${change.path}${note}`);
-  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -101,24 +108,20 @@ async function placeConversation(
   return `The ${result.isDryRun ? 'conversation would be restored to' : 'restored conversation has'} ${count} (${result.conversation.format}): \`rewind conversation show\` prints it${result.isDryRun ? '' : ', or pass --messages-out FILE'}.\n`;
 }
 
-function renderUndo(result: UndoResult): string {
+function renderUndo(result: UndoResult, isVerbose: boolean | undefined): string {
   if (result.status === 'undone') {
     return (
       `Undid #${result.undoes}: ${result.applied.written} written, ${result.applied.created} created, ` +
       `${result.applied.deleted} deleted. Redo with \`rewind undo ${result.id}\`.\n`
     );
   }
-  const shown = result.conflicts
-    .slice(0, 20)
-    .map(
-      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
-    );
-  const more =
-    result.conflicts.length > 20 ? [`  ... and ${result.conflicts.length - 20} more`] : [];
   return [
     `Refused to undo #${result.undoes}: ${plural(result.conflicts.length, 'path')} it changed ${result.conflicts.length === 1 ? 'has' : 'have'} been edited since, and undoing would overwrite those edits:`,
-    ...shown,
-    ...more,
+    ...listLines(
+      result.conflicts,
+      isVerbose,
+      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
+    ),
     'Nothing was changed. Save or revert those edits first, or roll back to a checkpoint instead.',
     '',
   ].join('\n');
@@ -211,7 +214,7 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     );
     cli.emit(command, output, {
       text: (value, globals) =>
-        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value)}${where}`,
+        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value, globals.verbose)}${where}`,
       // A dry run names no action: `id` is null rather than missing.
       json: (value) => ({ ...value, id: value.id ?? null }),
       warnings: (value) => value.warnings,
@@ -232,7 +235,7 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       { id: numberOf(id), last: flags.last },
       {
         text: (output, globals) =>
-          globals.quiet && output.status === 'undone' ? '' : renderUndo(output),
+          globals.quiet && output.status === 'undone' ? '' : renderUndo(output, globals.verbose),
         // A refusal is journaled but is no action: `id` is null rather than missing.
         json: (output) => (output.status === 'undone' ? output : { ...output, id: null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),

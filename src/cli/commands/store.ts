@@ -13,7 +13,7 @@ import {
   verifyOperation,
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { formatBytes, formatLocalTime, plural } from '../format.js';
+import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, repeatable } from '../options.js';
 
 interface InitFlags {
@@ -116,22 +116,24 @@ function logWarnings(report: LogReport): string[] {
   return warnings;
 }
 
-function renderVerify(report: VerifyReport): string {
+function renderVerify(report: VerifyReport, isVerbose: boolean | undefined): string {
   const entryCount = report.sessions.reduce((sum, session) => sum + session.entryCount, 0);
   const checked =
     `${plural(report.sessions.length, 'session')} (${plural(entryCount, 'entry', 'entries')}) ` +
     `and ${plural(report.objectsChecked, 'object')}`;
   if (report.isOk) return `Verified ${checked}: no problems.\n`;
   const lines = [`Checked ${checked}: ${plural(report.problems.length, 'problem')}.`];
-  for (const problem of report.problems) {
-    const where = [
-      problem.session && `session ${problem.session}`,
-      problem.seq !== undefined && `#${problem.seq}`,
-    ]
-      .filter(Boolean)
-      .join(' ');
-    lines.push(`  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`);
-  }
+  lines.push(
+    ...listLines(report.problems, isVerbose, (problem) => {
+      const where = [
+        problem.session && `session ${problem.session}`,
+        problem.seq !== undefined && `#${problem.seq}`,
+      ]
+        .filter(Boolean)
+        .join(' ');
+      return `  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`;
+    }),
+  );
   const firstBreak = report.problems.find((problem) => problem.type === 'chain-broken');
   if (firstBreak)
     lines.push(
@@ -140,10 +142,14 @@ function renderVerify(report: VerifyReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-function renderGc(report: GcReport): string {
+function renderGc(report: GcReport, isVerbose: boolean | undefined): string {
   const verb = report.isDryRun ? 'Would remove' : 'Removed';
   const lines = report.isDryRun
-    ? report.removed.map((object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`)
+    ? listLines(
+        report.removed,
+        isVerbose,
+        (object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`,
+      )
     : [];
   const abandoned =
     report.abandonedFiles.length > 0
@@ -272,7 +278,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       verifyOperation,
       {},
       {
-        text: (output, globals) => (globals.quiet && output.isOk ? '' : renderVerify(output)),
+        text: (output, globals) =>
+          globals.quiet && output.isOk ? '' : renderVerify(output, globals.verbose),
         warnings: (output) => output.warnings,
         exitCode: (output) => (output.isOk ? undefined : EXIT_FAILED),
       },
@@ -294,7 +301,10 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       command,
       gcOperation,
       { dryRun: flags.dryRun, graceSeconds: numberOf(flags.graceSeconds) },
-      { text: (output, globals) => (globals.quiet && !output.isDryRun ? '' : renderGc(output)) },
+      {
+        text: (output, globals) =>
+          globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+      },
     ),
   );
 }
