@@ -81,6 +81,42 @@ describe('rewind CLI', () => {
     });
   });
 
+  it('says which session options init could not apply to a store that has a session already', async () => {
+    const cwd = await makeTempDirectory();
+    expect(await rewind(cwd, '--json', 'init', '--sandbox', 'none', '--network')).toMatchObject({
+      code: 0,
+      stderr: '',
+      stdout: expect.stringContaining('"ignoredOptions": []'),
+    });
+    // The same init again changes nothing and has nothing to say: a script may run it every time.
+    expect(await rewind(cwd, 'init', '--sandbox', 'none', '--network')).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('nothing changed'),
+      stderr: '',
+    });
+    const again = await rewind(cwd, 'init', '--hash-chain', '--sandbox', 'auto');
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('nothing changed');
+    expect(again.stderr).toMatch(
+      /^rewind: warning: --hash-chain and --sandbox auto shape a session as it starts, and this store has one already: its current session \w+ keeps how it was started \(no hash chain, no sandbox\); nothing changed\.\n/,
+    );
+    expect(again.stderr).toContain(
+      '`rewind init --isolated --sandbox auto` starts a new, isolated session',
+    );
+    expect(again.stderr).toContain("Only a store's first session can be hash-chained");
+    const json = await rewind(cwd, '--json', 'init', '--hash-chain');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      isNewStore: false,
+      ignoredOptions: ['hashChain'],
+    });
+
+    const isolated = await rewind(cwd, 'init', '--isolated', '--sandbox', 'none', '--hash-chain');
+    expect(isolated.stdout).toMatch(/^Rewind store already in .*\.\nStarted isolated session /);
+    expect(isolated.stderr).toMatch(
+      /^rewind: warning: --hash-chain does not apply to the isolated session \w+: only a store's first session can be hash-chained\.\n$/,
+    );
+  });
+
   it('exits 2 with usage help on a usage error, and 1 with code and advice on a refusal', async () => {
     const cwd = await makeTempDirectory();
     expect(await rewind(cwd, 'frobnicate')).toMatchObject({

@@ -14,7 +14,7 @@ import {
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
 import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
-import { addCliOnly, commandFor, feed, numberOf, repeatable } from '../options.js';
+import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -41,10 +41,55 @@ function renderInit(result: InitOutput): string {
       ? ''
       : `Started isolated session ${result.isolatedSession}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`;
   if (!result.isNewStore && !result.isNewSession) {
-    return `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n${isolated}`;
+    // With --isolated, the isolated session is what changed.
+    return isolated
+      ? `Rewind store already in ${result.storeDirectory}.\n${isolated}`
+      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n`;
   }
   const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
   return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n${isolated}`;
+}
+
+/** How a session was started, for people: `no hash chain, sandbox none`. */
+function describeSession(session: InitOutput['session']): string {
+  const sandbox =
+    session.sandbox === 'none'
+      ? 'no sandbox'
+      : `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`;
+  const isolated = session.isolation === 'isolated' ? 'isolated, ' : '';
+  return `${isolated}${session.isHashChained ? 'hash-chained' : 'no hash chain'}, ${sandbox}`;
+}
+
+/** What `init` did with the options that shape a session, when it could not apply some of them. */
+function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => string): string[] {
+  const ignored = result.ignoredOptions;
+  if (ignored.length === 0) return [];
+  const session = result.session;
+  if (result.isolatedSession !== undefined) {
+    return [
+      result.isNewSession && session.isHashChained
+        ? `--hash-chain applied to the store's first session ${session.id}, not to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`
+        : `--hash-chain does not apply to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`,
+    ];
+  }
+  const flags = ignored.map(typed);
+  const listed =
+    flags.length === 1 ? flags[0] : `${flags.slice(0, -1).join(', ')} and ${flags.at(-1)}`;
+  const warnings = [
+    `${listed} ${flags.length === 1 ? 'shapes' : 'shape'} a session as it starts, and this store has one already: its current session ${session.id} keeps how it was started (${describeSession(session)}); nothing changed.`,
+  ];
+  const sandboxing = ignored.filter((key) => key !== 'hashChain');
+  if (sandboxing.length > 0) {
+    warnings.push(
+      `\`rewind init --isolated ${sandboxing.map(typed).join(' ')}\` starts a new, isolated session with ${sandboxing.length === 1 ? 'it' : 'them'}.`,
+    );
+  }
+  if (ignored.includes('hashChain')) {
+    warnings.push(
+      "Only a store's first session can be hash-chained: `rewind init --hash-chain` in a directory without a store starts one.",
+    );
+  }
+  return warnings;
 }
 
 function renderStatus(report: StatusReport): string {
@@ -208,7 +253,13 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) => (globals.quiet ? '' : renderInit(output)),
         json: ({ warnings: _warnings, ...document }) => document,
-        warnings: (output) => output.warnings,
+        warnings: (output) => [
+          ...output.warnings,
+          // The options as they were typed: `--sandbox bwrap`.
+          ...ignoredOptionWarnings(output, (key) =>
+            key === 'sandbox' ? `${spellingOf(init, key)} ${flags.sandbox}` : spellingOf(init, key),
+          ),
+        ],
       },
       resolve(cli.io.cwd, dir ?? cli.globalsOf(command).dir ?? '.'),
     ),
