@@ -123,7 +123,7 @@ describe('rewind --json', () => {
     expect([...documents.keys()].sort()).toEqual([...onCli].sort());
   });
 
-  it('names a refused undo and a dry run `id: null`, never leaving the key out', async () => {
+  it('names a refused undo `id: null`, never leaving the key out', async () => {
     const cwd = await makeTempDirectory();
     await writeFile(join(cwd, 'a.txt'), 'a');
     await rewind(cwd, ['init']);
