@@ -12,17 +12,33 @@ async function prompt(question) {
   }
 }
 
-const argv = process.argv.slice(2);
-if (argv[0] === 'mcp') {
-  // The MCP server is an edge of its own (src/mcp), not a CLI command: it speaks the protocol.
+/** `rewind mcp`: the MCP server is an edge of its own (src/mcp), loaded only when asked for. */
+async function serveMcp(argv) {
   const { runMcp } = await import('../dist/mcp/main.js');
-  process.exitCode = await runMcp(argv.slice(1), process.cwd());
-} else {
-  process.exitCode = await runCli(argv, {
-    stdout: (text) => process.stdout.write(text),
-    stderr: (text) => process.stderr.write(text),
-    cwd: process.cwd(),
-    stdin: process.stdin,
-    ...(process.stdin.isTTY && { prompt }),
+  return runMcp(argv, process.cwd());
+}
+
+// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
+// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
+// and the command finishes and exits with its own code (what it did happened either way).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE') throw error;
   });
 }
+
+/** Writes to `stream` while someone reads it. */
+const writerOf = (stream) => (text) => {
+  if (!stream.destroyed) stream.write(text);
+};
+
+process.exitCode = await runCli(process.argv.slice(2), {
+  stdout: writerOf(process.stdout),
+  stderr: writerOf(process.stderr),
+  cwd: process.cwd(),
+  stdin: process.stdin,
+  ...(process.stdin.isTTY && { prompt }),
+  serveMcp,
+  isTerminal: process.stdout.isTTY === true,
+  env: process.env,
+});

@@ -25,6 +25,15 @@ export interface CliIo {
   stdin?: AsyncIterable<Uint8Array>;
   /** Asks a person a question and resolves with the answer; absent when nobody can answer. */
   prompt?: (question: string) => Promise<string>;
+  /**
+   * Runs `rewind mcp` with the arguments after `mcp` and resolves with its exit code: the MCP
+   * server is an edge of its own, which the CLI may not import, so the process hands it in.
+   */
+  serveMcp?: (argv: readonly string[]) => Promise<number>;
+  /** Whether stdout is a terminal: colour is used only there, unless the environment says. */
+  isTerminal?: boolean;
+  /** The environment, where `NO_COLOR` and `FORCE_COLOR` are read; absent: neither is set. */
+  env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** The options of `rewind` itself, before the command. */
@@ -32,10 +41,27 @@ export interface GlobalFlags {
   dir?: string;
   json?: boolean;
   quiet?: boolean;
+  verbose?: boolean;
   debug?: boolean;
   redact?: boolean;
   redactPattern?: string[];
   blockPrivate?: boolean;
+}
+
+/** How a command's text is shown: the global flags, and whether stdout takes colour. */
+export interface Presentation extends GlobalFlags {
+  isColor: boolean;
+}
+
+/**
+ * Whether stdout takes colour. `FORCE_COLOR` (non-empty) decides first, as in Node: on, unless it
+ * is `0` or `false`. Then `NO_COLOR` (non-empty) turns it off. Else colour is used on a terminal.
+ */
+export function isColorWanted(io: Pick<CliIo, 'env' | 'isTerminal'>): boolean {
+  const force = io.env?.FORCE_COLOR;
+  if (force) return force !== '0' && force !== 'false';
+  if (io.env?.NO_COLOR) return false;
+  return io.isTerminal === true;
 }
 
 export const EXIT_OK = 0;
@@ -46,10 +72,22 @@ export const EXIT_USAGE = 2;
 /** `rewind test`: the verifier gave no verdict. */
 export const EXIT_UNKNOWN = 3;
 
+/** What a command printed, for each stream. */
+export interface Passthrough {
+  stdout: string;
+  stderr: string;
+}
+
 /** How a command shows what its operation returned. */
 export interface CliPresenter<Output> {
+  /**
+   * What a command run by the operation printed, passed through before the text, each stream to
+   * its own, even with `--quiet` (it is the output asked for); not with `--json`, whose document
+   * holds it.
+   */
+  passthrough?(output: Output, globals: GlobalFlags): Passthrough;
   /** The text for people; nothing is printed when it is empty. */
-  text(output: Output, globals: GlobalFlags): string;
+  text(output: Output, presentation: Presentation): string;
   /** The `--json` document. Default: the output itself. */
   json?(output: Output): unknown;
   /** Printed on stderr unless `--quiet`. */
@@ -161,7 +199,10 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         const document = presenter.json ? presenter.json(output) : output;
         io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
       } else {
-        const text = presenter.text(output, globals);
+        const passed = presenter.passthrough?.(output, globals);
+        if (passed?.stdout) io.stdout(passed.stdout);
+        if (passed?.stderr) io.stderr(passed.stderr);
+        const text = presenter.text(output, { ...globals, isColor: isColorWanted(io) });
         if (text) io.stdout(text);
       }
       if (!globals.quiet) {

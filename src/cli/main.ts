@@ -11,7 +11,8 @@ import { registerStoreCommands } from './commands/store.js';
 import { registerVerificationCommands } from './commands/verification.js';
 import { type CliIo, createCliContext, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './context.js';
 import { describeError, errorDocument, UsageError, usageDocument } from './errors.js';
-import { repeatable } from './options.js';
+import { LISTED_AT_MOST } from './format.js';
+import { outsideTable, repeatable } from './options.js';
 
 export type { CliIo } from './context.js';
 
@@ -28,7 +29,14 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
       'workspace directory (default: nearest ancestor holding .rewind/, else the current directory)',
     )
     .option('--json', 'print one JSON document on stdout, nothing else')
-    .option('-q, --quiet', 'print only errors and the output asked for')
+    .option(
+      '-q, --quiet',
+      "print only errors and the output asked for (a listing, a plan, a command's output), no summaries",
+    )
+    .option(
+      '--verbose',
+      `list every path, conflict, problem and object in full (else the first ${LISTED_AT_MOST} and a count)`,
+    )
     .option('--debug', 'add stack traces and cause chains to errors')
     .option(
       '--redact',
@@ -55,7 +63,30 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
   registerApprovalCommands(program, cli);
   registerIsolationCommands(program, cli);
   registerVerificationCommands(program, cli);
+  addMcpCommand(program);
   return program;
+}
+
+/**
+ * `rewind mcp`, listed with the other commands. {@link runCli} hands `mcp` and `help mcp` to the
+ * server before parsing, since the server has options of its own (`--redact` among them); this
+ * command is reached only when global options come first, which the server would not see.
+ */
+function addMcpCommand(program: Command): void {
+  const mcp = program
+    .command('mcp')
+    .description(
+      "serve Rewind's tools to an agent over MCP: stdio, or HTTP with --http (see `rewind mcp --help`)",
+    )
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(() => {
+      throw new UsageError(
+        "The MCP server takes only its own options, after `mcp` (`rewind mcp --root DIR`); rewind's global options do not apply to it.",
+      );
+    });
+  outsideTable(mcp, 'the MCP server: an edge of its own, with its own options, not an operation');
 }
 
 /**
@@ -63,6 +94,13 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
  * exit code: 0 ok, 1 a refused or failed operation, 2 a usage error, 3 an unknown verdict.
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  if (argv[0] === 'mcp' || (argv[0] === 'help' && argv[1] === 'mcp' && argv.length === 2)) {
+    if (!io.serveMcp) {
+      io.stderr('rewind: the MCP server cannot run here; run the `rewind` command itself.\n');
+      return EXIT_FAILED;
+    }
+    return io.serveMcp(argv[0] === 'mcp' ? argv.slice(1) : ['--help']);
+  }
   const state = { exitCode: EXIT_OK };
   const program = createProgram(io, state);
   const isJson = argv.includes('--json');

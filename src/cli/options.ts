@@ -29,6 +29,19 @@ const REGISTRY = new WeakMap<
   }
 >();
 
+const OUTSIDE_TABLE = new WeakMap<Command, string>();
+
+/** Marks `command` as built from no operation of the table, saying why (the drift test reads it). */
+export function outsideTable(command: Command, reason: string): Command {
+  OUTSIDE_TABLE.set(command, reason);
+  return command;
+}
+
+/** Why `command` is built from no operation; undefined for a command of the table. */
+export function whyOutsideTable(command: Command): string | undefined {
+  return OUTSIDE_TABLE.get(command);
+}
+
 /** What {@link commandFor} recorded about `command`; undefined for a command built from no operation. */
 export function inputsOf(command: Command): CommandInputs | undefined {
   return REGISTRY.get(command);

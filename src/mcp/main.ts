@@ -37,7 +37,7 @@ export function mcpOptions(
     },
     strict: true,
   });
-  if (values.help) throw new UsageMessage(USAGE);
+  if (values.help) throw new HelpRequest(USAGE);
   const seconds = (value: string | undefined, flag: string): number | undefined => {
     if (value === undefined) return undefined;
     const number = Number(value);
@@ -76,8 +76,11 @@ export function mcpOptions(
   };
 }
 
-/** A mistake in how `rewind mcp` was called: printed as it is, exit 2. */
+/** A mistake in how `rewind mcp` was called: printed as it is on stderr, exit 2. */
 export class UsageMessage extends Error {}
+
+/** `rewind mcp --help`: the usage, asked for, printed on stdout, exit 0. */
+export class HelpRequest extends Error {}
 
 /**
  * `rewind mcp`: serves over stdio until the client goes, or over HTTP until interrupted. Nothing
@@ -88,7 +91,15 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   try {
     options = mcpOptions(argv, cwd);
   } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    if (error instanceof HelpRequest) {
+      process.stdout.write(error.message);
+      return 0;
+    }
+    // parseArgs words its own mistakes (an unknown option) without the usage: point to it.
+    const hint = error instanceof UsageMessage ? '' : '(run `rewind mcp --help` for usage)\n';
+    process.stderr.write(
+      `rewind mcp: ${error instanceof Error ? error.message : String(error)}\n${hint}`,
+    );
     return 2;
   }
   if (!options.http) {

@@ -17,8 +17,19 @@ import {
 import { defineOperation } from './define-operation.js';
 import { wholeNumber } from './inputs.js';
 
-/** What {@link initOperation} did: `init`'s result, the isolated session it started, and warnings. */
-export type InitOutput = InitResult & { isolatedSession?: string; warnings: string[] };
+/** The options of `init` that shape the session it starts. */
+export type SessionOption = 'hashChain' | 'sandbox' | 'network';
+
+/**
+ * What {@link initOperation} did: `init`'s result, the isolated session it started, the options
+ * given that the current session does not have (they apply only to a session being started:
+ * on a store that has one, or `hashChain` for an isolated session), and warnings.
+ */
+export type InitOutput = InitResult & {
+  isolatedSession?: string;
+  ignoredOptions: SessionOption[];
+  warnings: string[];
+};
 
 export const initOperation = defineOperation({
   name: 'init',
@@ -61,10 +72,20 @@ export const initOperation = defineOperation({
       hashChain: hashChain === true,
       ...(isolated !== true && sandboxing),
     });
-    if (isolated !== true) return { ...result, warnings };
+    if (isolated !== true) {
+      // Said only when the session differs: a script may run the same init every time.
+      const { session } = result;
+      const ignoredOptions: SessionOption[] = [];
+      if (hashChain === true && !session.isHashChained) ignoredOptions.push('hashChain');
+      if (sandbox !== undefined && sandbox !== session.sandbox) ignoredOptions.push('sandbox');
+      if (network === true && !session.network) ignoredOptions.push('network');
+      return { ...result, ignoredOptions, warnings };
+    }
+    // An isolated session takes the sandbox; only a store's first session can be hash-chained.
     const started = await startIsolatedSession({ workspace, ...sandboxing });
     await started.close();
-    return { ...result, isolatedSession: started.id, warnings };
+    const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
+    return { ...result, isolatedSession: started.id, ignoredOptions, warnings };
   },
 });
 

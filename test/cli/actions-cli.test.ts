@@ -69,9 +69,27 @@ describe('rewind action commands', () => {
     expect(await readFile(join(cwd, 'old.txt'), 'utf8')).toBe('old');
     expect(existsSync(join(cwd, 'new.txt'))).toBe(false);
     const failing = await rewind(cwd, ['exec', '--timeout', '0.2', '--', 'sleep', '5']);
-    expect(failing.code).toBe(1);
+    expect(failing.code).toBe(124);
     expect(failing.stdout).toMatch(/timed out after \d+ ms/);
     expect(failing.stdout).toMatch(/action \d+ \(reversible, failed\)/);
+  });
+
+  it("exits with the command's own exit code: 128 + N for signal N, 124 for a timeout", async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const seven = await rewind(cwd, ['exec', 'exit 7']);
+    expect(seven.code).toBe(7);
+    expect(seven.stdout).toMatch(/exit 7: .*\naction \d+ \(reversible, failed\)/);
+    expect((await rewind(cwd, ['exec', '--', 'sh', '-c', 'exit 3'])).code).toBe(3);
+    expect((await rewind(cwd, ['exec', 'kill -TERM $$'])).code).toBe(128 + 15);
+    expect((await rewind(cwd, ['exec', '--timeout', '0.2', 'sleep 5'])).code).toBe(124);
+    expect((await rewind(cwd, ['--json', 'exec', 'exit 5'])).code).toBe(5);
+    const draft = await rewind(cwd, ['exec', '--draft', 'exit 9']);
+    expect(draft.code).toBe(0);
+    expect((await rewind(cwd, ['approve', idOf(draft.stdout), '--yes'])).code).toBe(9);
+    const help = await rewind(cwd, ['exec', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("Exit status: the command's own exit code");
   });
 
   it('approves one draft after showing it, and discards another', async () => {

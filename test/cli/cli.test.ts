@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -80,6 +81,42 @@ describe('rewind CLI', () => {
     });
   });
 
+  it('says which session options init could not apply to a store that has a session already', async () => {
+    const cwd = await makeTempDirectory();
+    expect(await rewind(cwd, '--json', 'init', '--sandbox', 'none', '--network')).toMatchObject({
+      code: 0,
+      stderr: '',
+      stdout: expect.stringContaining('"ignoredOptions": []'),
+    });
+    // The same init again changes nothing and has nothing to say: a script may run it every time.
+    expect(await rewind(cwd, 'init', '--sandbox', 'none', '--network')).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('nothing changed'),
+      stderr: '',
+    });
+    const again = await rewind(cwd, 'init', '--hash-chain', '--sandbox', 'auto');
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('nothing changed');
+    expect(again.stderr).toMatch(
+      /^rewind: warning: --hash-chain and --sandbox auto shape a session as it starts, and this store has one already: its current session \w+ keeps how it was started \(no hash chain, no sandbox\); nothing changed\.\n/,
+    );
+    expect(again.stderr).toContain(
+      '`rewind init --isolated --sandbox auto` starts a new, isolated session',
+    );
+    expect(again.stderr).toContain("Only a store's first session can be hash-chained");
+    const json = await rewind(cwd, '--json', 'init', '--hash-chain');
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      isNewStore: false,
+      ignoredOptions: ['hashChain'],
+    });
+
+    const isolated = await rewind(cwd, 'init', '--isolated', '--sandbox', 'none', '--hash-chain');
+    expect(isolated.stdout).toMatch(/^Rewind store already in .*\.\nStarted isolated session /);
+    expect(isolated.stderr).toMatch(
+      /^rewind: warning: --hash-chain does not apply to the isolated session \w+: only a store's first session can be hash-chained\.\n$/,
+    );
+  });
+
   it('exits 2 with usage help on a usage error, and 1 with code and advice on a refusal', async () => {
     const cwd = await makeTempDirectory();
     expect(await rewind(cwd, 'frobnicate')).toMatchObject({
@@ -143,6 +180,64 @@ describe('rewind CLI', () => {
     });
     expect(await runNode([bin, 'nonsense'], { cwd })).toMatchObject({ code: 2 });
     expect(await runNode([bin, 'log', '--session', 'zzzz'], { cwd })).toMatchObject({ code: 1 });
+  });
+
+  it('ends quietly, with its own exit code, when the reader of its output goes away early', async () => {
+    const cwd = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    await rewind(cwd, 'init');
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    await rewind(cwd, 'checkpoint', 'base');
+    await writeFile(join(cwd, 'a.txt'), 'two');
+    for (const argv of [['log'], ['rollback', 'base', '--dry-run'], ['exec', 'echo hi; exit 3']]) {
+      const child = spawn(process.execPath, [bin, ...argv], {
+        cwd,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      // Closed before the child writes a byte, as `| head -1` does once it has its line.
+      child.stdout.destroy();
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await new Promise((done) => child.on('close', done));
+      expect({ code, stderr }, argv.join(' ')).toEqual({
+        code: argv[0] === 'exec' ? 3 : 0,
+        stderr: '',
+      });
+    }
+  });
+
+  it('lists mcp in its help, and prints the MCP usage on stdout with exit 0 when asked for', async () => {
+    const cwd = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    const help = await runNode([bin, '--help'], { cwd });
+    expect(help).toMatchObject({ code: 0 });
+    expect(help.stdout).toMatch(/\n {2}mcp +serve Rewind's tools to an agent over MCP/);
+    for (const argv of [
+      ['mcp', '--help'],
+      ['mcp', '-h'],
+      ['help', 'mcp'],
+    ]) {
+      expect(await runNode([bin, ...argv], { cwd }), argv.join(' ')).toMatchObject({
+        code: 0,
+        stdout: expect.stringMatching(/^Usage: rewind mcp \[--root DIR\]/),
+        stderr: '',
+      });
+    }
+    const mistaken = await runNode([bin, 'mcp', '--bogus'], { cwd });
+    expect(mistaken).toMatchObject({ code: 2, stdout: '' });
+    expect(mistaken.stderr).toContain('rewind mcp --help');
+    expect(await runNode([bin, 'mcp', '--sandbox', 'nope'], { cwd })).toMatchObject({
+      code: 2,
+      stdout: '',
+      stderr: expect.stringContaining('Usage: rewind mcp'),
+    });
+    // Global options come before a command; the server has its own and would never see them.
+    expect(await rewind(cwd, '--dir', cwd, 'mcp', '--root', cwd)).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('The MCP server takes only its own options'),
+    });
   });
 
   it('checkpoints, lists, dry-runs, rolls back, diffs and undoes from the command line', async () => {

@@ -4,7 +4,7 @@ import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
 import { Argument, type Command } from 'commander';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createProgram } from '../../src/cli/main.js';
-import { inputsOf } from '../../src/cli/options.js';
+import { inputsOf, whyOutsideTable } from '../../src/cli/options.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import { type AnyOperation, OPERATIONS } from '../../src/operations/index.js';
 import { ROOT } from '../helpers/processes.js';
@@ -30,8 +30,15 @@ function commandsOf(program: Command): Map<string, Command> {
   return commands;
 }
 
+/** Every command of the program, and those of them built from no operation (`mcp`), which must say why. */
 function programCommands(): Map<string, Command> {
   return commandsOf(createProgram({ cwd: ROOT, stdout: () => {}, stderr: () => {} }));
+}
+
+function commandsOutsideTable(): string[] {
+  return [...programCommands()]
+    .filter(([, command]) => whyOutsideTable(command))
+    .map(([name]) => name);
 }
 
 describe('the operation table and the surfaces built from it', () => {
@@ -74,7 +81,14 @@ describe('the operation table and the surfaces built from it', () => {
 
   it('has exactly the commands the CLI does not leave out, each described by its summary', () => {
     const commands = programCommands();
-    expect([...commands.keys()].sort()).toEqual(onCli.map((operation) => operation.name).sort());
+    const outside = commandsOutsideTable();
+    // The one command outside the table is the MCP server, which the CLI only lists and hands on.
+    expect(outside).toEqual(['mcp']);
+    for (const name of outside)
+      expect(whyOutsideTable(commands.get(name) as Command)?.trim()).not.toBe('');
+    expect([...commands.keys()].filter((name) => !outside.includes(name)).sort()).toEqual(
+      onCli.map((operation) => operation.name).sort(),
+    );
     for (const operation of onCli) {
       expect(commands.get(operation.name)?.description(), operation.name).toBe(operation.summary);
     }
@@ -110,6 +124,8 @@ describe('the operation table and the surfaces built from it', () => {
     const documented = [...text.matchAll(/^### `rewind ([a-z][a-z-]*(?: [a-z][a-z-]*)*)/gm)].map(
       (match) => (match[1] as string).replace(/ /g, '-'),
     );
-    expect(documented.sort()).toEqual(onCli.map((operation) => operation.name).sort());
+    expect(documented.sort()).toEqual(
+      [...onCli.map((operation) => operation.name), ...commandsOutsideTable()].sort(),
+    );
   });
 });

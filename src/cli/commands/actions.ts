@@ -1,4 +1,5 @@
 /** `exec`, `http`, `record`, `report`, and the line every action prints: its id and how to take it back. */
+import { constants } from 'node:os';
 import { Argument, type Command, Option } from 'commander';
 import type { ActionResult, ExecResult, HttpResult } from '../../index.js';
 import {
@@ -8,7 +9,14 @@ import {
   reportOperation,
   undoHintOf,
 } from '../../operations/index.js';
-import { type CliContext, type CliPresenter, EXIT_FAILED } from '../context.js';
+import {
+  type CliContext,
+  type CliPresenter,
+  EXIT_FAILED,
+  type GlobalFlags,
+  type Passthrough,
+} from '../context.js';
+import { listLines } from '../format.js';
 import { commandFor, feed, headersOf, numberOf, repeatable } from '../options.js';
 
 interface CompensationFlags {
@@ -52,40 +60,103 @@ export function renderActionLine(result: ActionResult): string {
   return `action ${result.id} (${result.class}${state}): ${how}\n`;
 }
 
-/** An action's presenter: `detail` (a command's output, a response), then its action line; exit 1 when it failed. */
-export function actionPresenter<Result extends ActionResult>(
-  detail: (result: Result) => string = () => '',
-): CliPresenter<Result> {
-  return {
-    text: (result) => `${detail(result)}${renderActionLine(result)}`,
-    exitCode: (result) => (result.state === 'failed' ? EXIT_FAILED : undefined),
-  };
+/** How `timeout(1)` exits when it ends a command: scripts already know this code. */
+export const EXIT_TIMED_OUT = 124;
+
+/**
+ * The exit code a shell would report for a command that ran: its own code; 128 plus the signal's
+ * number when a signal ended it; {@link EXIT_TIMED_OUT} when its timeout did.
+ */
+export function commandExitCode(result: ExecResult): number {
+  if (result.timedOut) return EXIT_TIMED_OUT;
+  if (result.signal !== null) {
+    return 128 + (constants.signals[result.signal as NodeJS.Signals] ?? 0);
+  }
+  return result.exitCode ?? EXIT_FAILED;
 }
 
-/** The presenter of an action that prints nothing but its action line. */
-export const ACTION_LINE = actionPresenter();
+/**
+ * How `rewind` exits after an action: with the command's own code when it ran one (`exec`, an
+ * approved `exec` draft, a compensation command), else 1 when the action failed.
+ */
+export function actionExitCode(result: ActionResult): number | undefined {
+  if ('exitCode' in result) return commandExitCode(result as ExecResult);
+  return result.state === 'failed' ? EXIT_FAILED : undefined;
+}
 
-/** A command's output, then how it ended and what it changed in the workspace. */
-export function renderExec(result: ExecResult): string {
-  const lines: string[] = [];
-  if (result.stdout !== '') lines.push(result.stdout.replace(/\n?$/, ''));
-  if (result.stderr !== '') lines.push(result.stderr.replace(/\n?$/, ''));
+/** How an action ended, for people: a command's summary, a response; nothing for a draft or a record. */
+export function renderOutcome(result: ActionResult, globals: GlobalFlags): string {
+  if ('exitCode' in result) return renderExec(result as ExecResult, globals);
+  if ('response' in result) return renderHttp(result as HttpResult, globals);
+  return '';
+}
+
+/**
+ * What a command printed, passed through as it printed it: its stdout on stdout, its stderr on
+ * stderr. Without `--quiet` each ends with a newline, so the summary after it starts a line.
+ */
+export function commandOutput(result: ActionResult, globals: GlobalFlags): Passthrough {
+  if (!('exitCode' in result)) return { stdout: '', stderr: '' };
+  const ran = result as ExecResult;
+  const ended = (text: string): string =>
+    globals.quiet || text === '' || text.endsWith('\n') ? text : `${text}\n`;
+  return { stdout: ended(ran.stdout), stderr: ended(ran.stderr) };
+}
+
+/**
+ * The presenter of every action: what a command printed, then how it ended and the action line,
+ * which `--quiet` leaves out (a response body stays: it is the output asked for).
+ */
+export const ACTION_PRESENTER: CliPresenter<ActionResult> = {
+  passthrough: commandOutput,
+  text: (result, globals) =>
+    `${renderOutcome(result, globals)}${globals.quiet ? '' : renderActionLine(result)}`,
+  exitCode: actionExitCode,
+};
+
+/**
+ * How a command ended, what it changed in the workspace, and the paths (the first few, unless
+ * `--verbose`); nothing with `--quiet`.
+ */
+function renderExec(result: ExecResult, globals: GlobalFlags): string {
+  if (globals.quiet) return '';
   const ended = result.timedOut
     ? `timed out after ${Math.round(result.durationMs)} ms`
     : result.signal !== null
       ? `ended by ${result.signal}`
       : `exit ${result.exitCode}`;
-  lines.push(
+  const changes = [
+    ...result.created.map((path) => ({ path, action: 'created' })),
+    ...result.modified.map((path) => ({ path, action: 'modified' })),
+    ...result.deleted.map((path) => ({ path, action: 'deleted' })),
+  ];
+  return [
     `${ended}: ${result.created.length} created, ${result.modified.length} modified, ${result.deleted.length} deleted in the workspace`,
-  );
-  return `${lines.join('\n')}\n`;
+    ...listLines(
+      changes,
+      globals.verbose,
+      (change) => `  ${change.action.padEnd(8)} ${change.path}`,
+    ),
+    '',
+  ].join('\n');
 }
 
-/** A response's status and body (cut at 2,000 characters); nothing for a draft. */
-export function renderHttp(result: HttpResult): string {
+/** How much of a response body people see, unless `--verbose`. */
+const BODY_SHOWN_CHARACTERS = 2000;
+
+/**
+ * A response's status and body (the first 2,000 characters, unless `--verbose`); with `--quiet`,
+ * the body alone, whole; nothing for a draft.
+ */
+function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
-  const body = response.body.length > 2000 ? `${response.body.slice(0, 2000)}\n...` : response.body;
+  if (globals.quiet) return response.body;
+  const cut = response.body.length - BODY_SHOWN_CHARACTERS;
+  const body =
+    cut > 0 && !globals.verbose
+      ? `${response.body.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
+      : response.body;
   return `HTTP ${response.status}\n${body}${body.endsWith('\n') || body === '' ? '' : '\n'}`;
 }
 
@@ -129,6 +200,18 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
     'draft',
     new Option('--draft', 'journal it without running it; `rewind approve ID` runs it'),
   );
+  exec.addHelpText(
+    'after',
+    `
+Examples:
+  rewind exec "npm test && npm run lint"     one argument: a shell command, run by sh -c
+  rewind exec -- touch "a b"                 after --: a program and its arguments, no shell
+
+Exit status: the command's own exit code (\`rewind exec "exit 7"\` exits 7); 128 + N when signal
+N ended it (130 for SIGINT, 143 for SIGTERM); ${EXIT_TIMED_OUT} when --timeout ended it, as timeout(1) does.
+Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as every command.
+`,
+  );
   exec.action((words: string[], flags: ExecFlags, command: Command) =>
     cli.perform(
       command,
@@ -138,8 +221,7 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
         timeout: numberOf(flags.timeout),
         draft: flags.draft,
       },
-      // A draft did not run: it has no output to show.
-      actionPresenter((result) => ('exitCode' in result ? renderExec(result as ExecResult) : '')),
+      ACTION_PRESENTER,
     ),
   );
 
@@ -169,7 +251,7 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
         compensateRequest: flags.compensateRequest,
         draft: flags.draft,
       },
-      actionPresenter(renderHttp),
+      ACTION_PRESENTER,
     ),
   );
 
@@ -204,7 +286,7 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
         detail: flags.detail,
         draft: flags.draft,
       },
-      ACTION_LINE,
+      ACTION_PRESENTER,
     ),
   );
 
@@ -217,7 +299,7 @@ export function registerActionCommands(program: Command, cli: CliContext): void 
       command,
       reportOperation,
       { id: numberOf(id), ok: flags.failed !== true, detail: flags.detail },
-      ACTION_LINE,
+      ACTION_PRESENTER,
     ),
   );
 }

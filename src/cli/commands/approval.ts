@@ -1,10 +1,16 @@
 /** `approve`, `discard`, `compensate`: what a person decides about an agent's actions. */
 import { Argument, type Command, Option } from 'commander';
-import type { ActionResult, Compensation, DraftInfo, ExecResult, HttpResult } from '../../index.js';
+import type { ActionResult, Compensation, DraftInfo } from '../../index.js';
 import { approveOperation, compensateOperation, discardOperation } from '../../operations/index.js';
 import { type CliContext, type CliPresenter, EXIT_FAILED } from '../context.js';
 import { addCliOnly, commandFor, feed, numberOf } from '../options.js';
-import { ACTION_LINE, actionPresenter, renderExec, renderHttp } from './actions.js';
+import {
+  ACTION_PRESENTER,
+  actionExitCode,
+  commandOutput,
+  renderActionLine,
+  renderOutcome,
+} from './actions.js';
 
 interface ApproveFlags {
   digest?: string;
@@ -32,18 +38,12 @@ function renderCompensation(id: number, compensation: Compensation): string {
   return `Compensation of #${id}:\n  ${JSON.stringify(compensation)}\n`;
 }
 
-const RAN_ACTION = actionPresenter((result: ActionResult) =>
-  result.kind === 'exec'
-    ? renderExec(result as ExecResult)
-    : result.kind === 'http'
-      ? renderHttp(result as HttpResult)
-      : '',
-);
-
 const APPROVAL: CliPresenter<DraftInfo | ActionResult> = {
+  passthrough: (output, globals) =>
+    'digest' in output ? { stdout: '', stderr: '' } : commandOutput(output, globals),
   text: (output, globals) =>
-    'digest' in output ? renderDraft(output) : RAN_ACTION.text(output, globals),
-  exitCode: (output) => ('digest' in output ? undefined : RAN_ACTION.exitCode?.(output)),
+    'digest' in output ? renderDraft(output) : ACTION_PRESENTER.text(output, globals),
+  exitCode: (output) => ('digest' in output ? undefined : actionExitCode(output)),
 };
 
 /** Registers `approve`, `discard` and `compensate`. */
@@ -72,7 +72,9 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
         return;
       }
       const globals = cli.globalsOf(command);
-      if (!globals.quiet && !globals.json) cli.io.stdout(renderDraft(draft));
+      // What a person is asked to approve is shown, --quiet or not; --yes asks nobody.
+      if (!globals.json && (!globals.quiet || flags.yes !== true))
+        cli.io.stdout(renderDraft(draft));
       if (!(await cli.confirm(command, flags.yes === true, `Run draft #${draft.id}?`))) {
         cli.io.stdout('Not approved; nothing ran.\n');
         cli.setExitCode(EXIT_FAILED);
@@ -89,7 +91,7 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
   const discard = commandFor(program, discardOperation);
   feed(discard, 'id', new Argument('<id>', 'the draft id'));
   discard.action((id: string, _flags: object, command: Command) =>
-    cli.perform(command, discardOperation, { id: numberOf(id) }, ACTION_LINE),
+    cli.perform(command, discardOperation, { id: numberOf(id) }, ACTION_PRESENTER),
   );
 
   const compensate = commandFor(program, compensateOperation);
@@ -108,18 +110,29 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
       });
       const number = Number(id);
       const presenter: CliPresenter<Compensation | ActionResult> = {
+        passthrough: (output, globals) =>
+          'id' in output ? commandOutput(output, globals) : { stdout: '', stderr: '' },
         text: (output, globals) =>
+          !('id' in output)
+            ? renderCompensation(number, output)
+            : globals.quiet
+              ? renderOutcome(output, globals)
+              : `${renderOutcome(output, globals)}Compensated #${number} with ${renderActionLine(output)}`,
+        // The action it names is `id` when showing; once run, `id` is the new action.
+        json: (output) =>
           'id' in output
-            ? `Compensated #${number} with ${ACTION_LINE.text(output, globals)}`
-            : renderCompensation(number, output),
-        exitCode: (output) => ('id' in output ? ACTION_LINE.exitCode?.(output) : undefined),
+            ? { ...output, compensates: number }
+            : { id: number, compensation: output },
+        exitCode: (output) => ('id' in output ? actionExitCode(output) : undefined),
       };
       if (flags.dryRun === true || 'id' in declared) {
         cli.emit(command, declared, presenter);
         return;
       }
       const globals = cli.globalsOf(command);
-      if (!globals.quiet && !globals.json) cli.io.stdout(renderCompensation(number, declared));
+      if (!globals.json && (!globals.quiet || flags.yes !== true)) {
+        cli.io.stdout(renderCompensation(number, declared));
+      }
       if (!(await cli.confirm(command, flags.yes === true, 'Run it?'))) {
         cli.io.stdout('Not confirmed; nothing ran.\n');
         cli.setExitCode(EXIT_FAILED);

@@ -10,7 +10,7 @@ import {
 } from '../../operations/index.js';
 import type { CliContext } from '../context.js';
 import { commandFor, feed, readAll } from '../options.js';
-import { ACTION_LINE } from './actions.js';
+import { ACTION_PRESENTER } from './actions.js';
 
 /** Registers `write`, `delete` (`rm`), `move` (`mv`), `mkdir`, `read` and `list`. */
 export function registerFileCommands(program: Command, cli: CliContext): void {
@@ -45,14 +45,14 @@ export function registerFileCommands(program: Command, cli: CliContext): void {
             encoding: 'base64',
           }
         : { content, encoding: flags.encoding };
-      await cli.perform(command, writeOperation, { path, ...given }, ACTION_LINE);
+      await cli.perform(command, writeOperation, { path, ...given }, ACTION_PRESENTER);
     },
   );
 
   const remove = commandFor(program, deleteOperation).alias('rm');
   feed(remove, 'path', new Argument('<path>', 'relative to the workspace root'));
   remove.action((path: string, _flags: object, command: Command) =>
-    cli.perform(command, deleteOperation, { path }, ACTION_LINE),
+    cli.perform(command, deleteOperation, { path }, ACTION_PRESENTER),
   );
 
   const move = commandFor(program, moveOperation).alias('mv');
@@ -66,19 +66,24 @@ export function registerFileCommands(program: Command, cli: CliContext): void {
     ),
   );
   move.action((from: string, to: string, _flags: object, command: Command) =>
-    cli.perform(command, moveOperation, { from, to }, ACTION_LINE),
+    cli.perform(command, moveOperation, { from, to }, ACTION_PRESENTER),
   );
 
   const mkdir = commandFor(program, mkdirOperation);
   feed(mkdir, 'path', new Argument('<path>', 'relative to the workspace root'));
   mkdir.action((path: string, _flags: object, command: Command) =>
-    cli.perform(command, mkdirOperation, { path }, ACTION_LINE),
+    cli.perform(command, mkdirOperation, { path }, ACTION_PRESENTER),
   );
 
   const read = commandFor(program, readOperation);
   feed(read, 'path', new Argument('<path>', 'the file, relative to the workspace root'));
   read.action((path: string, _flags: object, command: Command) =>
-    cli.perform(command, readOperation, { path }, { text: (text) => text }),
+    cli.perform(
+      command,
+      readOperation,
+      { path },
+      { text: (content) => content, json: (content) => ({ path, content }) },
+    ),
   );
 
   const list = commandFor(program, listOperation);
@@ -92,7 +97,10 @@ export function registerFileCommands(program: Command, cli: CliContext): void {
       command,
       listOperation,
       { path },
-      { text: (entries) => entries.map((entry) => `${entry}\n`).join('') },
+      {
+        text: (entries) => entries.map((entry) => `${entry}\n`).join(''),
+        json: (entries) => ({ path: path ?? '.', entries }),
+      },
     ),
   );
 }

@@ -16,7 +16,14 @@ import {
   undoOperation,
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { formatBytes, formatLocalTime, plural } from '../format.js';
+import {
+  colorDiff,
+  formatBytes,
+  formatLocalTime,
+  listInline,
+  listLines,
+  plural,
+} from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
 
 interface CheckpointFlags {
@@ -28,6 +35,11 @@ interface RollbackFlags {
   dryRun?: boolean;
   patchNote?: string;
   messagesOut?: string;
+}
+
+/** A checkpoint in `--json`: its entry's number is its `id`, as for every entry a command names. */
+function checkpointDocument<Checkpoint extends CheckpointInfo>({ seq, ...checkpoint }: Checkpoint) {
+  return { id: seq, ...checkpoint };
 }
 
 function renderCheckpoint(result: CheckpointResult): string {
@@ -57,12 +69,12 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-function renderRollback(result: RollbackResult): string {
+function renderRollback(result: RollbackResult, isVerbose: boolean | undefined): string {
   if (!result.isDryRun) {
     const applied = result.applied;
     const skipped =
       applied && applied.skipped.length > 0
-        ? `; left alone (ignored): ${applied.skipped.join(', ')}`
+        ? `; left alone (ignored): ${listInline(applied.skipped, isVerbose)}`
         : '';
     return (
       `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
@@ -72,13 +84,13 @@ function renderRollback(result: RollbackResult): string {
   if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
   const lines = [
     `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+    ...listLines(result.changes, isVerbose, (change) => {
+      const note = change.isUnrecorded
+        ? '   (never recorded by this session: saved before the rollback)'
+        : '';
+      return `  ${change.action.padEnd(7)}  ${change.path}${note}`;
+    }),
   ];
-  for (const change of result.changes) {
-    const note = change.isUnrecorded
-      ? '   (never recorded by this session: saved before the rollback)'
-      : '';
-    lines.push(`  ${change.action.padEnd(7)}  ${change.path}${note}`);
-  }
   return `${lines.join('\n')}\n`;
 }
 
@@ -96,24 +108,20 @@ async function placeConversation(
   return `The ${result.isDryRun ? 'conversation would be restored to' : 'restored conversation has'} ${count} (${result.conversation.format}): \`rewind conversation show\` prints it${result.isDryRun ? '' : ', or pass --messages-out FILE'}.\n`;
 }
 
-function renderUndo(result: UndoResult): string {
+function renderUndo(result: UndoResult, isVerbose: boolean | undefined): string {
   if (result.status === 'undone') {
     return (
       `Undid #${result.undoes}: ${result.applied.written} written, ${result.applied.created} created, ` +
       `${result.applied.deleted} deleted. Redo with \`rewind undo ${result.id}\`.\n`
     );
   }
-  const shown = result.conflicts
-    .slice(0, 20)
-    .map(
-      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
-    );
-  const more =
-    result.conflicts.length > 20 ? [`  ... and ${result.conflicts.length - 20} more`] : [];
   return [
     `Refused to undo #${result.undoes}: ${plural(result.conflicts.length, 'path')} it changed ${result.conflicts.length === 1 ? 'has' : 'have'} been edited since, and undoing would overwrite those edits:`,
-    ...shown,
-    ...more,
+    ...listLines(
+      result.conflicts,
+      isVerbose,
+      (conflict) => `  ${conflict.path}: expected ${conflict.expected}, found ${conflict.found}`,
+    ),
     'Nothing was changed. Save or revert those edits first, or roll back to a checkpoint instead.',
     '',
   ].join('\n');
@@ -154,13 +162,22 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       { label, messages, format: flags.format },
       {
         text: (output, globals) => (globals.quiet ? '' : renderCheckpoint(output)),
+        json: checkpointDocument,
         warnings: (output) => output.warnings,
       },
     );
   });
 
   commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
-    cli.perform(command, checkpointsOperation, {}, { text: renderCheckpoints }),
+    cli.perform(
+      command,
+      checkpointsOperation,
+      {},
+      {
+        text: renderCheckpoints,
+        json: (checkpoints) => ({ checkpoints: checkpoints.map(checkpointDocument) }),
+      },
+    ),
   );
 
   const rollback = commandFor(program, rollbackOperation);
@@ -197,7 +214,9 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     );
     cli.emit(command, output, {
       text: (value, globals) =>
-        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value)}${where}`,
+        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value, globals.verbose)}${where}`,
+      // A dry run names no action: `id` is null rather than missing.
+      json: (value) => ({ ...value, id: value.id ?? null }),
       warnings: (value) => value.warnings,
     });
   });
@@ -216,7 +235,9 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       { id: numberOf(id), last: flags.last },
       {
         text: (output, globals) =>
-          globals.quiet && output.status === 'undone' ? '' : renderUndo(output),
+          globals.quiet && output.status === 'undone' ? '' : renderUndo(output, globals.verbose),
+        // A refusal is journaled but is no action: `id` is null rather than missing.
+        json: (output) => (output.status === 'undone' ? output : { ...output, id: null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
       },
     ),
@@ -242,8 +263,12 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       diffOperation,
       { from, to },
       {
-        text: (output) =>
-          output.text || `No differences between ${output.from} and ${output.to}.\n`,
+        text: (output, presentation) =>
+          output.text === ''
+            ? `No differences between ${output.from} and ${output.to}.\n`
+            : presentation.isColor
+              ? colorDiff(output.text)
+              : output.text,
       },
     ),
   );

@@ -3,10 +3,10 @@ import { type Command, Option } from 'commander';
 import type { CommitResult } from '../../index.js';
 import { commitOperation, destroyOperation } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { plural } from '../format.js';
+import { listLines, plural } from '../format.js';
 import { commandFor, feed } from '../options.js';
 
-function renderCommit(result: CommitResult): string {
+function renderCommit(result: CommitResult, isVerbose: boolean | undefined): string {
   const lines: string[] = [];
   const counts = { written: 0, created: 0, deleted: 0 };
   for (const change of result.changes) counts[change.action] += 1;
@@ -15,7 +15,13 @@ function renderCommit(result: CommitResult): string {
     return 'Nothing to commit: the session changed nothing since it began or was last committed.\n';
   if (result.status === 'dry-run') {
     lines.push(`Committing would change the workspace: ${summary}.`);
-    for (const change of result.changes) lines.push(`  ${change.action.padEnd(8)} ${change.path}`);
+    lines.push(
+      ...listLines(
+        result.changes,
+        isVerbose,
+        (change) => `  ${change.action.padEnd(8)} ${change.path}`,
+      ),
+    );
   } else if (result.status === 'committed') {
     lines.push(
       `Committed to the workspace: ${summary}. The previous state is saved: \`rewind undo ${result.id}\` puts it back.`,
@@ -27,11 +33,14 @@ function renderCommit(result: CommitResult): string {
   }
   if (result.conflicts.length > 0) {
     if (result.status === 'dry-run') lines.push(`Conflicts (the commit would be refused):`);
-    for (const conflict of result.conflicts) {
-      lines.push(
-        `  ${conflict.path}: the session ${conflict.session}, the workspace ${conflict.host}`,
-      );
-    }
+    lines.push(
+      ...listLines(
+        result.conflicts,
+        isVerbose,
+        (conflict) =>
+          `  ${conflict.path}: the session ${conflict.session}, the workspace ${conflict.host}`,
+      ),
+    );
   }
   return `${lines.join('\n')}\n`;
 }
@@ -50,7 +59,13 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
       commitOperation,
       { dryRun: flags.dryRun },
       {
-        text: renderCommit,
+        // A plan and a refusal are shown, --quiet or not; what was committed is a summary.
+        text: (output, globals) =>
+          globals.quiet && (output.status === 'committed' || output.status === 'nothing-to-commit')
+            ? ''
+            : renderCommit(output, globals.verbose),
+        // Only a commit that happened is an action: otherwise `id` is null rather than missing.
+        json: (output) => ({ ...output, id: output.id ?? null }),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
       },
     ),

@@ -13,8 +13,8 @@ import {
   verifyOperation,
 } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { formatBytes, formatLocalTime, plural } from '../format.js';
-import { addCliOnly, commandFor, feed, numberOf, repeatable } from '../options.js';
+import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
+import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -41,10 +41,55 @@ function renderInit(result: InitOutput): string {
       ? ''
       : `Started isolated session ${result.isolatedSession}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`;
   if (!result.isNewStore && !result.isNewSession) {
-    return `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n${isolated}`;
+    // With --isolated, the isolated session is what changed.
+    return isolated
+      ? `Rewind store already in ${result.storeDirectory}.\n${isolated}`
+      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n`;
   }
   const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
   return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n${isolated}`;
+}
+
+/** How a session was started, for people: `no hash chain, sandbox none`. */
+function describeSession(session: InitOutput['session']): string {
+  const sandbox =
+    session.sandbox === 'none'
+      ? 'no sandbox'
+      : `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`;
+  const isolated = session.isolation === 'isolated' ? 'isolated, ' : '';
+  return `${isolated}${session.isHashChained ? 'hash-chained' : 'no hash chain'}, ${sandbox}`;
+}
+
+/** What `init` did with the options that shape a session, when it could not apply some of them. */
+function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => string): string[] {
+  const ignored = result.ignoredOptions;
+  if (ignored.length === 0) return [];
+  const session = result.session;
+  if (result.isolatedSession !== undefined) {
+    return [
+      result.isNewSession && session.isHashChained
+        ? `--hash-chain applied to the store's first session ${session.id}, not to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`
+        : `--hash-chain does not apply to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`,
+    ];
+  }
+  const flags = ignored.map(typed);
+  const listed =
+    flags.length === 1 ? flags[0] : `${flags.slice(0, -1).join(', ')} and ${flags.at(-1)}`;
+  const warnings = [
+    `${listed} ${flags.length === 1 ? 'shapes' : 'shape'} a session as it starts, and this store has one already: its current session ${session.id} keeps how it was started (${describeSession(session)}); nothing changed.`,
+  ];
+  const sandboxing = ignored.filter((key) => key !== 'hashChain');
+  if (sandboxing.length > 0) {
+    warnings.push(
+      `\`rewind init --isolated ${sandboxing.map(typed).join(' ')}\` starts a new, isolated session with ${sandboxing.length === 1 ? 'it' : 'them'}.`,
+    );
+  }
+  if (ignored.includes('hashChain')) {
+    warnings.push(
+      "Only a store's first session can be hash-chained: `rewind init --hash-chain` in a directory without a store starts one.",
+    );
+  }
+  return warnings;
 }
 
 function renderStatus(report: StatusReport): string {
@@ -116,22 +161,24 @@ function logWarnings(report: LogReport): string[] {
   return warnings;
 }
 
-function renderVerify(report: VerifyReport): string {
+function renderVerify(report: VerifyReport, isVerbose: boolean | undefined): string {
   const entryCount = report.sessions.reduce((sum, session) => sum + session.entryCount, 0);
   const checked =
     `${plural(report.sessions.length, 'session')} (${plural(entryCount, 'entry', 'entries')}) ` +
     `and ${plural(report.objectsChecked, 'object')}`;
   if (report.isOk) return `Verified ${checked}: no problems.\n`;
   const lines = [`Checked ${checked}: ${plural(report.problems.length, 'problem')}.`];
-  for (const problem of report.problems) {
-    const where = [
-      problem.session && `session ${problem.session}`,
-      problem.seq !== undefined && `#${problem.seq}`,
-    ]
-      .filter(Boolean)
-      .join(' ');
-    lines.push(`  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`);
-  }
+  lines.push(
+    ...listLines(report.problems, isVerbose, (problem) => {
+      const where = [
+        problem.session && `session ${problem.session}`,
+        problem.seq !== undefined && `#${problem.seq}`,
+      ]
+        .filter(Boolean)
+        .join(' ');
+      return `  ${problem.type}${where ? ` (${where})` : ''}: ${problem.message}`;
+    }),
+  );
   const firstBreak = report.problems.find((problem) => problem.type === 'chain-broken');
   if (firstBreak)
     lines.push(
@@ -140,10 +187,14 @@ function renderVerify(report: VerifyReport): string {
   return `${lines.join('\n')}\n`;
 }
 
-function renderGc(report: GcReport): string {
+function renderGc(report: GcReport, isVerbose: boolean | undefined): string {
   const verb = report.isDryRun ? 'Would remove' : 'Removed';
   const lines = report.isDryRun
-    ? report.removed.map((object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`)
+    ? listLines(
+        report.removed,
+        isVerbose,
+        (object) => `  ${object.digest}  ${formatBytes(object.sizeBytes)}`,
+      )
     : [];
   const abandoned =
     report.abandonedFiles.length > 0
@@ -202,7 +253,13 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) => (globals.quiet ? '' : renderInit(output)),
         json: ({ warnings: _warnings, ...document }) => document,
-        warnings: (output) => output.warnings,
+        warnings: (output) => [
+          ...output.warnings,
+          // The options as they were typed: `--sandbox bwrap`.
+          ...ignoredOptionWarnings(output, (key) =>
+            key === 'sandbox' ? `${spellingOf(init, key)} ${flags.sandbox}` : spellingOf(init, key),
+          ),
+        ],
       },
       resolve(cli.io.cwd, dir ?? cli.globalsOf(command).dir ?? '.'),
     ),
@@ -235,7 +292,14 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       command,
       logOperation,
       { kind: flags.kind, checkpoint: flags.checkpoint, last: numberOf(flags.last) },
-      { text: renderLog, warnings: logWarnings },
+      {
+        text: renderLog,
+        json: (report) => ({
+          ...report,
+          entries: report.entries.map(({ seq, ...line }) => ({ id: seq, ...line })),
+        }),
+        warnings: logWarnings,
+      },
     ),
   );
 
@@ -254,6 +318,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet ? '' : `Added note #${output.entry.seq} to session ${output.session}.\n`,
+        json: (output) => ({ id: output.entry.seq, ...output }),
       },
     ),
   );
@@ -264,7 +329,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       verifyOperation,
       {},
       {
-        text: (output, globals) => (globals.quiet && output.isOk ? '' : renderVerify(output)),
+        text: (output, globals) =>
+          globals.quiet && output.isOk ? '' : renderVerify(output, globals.verbose),
         warnings: (output) => output.warnings,
         exitCode: (output) => (output.isOk ? undefined : EXIT_FAILED),
       },
@@ -286,7 +352,10 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       command,
       gcOperation,
       { dryRun: flags.dryRun, graceSeconds: numberOf(flags.graceSeconds) },
-      { text: (output, globals) => (globals.quiet && !output.isDryRun ? '' : renderGc(output)) },
+      {
+        text: (output, globals) =>
+          globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+      },
     ),
   );
 }

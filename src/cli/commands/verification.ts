@@ -45,7 +45,11 @@ export function registerVerificationCommands(program: Command, cli: CliContext):
         timeout: numberOf(flags.timeout),
       },
       {
-        text: (output) => `${output.status.toUpperCase()}: ${formatVerification(output)}\n`,
+        // A pass is a summary, which --quiet leaves to the exit code; a fail or unknown says why.
+        text: (output, globals) =>
+          globals.quiet && output.status === 'pass'
+            ? ''
+            : `${output.status.toUpperCase()}: ${formatVerification(output)}\n`,
         exitCode: (output) =>
           output.status === 'pass'
             ? EXIT_OK
