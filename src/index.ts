@@ -165,6 +165,7 @@ export {
   renderDiff,
   type SnapshotOptions,
   type SnapshotPreview,
+  type SnapshotProgress,
   type SnapshotResult,
   snapshot,
   type TreeChange,

@@ -8,6 +8,7 @@ import {
   previewSnapshot,
   readOutsideRules,
   type SnapshotPreview,
+  type SnapshotProgress,
   type SnapshotResult,
   snapshot,
 } from '../workspace/index.js';
@@ -70,12 +71,16 @@ function cacheDirectoryOf(context: SessionContext): string {
 }
 
 /** Snapshots the session's workspace (its view, for an isolated session). */
-export function snapshotWorkspace(context: SessionContext): Promise<SnapshotResult> {
+export function snapshotWorkspace(
+  context: SessionContext,
+  onProgress?: (progress: SnapshotProgress) => void,
+): Promise<SnapshotResult> {
   return snapshot(context.workspace, {
     store: context.store,
     outside: outsideRulesOf(context),
     storeDirectory: cacheDirectoryOf(context),
     ...(context.settings.budget && { budget: context.settings.budget }),
+    ...(onProgress && { onProgress }),
   });
 }
 

@@ -5,6 +5,7 @@ import type { Digest } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import type { TreeEntry } from '../store/index.js';
 import {
+  type ApplyProgress,
   type ApplyResult,
   diffTrees,
   fileChangeKind,
@@ -155,7 +156,7 @@ function baseTree(context: SessionContext, journal: Journal): Digest {
 /** Applies an isolated session's net change to the host, three-way checked; see `Session.commit`. */
 export function commitToHost(
   context: SessionContext,
-  options: { dryRun?: boolean },
+  options: { dryRun?: boolean; onProgress?: (progress: ApplyProgress) => void },
 ): Promise<CommitResult> {
   return withWorkspaceLock(context, 'committing to the host', async (journal) => {
     const base = baseTree(context, journal);
@@ -224,6 +225,7 @@ export function commitToHost(
     const changes = await changesOf(context, { type: 'paths', paths });
     const applied = await applyAnnounced(context, journal, started, changes, {
       isRecovery: false,
+      ...(options.onProgress && { onProgress: options.onProgress }),
     });
     return { ...result, status: 'committed', id: started.seq, applied };
   });

@@ -3,7 +3,7 @@ import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { Command, HttpRequest, SandboxBackend } from '../sandbox/index.js';
 import type { VerificationResult, VerifierConfig } from '../verifier/index.js';
-import type { SnapshotPreview } from '../workspace/index.js';
+import type { ApplyProgress, SnapshotPreview } from '../workspace/index.js';
 import { compensateAction, readCompensation } from './actions/compensation.js';
 import {
   approveDraft,
@@ -188,6 +188,7 @@ export class Session {
       isAutomatic: options.isAutomatic === true,
       messages: options.messages ? checkMessages(options.messages, options.format) : undefined,
       budget: options.budget,
+      onProgress: options.onProgress,
     });
   }
 
@@ -442,7 +443,9 @@ export class Session {
    * `undo` puts the host back, and a crash midway is finished by the next open. The host ends
    * either fully committed or unchanged.
    */
-  async commit(options: { dryRun?: boolean } = {}): Promise<CommitResult> {
+  async commit(
+    options: { dryRun?: boolean; onProgress?: (progress: ApplyProgress) => void } = {},
+  ): Promise<CommitResult> {
     return commitToHost(this.#context, options);
   }
 

@@ -31,4 +31,4 @@ export {
   type TreeChange,
 } from './tree-diff.js';
 export { type LeftOutCheck, treeRules } from './tree-rules.js';
-export type { DirectorySize } from './walk.js';
+export type { DirectorySize, SnapshotProgress } from './walk.js';

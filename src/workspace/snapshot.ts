@@ -15,7 +15,13 @@ import {
   readOutsideRules,
 } from './ignore-rules.js';
 import { StatCache } from './stat-cache.js';
-import { budgetWarning, scanDirectory, storeScannedTree, summarize } from './walk.js';
+import {
+  budgetWarning,
+  type SnapshotProgress,
+  scanDirectory,
+  storeScannedTree,
+  summarize,
+} from './walk.js';
 
 /** Options of {@link snapshot}. */
 export interface SnapshotOptions {
@@ -45,6 +51,11 @@ export interface SnapshotOptions {
    * view passes its host's.
    */
   outside?: OutsideRules;
+  /**
+   * Called as files are read and stored, when the snapshot must read some (a first snapshot
+   * reads every file): for a progress line.
+   */
+  onProgress?: (progress: SnapshotProgress) => void;
 }
 
 /** What {@link snapshot} recorded. */
@@ -201,7 +212,14 @@ export async function snapshot(
   let readCount: number;
   try {
     await storeRules(batch);
-    ({ digest, readCount } = await storeScannedTree('', 0, entries, cache, batch));
+    ({ digest, readCount } = await storeScannedTree(
+      '',
+      0,
+      entries,
+      cache,
+      batch,
+      options.onProgress,
+    ));
   } finally {
     await batch.commit();
   }

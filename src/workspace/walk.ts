@@ -294,6 +294,14 @@ async function buildTree(
   return { digest, isUnchanged: cached === digest };
 }
 
+/** How a snapshot is going: files read and stored so far, of those it must read. */
+export interface SnapshotProgress {
+  filesRead: number;
+  filesToRead: number;
+  bytesRead: number;
+  bytesToRead: number;
+}
+
 /**
  * Reads and stores the files of a scan that the stat cache could not vouch for, then builds the
  * tree objects. Returns the tree's digest and how many files were read.
@@ -304,10 +312,23 @@ export async function storeScannedTree(
   entries: readonly ScannedEntry[],
   cache: StatCache,
   batch: ObjectBatch,
+  onProgress?: (progress: SnapshotProgress) => void,
 ): Promise<{ digest: Digest; readCount: number }> {
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
-  await forEachConcurrently(toRead, CONCURRENCY, (entry) => storeFile(entry, batch));
+  const progress: SnapshotProgress = {
+    filesRead: 0,
+    filesToRead: toRead.length,
+    bytesRead: 0,
+    bytesToRead: toRead.reduce((sum, entry) => sum + entry.sizeBytes, 0),
+  };
+  await forEachConcurrently(toRead, CONCURRENCY, async (entry) => {
+    await storeFile(entry, batch);
+    if (!onProgress) return;
+    progress.filesRead += 1;
+    progress.bytesRead += entry.sizeBytes;
+    onProgress({ ...progress });
+  });
   const { digest } = await buildTree(relative, mode, entries, cache, batch);
   return { digest, readCount: toRead.length };
 }

@@ -84,6 +84,16 @@ describe('checkpoints', () => {
     await session.checkpoint('later', { budget: { maxFiles: 2 } });
   });
 
+  it('reports progress while a first checkpoint reads its files', async () => {
+    const { session } = await sessionOn(
+      Object.fromEntries(Array.from({ length: 20 }, (_, index) => [`f${index}.txt`, `${index}`])),
+    );
+    const reported: { filesRead: number; filesToRead: number }[] = [];
+    await session.checkpoint('first', { onProgress: (progress) => reported.push(progress) });
+    expect(reported).toHaveLength(20);
+    expect(reported.at(-1)).toMatchObject({ filesRead: 20, filesToRead: 20 });
+  });
+
   it('refuses a label that exists', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     await session.checkpoint('base');

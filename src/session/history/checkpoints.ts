@@ -4,6 +4,7 @@ import {
   countLineChanges,
   diffTrees,
   fileChangeKind,
+  type SnapshotProgress,
   type TreeChange,
 } from '../../workspace/index.js';
 import { previewOfSession, type SessionContext, snapshotWorkspace } from '../context.js';
@@ -23,6 +24,8 @@ export interface CheckpointOptions {
    * store more than this. Default: no limit (the CLI and the MCP server set one).
    */
   budget?: { maxBytes?: number; maxFiles?: number };
+  /** Called as files are read, when the checkpoint must read many (a first one reads them all). */
+  onProgress?: (progress: SnapshotProgress) => void;
 }
 
 /** What `Session.checkpoint` recorded. */
@@ -102,6 +105,7 @@ export function createCheckpoint(
     isAutomatic: boolean;
     messages: CheckedMessages | undefined;
     budget?: { maxBytes?: number; maxFiles?: number } | undefined;
+    onProgress?: ((progress: SnapshotProgress) => void) | undefined;
   },
 ): Promise<CheckpointResult> {
   return withWorkspaceLock(context, `creating checkpoint ${label}`, async (journal) => {
@@ -115,7 +119,7 @@ export function createCheckpoint(
         { data: { label, seq: existing.seq } },
       );
     }
-    const snapshot = await snapshotWorkspace(context);
+    const snapshot = await snapshotWorkspace(context, options.onProgress);
     const counts = countFiles(
       await diffTrees(context.store, checkpoints.at(-1)?.tree, snapshot.tree),
     );
