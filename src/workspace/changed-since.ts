@@ -18,6 +18,7 @@ import { holdsIgnoreFile, IGNORE_FILES, IgnoreRules, type OutsideRules } from '.
 import { StatCache } from './stat-cache.js';
 import {
   CONCURRENCY,
+  directoryIdentityOf,
   fileToRead,
   lstatEntry,
   type ScanContext,
@@ -39,7 +40,12 @@ async function snapshotSubtree(
   state: IncrementalState,
 ): Promise<{ digest: Digest; totals: TreeTotals }> {
   const cache = StatCache.empty();
-  const context: ScanContext = { cache, warnings: state.warnings, ignoreDirectories: [] };
+  const context: ScanContext = {
+    cache,
+    warnings: state.warnings,
+    ignoreDirectories: [],
+    directoryIdentities: state.directories,
+  };
   const entries = scanDirectory(absolute, relative, rules, context);
   if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
   const { digest, readCount } = await storeScannedTree(relative, mode, entries, cache, batch);
@@ -60,6 +66,8 @@ interface IncrementalState {
   readCount: number;
   /** Set when an ignore file appeared, went or changed: the rules differ, so the shortcut is off. */
   ignoreRulesChanged: boolean;
+  /** The identity of every directory, by path: the record's, updated as directories are read. */
+  directories: Map<string, string>;
 }
 
 /** The files, directories and bytes under a stored entry (a directory counting itself). */
@@ -138,7 +146,12 @@ async function rebuildDirectory(
     const mode = Number(stats.mode) & 0o7777;
     if (isDirectory) {
       let digest: Digest;
-      if (oldEntry?.type === 'directory') {
+      const identity = directoryIdentityOf(stats);
+      // Another directory at the same path (moved in, swapped) carries children whose timestamps
+      // say nothing changed: only one known to be the same directory is rebuilt from its old tree.
+      const isSameDirectory = state.directories.get(childRelative) === identity;
+      state.directories.set(childRelative, identity);
+      if (oldEntry?.type === 'directory' && isSameDirectory) {
         const sub = await rebuildDirectory(
           childAbsolute,
           childRelative,
@@ -219,6 +232,7 @@ export interface ChangedSinceResult {
   totals: TreeTotals;
   readCount: number;
   warnings: string[];
+  directories: Record<string, string>;
 }
 
 /**
@@ -247,7 +261,12 @@ export async function snapshotChanges(
     warnings: [],
     readCount: 0,
     ignoreRulesChanged: false,
+    directories: new Map(Object.entries(record.directories)),
   };
+  // The workspace directory itself replaced: nothing of the old tree can be trusted.
+  if (state.directories.get('') !== directoryIdentityOf(statSync(root, { bigint: true }))) {
+    return undefined;
+  }
   for (const path of changes) {
     if (path === '') continue;
     const parts = path.split('/');
@@ -272,5 +291,11 @@ export async function snapshotChanges(
   if (state.ignoreRulesChanged) return undefined;
   const totals = { ...record.totals };
   addTotals(totals, delta, 1);
-  return { tree: digest, totals, readCount: state.readCount, warnings: state.warnings };
+  return {
+    tree: digest,
+    totals,
+    readCount: state.readCount,
+    warnings: state.warnings,
+    directories: Object.fromEntries(state.directories),
+  };
 }

@@ -53,6 +53,12 @@ export interface ChangeRecord {
   ignoreDirectories: string[];
   /** The digest of the rules from outside the workspace it was taken with; undefined for none. */
   outsideRules: Digest | undefined;
+  /**
+   * The identity (inode and birth time) of every directory of the snapshot, by path ('' for the
+   * root): a directory moved in, or swapped with another, is read again whole, since the children
+   * a rename carries along keep their old timestamps.
+   */
+  directories: Record<string, string>;
 }
 
 /** Reads the clocks at the start of a snapshot; undefined where the shortcut is not supported. */
@@ -89,6 +95,12 @@ export function loadChangeRecord(storeDirectory: string, root: string): ChangeRe
       },
       ignoreDirectories: (raw.ignoreDirectories as unknown[]).map(String),
       outsideRules: isDigest(raw.outsideRules) ? raw.outsideRules : undefined,
+      directories: Object.fromEntries(
+        Object.entries(raw.directories as Record<string, unknown>).map(([path, identity]) => [
+          path,
+          String(identity),
+        ]),
+      ),
     };
   } catch {
     return undefined;
@@ -113,6 +125,7 @@ export async function saveChangeRecord(
     totals: record.totals,
     ignoreDirectories: record.ignoreDirectories,
     outsideRules: record.outsideRules,
+    directories: record.directories,
   });
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
 }

@@ -17,6 +17,7 @@ import {
 import { StatCache } from './stat-cache.js';
 import {
   budgetWarning,
+  directoryIdentityOf,
   type SnapshotProgress,
   scanDirectory,
   storeScannedTree,
@@ -174,7 +175,7 @@ export async function snapshot(
       await batch.commit();
     }
     if (result !== undefined) {
-      const { tree, totals, readCount, warnings } = result;
+      const { tree, totals, readCount, warnings, directories } = result;
       await saveChangeRecord(options.storeDirectory, {
         root,
         clock,
@@ -182,6 +183,7 @@ export async function snapshot(
         totals,
         ignoreDirectories: record.ignoreDirectories,
         outsideRules,
+        directories,
       });
       return {
         tree,
@@ -198,7 +200,15 @@ export async function snapshot(
   const warnings: string[] = [];
   const ignoreDirectories: string[] = [];
   const rules = IgnoreRules.root(root, outside);
-  const entries = scanDirectory(root, '', rules, { cache, warnings, ignoreDirectories });
+  const directoryIdentities = new Map([
+    ['', directoryIdentityOf(statSync(root, { bigint: true }))],
+  ]);
+  const entries = scanDirectory(root, '', rules, {
+    cache,
+    warnings,
+    ignoreDirectories,
+    directoryIdentities,
+  });
   const totals = summarize(entries);
   if (cache.isEmpty) {
     const warning = budgetWarning(entries, totals, {
@@ -232,6 +242,7 @@ export async function snapshot(
       totals,
       ignoreDirectories,
       outsideRules,
+      directories: Object.fromEntries(directoryIdentities),
     });
   }
   return { tree: digest, ...totals, readCount, warnings, strategy: 'walk', rules: outsideRules };

@@ -61,6 +61,14 @@ export function unreadable(path: string, error: unknown): RewindError {
   );
 }
 
+/**
+ * What tells one directory from another that later stands at the same path: its inode and its
+ * birth time (an inode number can be reused once a directory is gone; its birth time cannot).
+ */
+export function directoryIdentityOf(stats: BigIntStats): string {
+  return `${stats.ino}:${stats.birthtimeNs}`;
+}
+
 /** What a scan collects besides the entries. */
 export interface ScanContext {
   cache: StatCache;
@@ -69,6 +77,8 @@ export interface ScanContext {
   ignoreDirectories: string[];
   /** When given, receives every path left out by the ignore rules. */
   ignored?: string[];
+  /** When given, receives the identity of every directory scanned, by path. */
+  directoryIdentities?: Map<string, string>;
 }
 
 export function scanDirectory(
@@ -127,6 +137,7 @@ export function scanDirectory(
       children: undefined,
     };
     if (kind === 'directory') {
+      context.directoryIdentities?.set(childRelative, directoryIdentityOf(stats));
       entry.children = scanDirectory(childAbsolute, childRelative, inner, context);
     } else {
       entry.payload = cache.lookup(childRelative, fingerprint, changedAtNs);
