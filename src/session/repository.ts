@@ -15,8 +15,14 @@ import {
   setCurrentSession,
   unsupportedEntryError,
 } from '../ledger/index.js';
-import type { Digest, UnreadableLine } from '../lib/index.js';
-import { createObjectStore, findStore, initStore, openStore } from '../store/index.js';
+import { acquireLock, type Digest, type UnreadableLine } from '../lib/index.js';
+import {
+  createObjectStore,
+  findStore,
+  initStore,
+  openStore,
+  workspaceLockOf,
+} from '../store/index.js';
 import { checkWorkspace, previewSnapshot, type SnapshotPreview } from '../workspace/index.js';
 import { type ActionClass, type ActionState, deriveActions } from './journal/action-records.js';
 import { pickSession, startLedger } from './session-files.js';
@@ -338,6 +344,15 @@ export async function note(
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
   const ledger = await Ledger.open(session, { ...(options.now && { now: options.now }) });
+  // Only a note with attachments writes objects: it then holds the workspace lock, so gc cannot
+  // take them before the entry references them. A plain note never waits for a running agent.
+  const isLocked = (options.attachments ?? []).length > 0;
+  const lock = isLocked
+    ? await acquireLock(workspaceLockOf(location.directory), {
+        timeoutMs: 60_000,
+        purpose: `adding a note to session ${session.id}`,
+      })
+    : undefined;
   try {
     const store = createObjectStore(location.directory);
     const attachments: { name: string; digest: Digest; sizeBytes: number }[] = [];
@@ -361,6 +376,7 @@ export async function note(
     );
     return { session: session.id, entry };
   } finally {
+    await lock?.release();
     await ledger.close();
   }
 }

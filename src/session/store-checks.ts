@@ -11,13 +11,14 @@ import {
   readLedgerFile,
   type SessionFile,
 } from '../ledger/index.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, withLock } from '../lib/index.js';
 import {
   createObjectStore,
   type ObjectReference,
   openStore,
   type StoreLocation,
   walkReferences,
+  workspaceLockOf,
 } from '../store/index.js';
 import { cachedReferences, clearStatCache } from '../workspace/index.js';
 import type { WorkspaceOptions } from './repository.js';
@@ -181,9 +182,27 @@ export interface GcReport {
  * cannot be read, since what lies under it would be unknown; nothing is removed then.
  */
 export async function gc(
-  options: WorkspaceOptions & { dryRun?: boolean; graceMs?: number; now?: () => Date },
+  options: WorkspaceOptions & {
+    dryRun?: boolean;
+    graceMs?: number;
+    now?: () => Date;
+    /** How long to wait for an operation in progress. Default 60 000 ms. */
+    lockTimeoutMs?: number;
+  },
 ): Promise<GcReport> {
   const location = await openStore(options.workspace);
+  // Under the workspace lock: no checkpoint, action or note is between writing its objects and
+  // appending the entry that references them.
+  return withLock(workspaceLockOf(location.directory), () => collectGarbage(location, options), {
+    timeoutMs: options.lockTimeoutMs ?? 60_000,
+    purpose: 'collecting garbage',
+  });
+}
+
+async function collectGarbage(
+  location: StoreLocation,
+  options: { dryRun?: boolean; graceMs?: number; now?: () => Date },
+): Promise<GcReport> {
   const store = createObjectStore(location.directory);
   const graceMs = options.graceMs ?? 60 * 60 * 1000;
   const nowMs = (options.now ?? (() => new Date()))().getTime();

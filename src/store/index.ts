@@ -6,6 +6,7 @@ export {
   STORE_FORMAT_VERSION,
   STORE_MARKER_FILE,
   type StoreLocation,
+  workspaceLockOf,
 } from './layout.js';
 export {
   createObjectStore,

@@ -9,6 +9,15 @@ export const STORE_DIRECTORY_NAME = '.rewind';
 /** The file that marks a `.rewind/` directory as Rewind's, and says which format it holds. */
 export const STORE_MARKER_FILE = 'rewind.json';
 
+/**
+ * The lock every operation that changes the workspace or writes objects for an entry holds
+ * (`workspace.lock` in the store): one at a time per store, and gc never between an object's
+ * write and the entry that references it.
+ */
+export function workspaceLockOf(storeDirectory: string): string {
+  return join(storeDirectory, 'workspace.lock');
+}
+
 /** The store format this version reads and writes. */
 export const STORE_FORMAT_VERSION = 1;
 

@@ -2,6 +2,7 @@ import { appendFile, chmod, mkdir, readdir, readFile, utimes, writeFile } from '
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Ledger, resolveSession } from '../../src/ledger/index.js';
+import { acquireLock } from '../../src/lib/index.js';
 import {
   gc,
   init,
@@ -259,6 +260,24 @@ describe('verify', () => {
 });
 
 describe('gc', () => {
+  it('waits for the operation in progress: it never takes the objects of a checkpoint being written', async () => {
+    const workspace = await makeTempDirectory();
+    for (let index = 0; index < 50; index++) {
+      await writeFile(join(workspace, `f${index}.txt`), `content ${index}`);
+    }
+    await init({ workspace });
+    const lock = await acquireLock(join(workspace, '.rewind', 'workspace.lock'));
+    await expect(gc({ workspace, graceMs: 0, lockTimeoutMs: 200 })).rejects.toMatchObject({
+      code: 'LOCK_HELD',
+    });
+    await lock.release();
+    const session = await openSession({ workspace });
+    await Promise.all([session.checkpoint('racing'), gc({ workspace, graceMs: 0 })]);
+    await session.close();
+    await gc({ workspace, graceMs: 0 });
+    expect((await verify({ workspace })).problems).toEqual([]);
+  });
+
   it('removes only unreferenced objects older than the grace period, keeping trees and what they hold', async () => {
     const { workspace, store, blob, sub, root } = await workspaceWithTree();
     const garbage = await store.put(Buffer.from('nobody refers to me'));

@@ -1,8 +1,7 @@
-import { join } from 'node:path';
 import { RewindError } from '../../errors.js';
 import type { EntryKind, Ledger, LedgerEntry } from '../../ledger/index.js';
 import { acquireLock, type Digest } from '../../lib/index.js';
-import type { ObjectReference } from '../../store/index.js';
+import { type ObjectReference, workspaceLockOf } from '../../store/index.js';
 import type { SessionContext } from '../context.js';
 import {
   type ActionIndex,
@@ -188,7 +187,7 @@ export async function withWorkspaceLock<T>(
   purpose: string,
   work: (journal: Journal) => Promise<T>,
 ): Promise<T> {
-  const lock = await acquireLock(join(context.storeDirectory, 'workspace.lock'), {
+  const lock = await acquireLock(workspaceLockOf(context.storeDirectory), {
     timeoutMs: context.settings.lockTimeoutMs,
     purpose: `${purpose} (session ${context.id})`,
   });
