@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
-import type { TreeEntry } from '../store/index.js';
+import { findEntryAt, type TreeEntry } from '../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -13,7 +13,7 @@ import {
   type TreeChange,
 } from '../workspace/index.js';
 import { type SessionContext, sandboxFor, snapshotHost, snapshotWorkspace } from './context.js';
-import { findEntryAt, type PlannedChange, planChanges } from './history/rollback.js';
+import { type PlannedChange, planChanges } from './history/rollback.js';
 import { type PathChange, referencesOf } from './journal/action-records.js';
 import { type Journal, withWorkspaceLock } from './journal/journal.js';
 import { applyAnnounced, changesOf } from './journal/recovery.js';

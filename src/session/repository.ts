@@ -24,7 +24,13 @@ import {
   workspaceLockOf,
 } from '../store/index.js';
 import { checkWorkspace, previewSnapshot, type SnapshotPreview } from '../workspace/index.js';
-import { type ActionClass, type ActionState, deriveActions } from './journal/action-records.js';
+import {
+  type ActionClass,
+  type ActionRecord,
+  type ActionState,
+  deriveActions,
+  isRecorded,
+} from './journal/action-records.js';
 import { pickSession, startLedger } from './session-files.js';
 
 /** Options every store operation takes. */
@@ -55,6 +61,22 @@ export interface SessionSummary {
   isolation: 'shared' | 'isolated';
   /** Whether its sandboxed commands may use the network. */
   network: boolean;
+  /**
+   * The operation a killed process left half-done, if any: the next command that opens the
+   * session finishes it (saving first whatever was edited since).
+   */
+  interrupted: { id: number; kind: string; target: string } | undefined;
+}
+
+/** The newest action when it never ended (drafts and recorded actions wait by design). */
+function interruptedOf(entries: readonly LedgerEntry[]): SessionSummary['interrupted'] {
+  let newest: ActionRecord | undefined;
+  for (const action of deriveActions(entries).values()) newest = action;
+  if (!newest || newest.closed || newest.state === 'draft' || newest.state === 'discarded') {
+    return undefined;
+  }
+  if (isRecorded(newest)) return undefined;
+  return { id: newest.id, kind: newest.kind, target: newest.target };
 }
 
 function summarize(
@@ -76,6 +98,7 @@ function summarize(
     sandbox: String(reading.entries[0]?.body.sandbox ?? 'none'),
     isolation: reading.entries[0]?.body.isolation === 'isolated' ? 'isolated' : 'shared',
     network: reading.entries[0]?.body.network === true,
+    interrupted: interruptedOf(reading.entries),
   };
 }
 

@@ -19,6 +19,7 @@ export {
 export {
   decodeTree,
   encodeTree,
+  findEntryAt,
   type ObjectReference,
   putTree,
   readTree,

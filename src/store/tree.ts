@@ -195,3 +195,26 @@ export async function walkReferences(
     }
   }
 }
+
+/** The entry at `path` in a stored tree, reading (and caching in `trees`) each tree once. */
+export async function findEntryAt(
+  store: ObjectStore,
+  tree: Digest,
+  path: string,
+  trees: Map<Digest, Promise<TreeEntry[]>>,
+): Promise<TreeEntry | undefined> {
+  let current: Digest = tree;
+  const parts = path.split('/');
+  for (let index = 0; index < parts.length; index++) {
+    let entries = trees.get(current);
+    if (!entries) {
+      entries = readTree(store, current).then((decoded) => decoded.entries);
+      trees.set(current, entries);
+    }
+    const entry = (await entries).find((candidate) => candidate.name === parts[index]);
+    if (!entry || index === parts.length - 1) return entry;
+    if (entry.type !== 'directory') return undefined;
+    current = entry.digest;
+  }
+  return undefined;
+}

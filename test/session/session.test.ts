@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
 import { gc, log, openSession, previewWorkspace, verify } from '../../src/session/index.js';
 import { readTree } from '../../src/store/index.js';
+import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { sessionOn } from '../helpers/session.js';
 import { type Layout, lay } from '../helpers/workspace.js';
@@ -354,4 +355,61 @@ describe('a rollback killed midway', () => {
     },
     60_000,
   );
+
+  it('saves what was edited between the crash and the next command before finishing the rollback', async () => {
+    const { workspace, base, run, stateOf } = await interruptedWorkspace(100);
+    expect(run.signal).toBe('SIGKILL');
+    // A person fixes two files by hand before anything else runs, one the rollback already put
+    // back and one it had not reached, and checkpoints to keep them.
+    await writeFile(join(workspace, 'd1/f1.txt'), 'fixed by hand, early\n');
+    await writeFile(join(workspace, 'd19/f399.txt'), 'fixed by hand, late\n');
+    // Until a command opens the session, status and log say what is pending.
+    expect((await log({ workspace })).session.interrupted).toEqual({
+      id: 3,
+      kind: 'rollback',
+      target: 'base',
+    });
+    const result = await rewind(workspace, ['checkpoint', 'my-fix']);
+    expect(result.code).toBe(0);
+    const reopened = await openSession({ workspace });
+    const labels = (await reopened.checkpoints()).map((checkpoint) => checkpoint.label);
+    expect(labels).toEqual(['base', 'saved-before-recovery-3', 'my-fix']);
+    expect((await log({ workspace })).session.interrupted).toBeUndefined();
+    // The rollback finished: the workspace is as at base.
+    expect((await reopened.checkpoints())[2]?.tree).toBe(base.tree);
+    const completed = (await log({ workspace, kind: 'rollback-completed' })).entries[0];
+    expect(completed?.entry.body).toMatchObject({
+      isRecovery: true,
+      savedAs: 'saved-before-recovery-3',
+      drifted: ['d1/f1.txt', 'd19/f399.txt'],
+    });
+    // Nothing was lost: both hand fixes come back from the checkpoint recovery saved.
+    await reopened.rollback('saved-before-recovery-3', { paths: ['d1/f1.txt', 'd19/f399.txt'] });
+    expect(await readFile(join(workspace, 'd1/f1.txt'), 'utf8')).toBe('fixed by hand, early\n');
+    expect(await readFile(join(workspace, 'd19/f399.txt'), 'utf8')).toBe('fixed by hand, late\n');
+    expect(await stateOf()).not.toBe(base.tree);
+    await reopened.close();
+  }, 60_000);
+
+  it('never replays an older rollback whose closing line was damaged', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
+    await session.checkpoint('c1');
+    await writeFile(join(workspace, 'a.txt'), 'two');
+    await session.rollback('c1');
+    await session.write('b.txt', 'later work');
+    await writeFile(join(workspace, 'a.txt'), 'three');
+    await session.close();
+    const file = (await log({ workspace })).session.file;
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    const completed = lines.findIndex((line) => line.includes('"rollback-completed"'));
+    // One byte gone: the line is no longer JSON, so the rollback looks as if it never ended.
+    lines[completed] = (lines[completed] as string).replace(
+      '"rollback-completed"',
+      '"rollback-completed',
+    );
+    await writeFile(file, lines.join('\n'));
+    const reopened = await openSession({ workspace });
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('three');
+    await reopened.close();
+  });
 });

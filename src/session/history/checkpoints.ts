@@ -1,14 +1,12 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
-import {
-  countLineChanges,
-  diffTrees,
-  fileChangeKind,
-  type SnapshotProgress,
-  type TreeChange,
-} from '../../workspace/index.js';
+import { countLineChanges, diffTrees, type SnapshotProgress } from '../../workspace/index.js';
 import { previewOfSession, type SessionContext, snapshotWorkspace } from '../context.js';
-import { type CheckpointInfo, checkpointOf } from '../journal/checkpoint-records.js';
+import {
+  appendCheckpoint,
+  type CheckpointInfo,
+  checkpointOf,
+} from '../journal/checkpoint-records.js';
 import { readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { type CheckedMessages, storeMessages } from './conversation.js';
 
@@ -53,19 +51,6 @@ export function checkLabel(label: string): string {
     );
   }
   return label;
-}
-
-function countFiles(changes: readonly TreeChange[]): {
-  added: number;
-  modified: number;
-  deleted: number;
-} {
-  const counts = { added: 0, modified: 0, deleted: 0 };
-  for (const change of changes) {
-    const kind = fileChangeKind(change);
-    if (kind) counts[kind] += 1;
-  }
-  return counts;
 }
 
 const formatMiB = (bytes: number): string => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
@@ -120,30 +105,13 @@ export function createCheckpoint(
       );
     }
     const snapshot = await snapshotWorkspace(context, options.onProgress);
-    const counts = countFiles(
-      await diffTrees(context.store, checkpoints.at(-1)?.tree, snapshot.tree),
-    );
     const conversation = options.messages
       ? await storeMessages(context, options.messages)
       : journal.currentConversation();
-    const entry = await journal.append(
-      'checkpoint-created',
-      {
-        label,
-        tree: snapshot.tree,
-        fileCount: snapshot.fileCount,
-        sizeBytes: snapshot.sizeBytes,
-        ...counts,
-        isAutomatic: options.isAutomatic,
-        ...(conversation && { conversation }),
-        ...(snapshot.rules && { rules: snapshot.rules }),
-      },
-      [
-        { type: 'tree', digest: snapshot.tree },
-        ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
-        ...(snapshot.rules ? [{ type: 'blob' as const, digest: snapshot.rules }] : []),
-      ],
-    );
+    const entry = await appendCheckpoint(context, journal, label, snapshot, {
+      isAutomatic: options.isAutomatic,
+      conversation,
+    });
     return { ...checkpointOf(entry), readCount: snapshot.readCount, warnings: snapshot.warnings };
   });
 }

@@ -1,6 +1,6 @@
 import { RewindError } from '../../errors.js';
 import { type Digest, normalizeWorkspacePath } from '../../lib/index.js';
-import { encodeTree, type ObjectStore, readTree, type TreeEntry } from '../../store/index.js';
+import { encodeTree, findEntryAt, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -58,29 +58,6 @@ export interface RollbackResult {
   warnings: string[];
   /** The checkpoint's conversation, repaired and with the resume note, when it has one. */
   conversation?: RestoredConversation;
-}
-
-/** The entry at `path` in a stored tree, reading (and caching in `trees`) each tree once. */
-export async function findEntryAt(
-  store: ObjectStore,
-  tree: Digest,
-  path: string,
-  trees: Map<Digest, Promise<TreeEntry[]>>,
-): Promise<TreeEntry | undefined> {
-  let current: Digest = tree;
-  const parts = path.split('/');
-  for (let index = 0; index < parts.length; index++) {
-    let entries = trees.get(current);
-    if (!entries) {
-      entries = readTree(store, current).then((decoded) => decoded.entries);
-      trees.set(current, entries);
-    }
-    const entry = (await entries).find((candidate) => candidate.name === parts[index]);
-    if (!entry || index === parts.length - 1) return entry;
-    if (entry.type !== 'directory') return undefined;
-    current = entry.digest;
-  }
-  return undefined;
 }
 
 /**

@@ -100,11 +100,13 @@ export interface ActionIndex {
   readonly byId: Map<number, ActionRecord>;
   /** Actions started and not yet closed (drafts and recorded actions included), by id. */
   readonly open: Set<number>;
+  /** The newest action started, if any. */
+  newest: ActionRecord | undefined;
 }
 
 /** An empty {@link ActionIndex}; feed it with {@link addToActionIndex}. */
 export function createActionIndex(): ActionIndex {
-  return { byId: new Map(), open: new Set() };
+  return { byId: new Map(), open: new Set(), newest: undefined };
 }
 
 /**
@@ -137,6 +139,7 @@ export function addToActionIndex(index: ActionIndex, entry: LedgerEntry): void {
     action.effect = effectOf(action);
     index.byId.set(entry.seq, action);
     index.open.add(entry.seq);
+    index.newest = action;
     return;
   }
   const action = index.byId.get(Number(body.startedSeq ?? body.undoes));

@@ -1,7 +1,15 @@
 import type { Format } from '../../conversation/index.js';
 import type { LedgerEntry } from '../../ledger/index.js';
 import type { Digest } from '../../lib/index.js';
+import {
+  diffTrees,
+  fileChangeKind,
+  type SnapshotResult,
+  type TreeChange,
+} from '../../workspace/index.js';
+import type { SessionContext } from '../context.js';
 import { type ConversationRef, conversationIn } from './conversation-refs.js';
+import type { Journal } from './journal.js';
 
 /** A checkpoint as the ledger records it. */
 export interface CheckpointInfo {
@@ -46,6 +54,54 @@ export function checkpointOf(entry: LedgerEntry): CheckpointInfo {
       conversation: { format: conversation.format, messageCount: conversation.messageCount },
     }),
   };
+}
+
+function countFiles(changes: readonly TreeChange[]): {
+  added: number;
+  modified: number;
+  deleted: number;
+} {
+  const counts = { added: 0, modified: 0, deleted: 0 };
+  for (const change of changes) {
+    const kind = fileChangeKind(change);
+    if (kind) counts[kind] += 1;
+  }
+  return counts;
+}
+
+/**
+ * Records a snapshot as the checkpoint `label` (a `checkpoint-created` entry, with the files
+ * changed since the previous checkpoint), paired with `conversation` when given. Inside the
+ * workspace lock; the caller has checked the label.
+ */
+export async function appendCheckpoint(
+  context: SessionContext,
+  journal: Journal,
+  label: string,
+  snapshot: SnapshotResult,
+  options: { isAutomatic: boolean; conversation: ConversationRef | undefined },
+): Promise<LedgerEntry> {
+  const previous = journal.checkpoints().at(-1);
+  const counts = countFiles(await diffTrees(context.store, previous?.tree, snapshot.tree));
+  const { conversation } = options;
+  return journal.append(
+    'checkpoint-created',
+    {
+      label,
+      tree: snapshot.tree,
+      fileCount: snapshot.fileCount,
+      sizeBytes: snapshot.sizeBytes,
+      ...counts,
+      isAutomatic: options.isAutomatic,
+      ...(conversation && { conversation }),
+      ...(snapshot.rules && { rules: snapshot.rules }),
+    },
+    [
+      { type: 'tree', digest: snapshot.tree },
+      ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
+      ...(snapshot.rules ? [{ type: 'blob' as const, digest: snapshot.rules }] : []),
+    ],
+  );
 }
 
 /**

@@ -90,6 +90,11 @@ export class Journal {
     return this.#actions.byId;
   }
 
+  /** The newest action started, closed or not. */
+  newestAction(): ActionRecord | undefined {
+    return this.#actions.newest;
+  }
+
   /** Actions started and not yet closed, oldest first: what recovery looks at. */
   openActions(): ActionRecord[] {
     return [...this.#actions.open].flatMap((id) => this.#actions.byId.get(id) ?? []);

@@ -1,6 +1,7 @@
 import { isRewindError, RewindError } from '../../errors.js';
 import type { LedgerEntry } from '../../ledger/index.js';
 import type { Digest } from '../../lib/index.js';
+import { findEntryAt, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -8,17 +9,22 @@ import {
   decodeOutsideRules,
   diffEntries,
   diffTrees,
+  isSameEntry,
   type LeftOutCheck,
+  type SnapshotResult,
   type TreeChange,
   treeRules,
+  workspaceRules,
 } from '../../workspace/index.js';
 import {
   outsideRulesOf,
   type SessionContext,
+  snapshotHost,
   snapshotWorkspace,
   workspaceFor,
 } from '../context.js';
 import { type Effect, isRecorded } from './action-records.js';
+import { appendCheckpoint } from './checkpoint-records.js';
 import type { Journal } from './journal.js';
 
 /** Every path an effect changes, with its state before and after. */
@@ -69,7 +75,12 @@ export async function applyAnnounced(
   journal: Journal,
   started: LedgerEntry,
   changes: readonly TreeChange[],
-  options: { isRecovery: boolean; onProgress?: (progress: ApplyProgress) => void },
+  options: {
+    isRecovery: boolean;
+    onProgress?: (progress: ApplyProgress) => void;
+    /** More fields for the completion entry (what recovery saved first). */
+    completion?: Record<string, unknown>;
+  },
 ): Promise<ApplyResult> {
   const kind = started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
   const common = {
@@ -89,7 +100,7 @@ export async function applyAnnounced(
       ...rules,
       ...(options.onProgress && { onProgress: options.onProgress }),
     });
-    await journal.append(`${kind}-completed`, { ...common, ...applied });
+    await journal.append(`${kind}-completed`, { ...common, ...applied, ...options.completion });
     return applied;
   } catch (error) {
     let isReverted = false;
@@ -114,36 +125,112 @@ export async function applyAnnounced(
   }
 }
 
+const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean =>
+  a === undefined || b === undefined ? a === b : isSameEntry(a, b);
+
 /**
- * Finishes what a killed process left between intent and completion: a rollback, an undo or a
- * file action is applied again (all are idempotent) and journaled as completed; a command cannot
- * be finished, so the workspace it left is recorded and it is closed as interrupted (its file
- * effects can then still be undone). Runs under the workspace lock, before every operation.
+ * The paths an interrupted restore would set that hold neither the state it started from nor the
+ * one it leads to: edited since the crash. Paths either side's rules leave out are never touched,
+ * so they are not counted; a directory is judged by what is in it.
  */
-export async function recover(context: SessionContext, journal: Journal): Promise<void> {
-  for (const action of journal.openActions()) {
-    // Drafts wait for approval, recorded actions for their report: neither was interrupted.
-    if (action.closed || action.state === 'draft' || action.state === 'discarded') continue;
-    if (isRecorded(action)) continue;
-    if (action.effect) {
-      const changes = await changesOf(context, action.effect);
-      await applyAnnounced(context, journal, action.started, changes, { isRecovery: true });
+async function findDrift(
+  context: SessionContext,
+  started: LedgerEntry,
+  changes: readonly TreeChange[],
+): Promise<{ snapshot: SnapshotResult; paths: string[] }> {
+  const isOnHost = started.body.on === 'host';
+  const snapshot = isOnHost ? await snapshotHost(context) : await snapshotWorkspace(context);
+  const now = workspaceRules(workspaceFor(context, started.body), outsideRulesOf(context));
+  const then = await targetRulesOf(context, started.body);
+  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const paths: string[] = [];
+  for (const { path, before, after } of changes) {
+    const current = await findEntryAt(context.store, snapshot.tree, path, trees);
+    if (
+      current?.type === 'directory' &&
+      (before?.type === 'directory' || after?.type === 'directory')
+    ) {
       continue;
     }
-    const snapshot = action.kind === 'exec' ? await snapshotWorkspace(context) : undefined;
-    await journal.append(
-      'action-failed',
-      {
-        startedSeq: action.id,
-        ...(snapshot && { afterTree: snapshot.tree }),
-        error: {
-          code: 'INTERRUPTED',
-          message:
-            'The process running it ended before it finished; the workspace as it was then is recorded.',
-        },
-        isRecovery: true,
-      },
-      snapshot ? [{ type: 'tree', digest: snapshot.tree }] : [],
-    );
+    if (sameState(current, before) || sameState(current, after)) continue;
+    const isDirectory = [current, before, after].some((entry) => entry?.type === 'directory');
+    if ((await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false)) continue;
+    paths.push(path);
   }
+  return { snapshot, paths };
+}
+
+/** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
+function savedLabelFor(journal: Journal, id: number): string {
+  const base = `saved-before-recovery-${id}`;
+  for (let index = 1; ; index++) {
+    const label = index === 1 ? base : `${base}-${index}`;
+    if (!journal.checkpoints().some((checkpoint) => checkpoint.label === label)) return label;
+  }
+}
+
+/**
+ * Finishes what a killed process left between intent and completion. Operations run one at a
+ * time under the workspace lock, and this runs before each, so only the newest action can have
+ * been interrupted: an older one that looks open lost its closing entry (a damaged line) and is
+ * never replayed. A rollback, an undo, a commit or a file action is applied again (all are
+ * idempotent) and journaled as completed; but first, any path edited since the crash (holding
+ * neither the state it started from nor the one it leads to) is saved in a checkpoint
+ * (`saved-before-recovery-<id>`, named in the completion), or, for a commit to the host, the
+ * commit is closed as failed and nothing is overwritten. A command cannot be finished: the
+ * workspace it left is recorded and it is closed as interrupted (its file effects can then still
+ * be undone). Runs under the workspace lock, before every operation.
+ */
+export async function recover(context: SessionContext, journal: Journal): Promise<void> {
+  const action = journal.newestAction();
+  // Drafts wait for approval, recorded actions for their report: neither was interrupted.
+  if (!action || action.closed || action.state === 'draft' || action.state === 'discarded') return;
+  if (isRecorded(action)) return;
+  if (action.effect) {
+    const changes = await changesOf(context, action.effect);
+    const drift = await findDrift(context, action.started, changes);
+    if (drift.paths.length === 0) {
+      await applyAnnounced(context, journal, action.started, changes, { isRecovery: true });
+      return;
+    }
+    const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
+    if (action.started.body.on === 'host') {
+      await journal.append('action-failed', {
+        startedSeq: action.id,
+        error: {
+          code: 'DRIFTED',
+          message: `The commit was interrupted, and ${drift.paths.length} of its paths changed in the workspace since (${drift.paths.slice(0, 5).join(', ')}): it was not finished, so nothing was overwritten. Look at the workspace, then commit again.`,
+        },
+        ...listed,
+        isReverted: false,
+        isRecovery: true,
+      });
+      return;
+    }
+    const savedAs = savedLabelFor(journal, action.id);
+    await appendCheckpoint(context, journal, savedAs, drift.snapshot, {
+      isAutomatic: false,
+      conversation: journal.currentConversation(),
+    });
+    await applyAnnounced(context, journal, action.started, changes, {
+      isRecovery: true,
+      completion: { savedAs, ...listed },
+    });
+    return;
+  }
+  const snapshot = action.kind === 'exec' ? await snapshotWorkspace(context) : undefined;
+  await journal.append(
+    'action-failed',
+    {
+      startedSeq: action.id,
+      ...(snapshot && { afterTree: snapshot.tree }),
+      error: {
+        code: 'INTERRUPTED',
+        message:
+          'The process running it ended before it finished; the workspace as it was then is recorded.',
+      },
+      isRecovery: true,
+    },
+    snapshot ? [{ type: 'tree', digest: snapshot.tree }] : [],
+  );
 }
