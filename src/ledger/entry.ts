@@ -20,7 +20,7 @@ export const ENTRY_KINDS = {
   'rollback-started':
     "Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`, `afterRules` (the checkpoint's `rules`) when it has some; when the checkpoint holds a conversation, `conversationBefore` (the current one, if any) and `conversationAfter` (the checkpoint's, repaired for its provider, with the resume note), each `tree`, `format`, `messageCount`.",
   'rollback-completed':
-    "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `isRecovery`.",
+    "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `isRecovery`; after a recovery that first saved paths edited since the crash, `savedAs` (the checkpoint holding them), `drifted` (up to 50), `driftedCount`.",
   'undo-started':
     'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
   'undo-completed':
@@ -53,7 +53,7 @@ export const ENTRY_KINDS = {
     'A draft was approved and is about to run. Body: `startedSeq` (the draft), `digest` (the content approved), and for exec `beforeTree`.',
   'action-discarded': 'A draft was discarded: it never runs. Body: `startedSeq`.',
   'action-failed':
-    'The action announced by action-started failed. Body: `startedSeq`, `error` (`code`, `message`; INTERRUPTED when the process running it ended first), and for exec `afterTree` and the fields of action-completed; a file action adds `isReverted`.',
+    'The action announced by action-started failed. Body: `startedSeq`, `error` (`code`, `message`; INTERRUPTED when the process running it ended first; DRIFTED for a commit that recovery did not finish because the workspace changed since, with `drifted` and `driftedCount`), and for exec `afterTree` and the fields of action-completed; a file action adds `isReverted`.',
 } as const;
 
 /** A ledger entry kind that this Rewind knows. */
