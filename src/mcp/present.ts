@@ -2,7 +2,12 @@
  * The text a model sees, per operation the MCP server offers. The map is typed by the table: an
  * operation offered without a presenter here fails the typecheck.
  */
-import { type ActionResult, type ExecResult, formatVerification } from '../index.js';
+import {
+  type ActionDetail,
+  type ActionResult,
+  type ExecResult,
+  formatVerification,
+} from '../index.js';
 import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
 
 /** What a tool call answers. */
@@ -40,6 +45,59 @@ function journaled(result: ActionResult, detail = ''): ToolResult {
   return text(`${detail}${detail ? '\n' : ''}journaled as action #${result.id} (${how})`);
 }
 
+/** How a command ended, for a model: `exit 0`, `ended by SIGTERM`, `timed out`. */
+function endOf(ran: { timedOut: boolean; signal: string | null; exitCode: number | null }): string {
+  return ran.timedOut
+    ? 'timed out'
+    : ran.signal
+      ? `ended by ${ran.signal}`
+      : `exit ${ran.exitCode}`;
+}
+
+/** Headers one per line, as `name: value`. */
+const headerLines = (headers: Record<string, string>): string[] =>
+  Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
+
+/** What an action stored, for a model: a command's output, a request and its response, else its entries. */
+function showDetail(detail: ActionDetail): string {
+  const lines = [
+    `action #${detail.id} ${detail.kind} ${detail.target} (${detail.class}, ${detail.state}, ${detail.at})`,
+  ];
+  if (detail.command) {
+    const ran = detail.command;
+    lines.push(
+      ran.stdout.text,
+      ...(ran.stderr.text ? ['[stderr]', ran.stderr.text] : []),
+      `${endOf(ran)} after ${Math.round(ran.durationMs)} ms` +
+        (ran.stdout.truncated || ran.stderr.truncated ? ' (output stored cut at its limit)' : ''),
+    );
+  } else if (detail.request) {
+    const request = detail.request;
+    lines.push(
+      `${request.method} ${request.url}`,
+      ...headerLines(request.headers),
+      ...(request.body ? ['', request.body.text] : []),
+    );
+    if (detail.response) {
+      const response = detail.response;
+      lines.push(
+        '',
+        `HTTP ${response.status}`,
+        ...headerLines(response.headers),
+        '',
+        response.body.text,
+      );
+    } else {
+      lines.push('(no response stored)');
+    }
+  } else {
+    lines.push(JSON.stringify({ started: detail.started, closed: detail.closed ?? null }));
+  }
+  if (detail.redacted.length > 0)
+    lines.push(`redacted before storing: ${detail.redacted.join(', ')}`);
+  return lines.join('\n');
+}
+
 const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
   write: (result) => journaled(result),
   delete: (result) => journaled(result),
@@ -51,14 +109,9 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     // A draft did not run: it has no output to show.
     if (!('exitCode' in result)) return journaled(result);
     const ran = result as ExecResult;
-    const ended = ran.timedOut
-      ? 'timed out'
-      : ran.signal
-        ? `ended by ${ran.signal}`
-        : `exit ${ran.exitCode}`;
     return journaled(
       ran,
-      `${ran.stdout}${ran.stderr ? `\n[stderr]\n${ran.stderr}` : ''}\n${ended}: ${ran.created.length} created, ${ran.modified.length} modified, ${ran.deleted.length} deleted`,
+      `${ran.stdout}${ran.stderr ? `\n[stderr]\n${ran.stderr}` : ''}\n${endOf(ran)}: ${ran.created.length} created, ${ran.modified.length} modified, ${ran.deleted.length} deleted`,
     );
   },
   http: (result) =>
@@ -66,6 +119,7 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
       result,
       result.response ? `HTTP ${result.response.status}\n${result.response.body}` : '',
     ),
+  show: (detail) => text(showDetail(detail)),
   record: (result) => journaled(result),
   report: (result) => journaled(result),
   checkpoint: (result) =>

@@ -2,7 +2,13 @@
  * The operation table: every operation Rewind offers, named once, from which the CLI commands, the
  * MCP tools and the framework adapters' tools are built, so no two surfaces can drift apart.
  */
-import { execOperation, httpOperation, recordOperation, reportOperation } from './actions.js';
+import {
+  execOperation,
+  httpOperation,
+  recordOperation,
+  reportOperation,
+  showOperation,
+} from './actions.js';
 import { approveOperation, compensateOperation, discardOperation } from './approval.js';
 import { conversationShowOperation, conversationSyncOperation } from './conversation.js';
 import type { OperationOn, Surface } from './define-operation.js';
@@ -75,6 +81,7 @@ export {
   recordOperation,
   reportOperation,
   rollbackOperation,
+  showOperation,
   statusOperation,
   testOperation,
   undoOperation,
@@ -105,6 +112,7 @@ export const OPERATIONS = [
   listOperation,
   execOperation,
   httpOperation,
+  showOperation,
   recordOperation,
   reportOperation,
   approveOperation,

@@ -58,7 +58,14 @@ describe('rewind --json', () => {
       await json('move', ['move', 'b.txt', 'c.txt']);
       await json('mkdir', ['mkdir', 'd']);
       await json('delete', ['delete', 'd']);
-      expect(await json('exec', ['exec', 'echo hi'])).toMatchObject({ stdout: 'hi\n' });
+      const ran = await json('exec', ['exec', 'echo hi']);
+      expect(ran).toMatchObject({ stdout: 'hi\n' });
+      expect(await json('show', ['show', String(ran.id)])).toMatchObject({
+        id: ran.id,
+        kind: 'exec',
+        command: { exitCode: 0, stdout: { text: 'hi\n' } },
+        closed: expect.any(Object),
+      });
       await json('http', ['http', 'GET', url]);
       const recorded = await json('record', ['record', 'deploy', '--compensate-command', 'true']);
       await json('report', ['report', String(recorded.id)]);

@@ -82,8 +82,19 @@ describe('what rewind prints', () => {
     expect(await quiet(['report', idOf('x.deploy')])).toEqual({ code: 0, stdout: '', stderr: '' });
 
     // A command's own output, as it printed it, and its exit code.
+    const ran = await rewind(cwd, [
+      '--json',
+      'exec',
+      'echo out; echo err >&2; printf tail; exit 4',
+    ]);
     expect(await quiet(['exec', 'echo out; echo err >&2; printf tail; exit 4'])).toEqual({
       code: 4,
+      stdout: 'out\ntail',
+      stderr: 'err\n',
+    });
+    // And as it was stored, when shown later.
+    expect(await quiet(['show', String(JSON.parse(ran.stdout).id)])).toEqual({
+      code: 0,
       stdout: 'out\ntail',
       stderr: 'err\n',
     });

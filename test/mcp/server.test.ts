@@ -50,6 +50,7 @@ const TOOLS = [
   'http',
   'record',
   'report',
+  'show',
   'checkpoint',
   'checkpoints',
   'rollback',
@@ -205,6 +206,18 @@ describe('the MCP server', () => {
     expect(textOf(shown)).toContain('"content":"go"');
     expect(textOf(await agent.callTool({ name: 'verify', arguments: {} }))).toContain(
       'no problems',
+    );
+  });
+
+  it("shows what an action stored: a command's output and how it ended", async () => {
+    const agent = await connected(await makeTempDirectory());
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'echo out; echo err >&2; exit 3' },
+    });
+    const shown = await agent.callTool({ name: 'show', arguments: { id: Number(idIn(ran)) } });
+    expect(textOf(shown)).toMatch(
+      /^action #\d+ exec echo out; .* \(reversible, failed, .*\)\nout\n\n\[stderr\]\nerr\n\nexit 3 after \d+ ms$/,
     );
   });
 
