@@ -135,21 +135,22 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
         )
         .join('\n') || 'no checkpoints yet',
     ),
-  rollback: (result) => {
+  rollback: (result, input) => {
+    const what = input.paths ? `${input.paths.join(', ')} ` : '';
     if (result.isDryRun) {
       const changes = result.changes.map((change) => `${change.action} ${change.path}`);
       const conversation = result.conversation
         ? `\nthe conversation would be restored to ${result.conversation.messages.length} messages`
         : '';
       return text(
-        `rolling back to ${result.label} would change ${changes.length} paths${changes.length > 0 ? `:\n${changes.join('\n')}` : ''}${conversation}`,
+        `rolling back ${what}to ${result.label} would change ${changes.length} paths${changes.length > 0 ? `:\n${changes.join('\n')}` : ''}${conversation}`,
       );
     }
     const conversation = result.conversation
       ? `\nrestored conversation:\n${JSON.stringify(result.conversation.messages)}`
       : '';
     return text(
-      `rolled back to ${result.label}: ${result.applied?.written ?? 0} written, ${result.applied?.created ?? 0} created, ${result.applied?.deleted ?? 0} deleted; journaled as action #${result.id} (reversible: rewind undo ${result.id})${conversation}`,
+      `rolled back ${what}to ${result.label}: ${result.applied?.written ?? 0} written, ${result.applied?.created ?? 0} created, ${result.applied?.deleted ?? 0} deleted; journaled as action #${result.id} (reversible: rewind undo ${result.id})${conversation}`,
     );
   },
   undo: (result) =>

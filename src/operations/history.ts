@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { FORMATS } from '../index.js';
 import { defineOperation } from './define-operation.js';
-import { actionId } from './inputs.js';
+import { actionId, workspacePath } from './inputs.js';
 
 /** A conversation as a model's provider holds it; its messages are checked by the library. */
 export const messagesInput = z
@@ -53,9 +53,9 @@ export const rollbackOperation = defineOperation({
   name: 'rollback',
   title: 'Roll back to a checkpoint (undoable)',
   summary:
-    'restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; the current state is saved first',
+    'restore the workspace (and the conversation, if the checkpoint has one), or only some paths, to a checkpoint; the current state is saved first',
   description:
-    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint. The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
+    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; with paths, only those files or directories (the rest of the workspace and the conversation stay). The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
   input: z.object({
     label: z.string().describe('The checkpoint label, or "latest".'),
     dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
@@ -63,13 +63,18 @@ export const rollbackOperation = defineOperation({
       .string()
       .optional()
       .describe('What changed since the checkpoint, told to the model in the resume note.'),
+    paths: z
+      .array(workspacePath)
+      .optional()
+      .describe('Restore only these files or directories (default: the whole workspace).'),
   }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { label: name, dryRun, patchNote }) =>
+  run: async (target, { label: name, dryRun, patchNote, paths }) =>
     (await target.session()).rollback(name, {
       dryRun: dryRun === true,
       ...(patchNote !== undefined && { patchNote }),
+      ...(paths !== undefined && { paths }),
     }),
 });
 

@@ -221,6 +221,21 @@ describe('the MCP server', () => {
     );
   });
 
+  it('rolls back only the paths given, leaving the rest as it is', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });
+    const agent = await connected(root);
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    await lay(root, { 'a.txt': 'two\n', 'b.txt': 'c\n' });
+    const rolled = await agent.callTool({
+      name: 'rollback',
+      arguments: { label: 'base', paths: ['a.txt'] },
+    });
+    expect(textOf(rolled)).toMatch(/^rolled back a\.txt to base: 1 written, 0 created, 0 deleted;/);
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('one\n');
+    expect(await readFile(join(root, 'b.txt'), 'utf8')).toBe('c\n');
+  });
+
   it('serves over stdio as `rewind mcp`', async () => {
     const root = await makeTempDirectory();
     const transport = new StdioClientTransport({

@@ -69,7 +69,13 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-function renderRollback(result: RollbackResult, isVerbose: boolean | undefined): string {
+function renderRollback(
+  result: RollbackResult,
+  paths: readonly string[],
+  isVerbose: boolean | undefined,
+): string {
+  // A rollback of some paths names them: `Rolled back src/a.ts to base`.
+  const what = paths.length > 0 ? `${listInline(paths, isVerbose)} ` : '';
   if (!result.isDryRun) {
     const applied = result.applied;
     const skipped =
@@ -77,13 +83,14 @@ function renderRollback(result: RollbackResult, isVerbose: boolean | undefined):
         ? `; left alone (ignored): ${listInline(applied.skipped, isVerbose)}`
         : '';
     return (
-      `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
+      `Rolled back ${what}to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
       `${applied?.deleted ?? 0} deleted${skipped}. The previous state is saved: \`rewind undo ${result.id}\` brings it back.\n`
     );
   }
-  if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
+  if (result.changes.length === 0)
+    return `Rolling back ${what}to ${result.label} would change nothing.\n`;
   const lines = [
-    `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+    `Rolling back ${what}to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
     ...listLines(result.changes, isVerbose, (change) => {
       const note = change.isUnrecorded
         ? '   (never recorded by this session: saved before the rollback)'
@@ -184,6 +191,14 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
   feed(rollback, 'label', new Argument('<label>', 'the checkpoint, or "latest"'));
   feed(
     rollback,
+    'paths',
+    new Argument(
+      '[paths...]',
+      'restore only these files or directories, relative to the workspace root (after --, or after the label)',
+    ),
+  );
+  feed(
+    rollback,
     'dryRun',
     new Option('--dry-run', 'list what would be written, created and deleted, and change nothing'),
   );
@@ -200,26 +215,31 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     ),
     'where the command line puts the restored conversation: a way to show the result',
   );
-  rollback.action(async (label: string, flags: RollbackFlags, command: Command) => {
-    const output = await cli.withTarget(command, (target) =>
-      cli.run(command, target, rollbackOperation, {
-        label,
-        dryRun: flags.dryRun,
-        patchNote: flags.patchNote,
-      }),
-    );
-    const where = await placeConversation(
-      output,
-      flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
-    );
-    cli.emit(command, output, {
-      text: (value, globals) =>
-        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value, globals.verbose)}${where}`,
-      // A dry run names no action: `id` is null rather than missing.
-      json: (value) => ({ ...value, id: value.id ?? null }),
-      warnings: (value) => value.warnings,
-    });
-  });
+  rollback.action(
+    async (label: string, paths: string[], flags: RollbackFlags, command: Command) => {
+      const output = await cli.withTarget(command, (target) =>
+        cli.run(command, target, rollbackOperation, {
+          label,
+          dryRun: flags.dryRun,
+          patchNote: flags.patchNote,
+          paths: paths.length > 0 ? paths : undefined,
+        }),
+      );
+      const where = await placeConversation(
+        output,
+        flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
+      );
+      cli.emit(command, output, {
+        text: (value, globals) =>
+          globals.quiet && !value.isDryRun
+            ? ''
+            : `${renderRollback(value, paths, globals.verbose)}${where}`,
+        // A dry run names no action: `id` is null rather than missing.
+        json: (value) => ({ ...value, id: value.id ?? null }),
+        warnings: (value) => value.warnings,
+      });
+    },
+  );
 
   const undo = commandFor(program, undoOperation);
   feed(
