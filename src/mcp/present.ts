@@ -131,7 +131,11 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
       checkpoints
         .map(
           (checkpoint) =>
-            `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
+            `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}` +
+            (checkpoint.linesAdded !== undefined
+              ? ` files, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`
+              : '') +
+            `${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
         )
         .join('\n') || 'no checkpoints yet',
     ),

@@ -42,11 +42,11 @@ export const checkpointsOperation = defineOperation({
   title: 'List the checkpoints',
   summary: 'list the checkpoints of a session',
   description:
-    'The checkpoints of the session, oldest first: label, time, and how many files each added, modified and deleted since the previous one.',
+    'The checkpoints of the session, oldest first: label, time, how many files each added, modified and deleted since the previous one, and how many lines of text it added and removed.',
   input: z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
-  run: async (target) => (await target.session()).checkpoints(),
+  run: async (target) => (await target.session()).checkpoints({ withLines: true }),
 });
 
 export const rollbackOperation = defineOperation({

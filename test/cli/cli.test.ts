@@ -254,7 +254,7 @@ describe('rewind CLI', () => {
     await writeFile(join(cwd, 'notes.txt'), 'unsaved\n');
     const listed = await rewind(cwd, 'checkpoints');
     expect(listed.stdout).toMatch(
-      /^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS\nbase +2 .* \+1 ~0 -0\n$/,
+      /^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS\nbase +2 .* \+1 ~0 -0 files\n$/,
     );
 
     const planned = await rewind(cwd, 'rollback', 'base', '--dry-run');

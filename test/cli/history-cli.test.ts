@@ -6,6 +6,27 @@ import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
 describe('rewind history commands', () => {
+  it('lists per checkpoint the files and the lines of text added and removed since the previous one', async () => {
+    const cwd = await makeTempDirectory();
+    await lay(cwd, { 'a.txt': 'a\nb\nc\n' });
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['checkpoint', 'one']);
+    await lay(cwd, { 'a.txt': 'a\nB\nc\nd\ne\n', 'b.txt': '1\n2\n3\n4\n5\n' });
+    await rewind(cwd, ['checkpoint', 'two']);
+
+    const listed = await rewind(cwd, ['checkpoints']);
+    expect(listed.code).toBe(0);
+    const [header, first, second] = listed.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS$/);
+    // The first has nothing before it to count lines from.
+    expect(first).toMatch(/^one +2 .* \+1 ~0 -0 files$/);
+    expect(second).toMatch(/^two +3 .* \+1 ~1 -0 files, \+8 -1 lines$/);
+
+    const { checkpoints } = JSON.parse((await rewind(cwd, ['--json', 'checkpoints'])).stdout);
+    expect(checkpoints[0]).not.toHaveProperty('linesAdded');
+    expect(checkpoints[1]).toMatchObject({ id: 3, label: 'two', linesAdded: 8, linesRemoved: 1 });
+  });
+
   it('rolls back only the paths given, after -- or after the label, and undoes that like any rollback', async () => {
     const cwd = await makeTempDirectory();
     await lay(cwd, { 'src/a.txt': 'a1', 'src/b.txt': 'b1', 'docs/c.md': 'c1' });

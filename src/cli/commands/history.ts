@@ -61,9 +61,14 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
     `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,
   ];
   for (const checkpoint of checkpoints) {
+    // The first one listed has no lines counted: there is nothing before it to count from.
+    const changedLines =
+      checkpoint.linesAdded === undefined
+        ? ''
+        : `, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`;
     lines.push(
       `${checkpoint.label.padEnd(width)}  ${String(checkpoint.seq).padStart(5)}  ${formatLocalTime(checkpoint.at)}  ` +
-        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
+        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted} files${changedLines}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
     );
   }
   return `${lines.join('\n')}\n`;
