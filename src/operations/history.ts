@@ -1,8 +1,16 @@
-/** History: checkpoints, rollback to one, undo of any action, and the changes between states. */
+/** History: checkpoints, rollback to one, undo of any action, the changes between states, pruning. */
 import { z } from 'zod';
-import { FORMATS } from '../index.js';
+import { FORMATS, type PruneResult } from '../index.js';
 import { defineOperation } from './define-operation.js';
-import { actionId, workspacePath } from './inputs.js';
+import {
+  actionId,
+  durationText,
+  parseDuration,
+  parseSize,
+  sizeText,
+  wholeNumber,
+  workspacePath,
+} from './inputs.js';
 
 /** A conversation as a model's provider holds it; its messages are checked by the library. */
 export const messagesInput = z
@@ -121,4 +129,45 @@ export const diffOperation = defineOperation({
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { from, to }) => (await target.session()).diff(from, to),
+});
+
+export const pruneOperation = defineOperation({
+  name: 'prune',
+  title: 'Drop checkpoints for good',
+  summary:
+    'drop checkpoints by count, age or size (never the newest); `rewind gc` then frees their space',
+  description:
+    'Drop checkpoints: all but the newest keepLast, those older than olderThan, or the oldest beyond maxSize of distinct files (any criterion selects). The newest checkpoint, and the one an automatic rollback aims at, are always kept. Nothing undoes it. With dryRun: true, only lists them.',
+  input: z
+    .object({
+      keepLast: wholeNumber(1).optional().describe('Keep the newest this many, drop the rest.'),
+      olderThan: durationText
+        .optional()
+        .describe('Drop those recorded longer ago than this, such as "30m", "12h", "7d" or "2w".'),
+      maxSize: sizeText
+        .optional()
+        .describe(
+          'Keep the newest checkpoints whose files (each counted once) fit in this, such as "500MB" or "2GiB"; drop the older ones.',
+        ),
+      dryRun: z.boolean().optional().describe('Only list what would be dropped.'),
+    })
+    .refine(
+      (input) =>
+        input.keepLast !== undefined ||
+        input.olderThan !== undefined ||
+        input.maxSize !== undefined,
+      { error: 'Say which checkpoints to drop: `keepLast`, `olderThan` or `maxSize`.' },
+    ),
+  scope: 'session',
+  annotations: { destructive: true },
+  excludedFrom: {
+    mcp: 'it drops checkpoints for good (nothing undoes it): retention is for a person to decide',
+  },
+  run: async (target, { keepLast, olderThan, maxSize, dryRun }): Promise<PruneResult> =>
+    (await target.session()).prune({
+      ...(keepLast !== undefined && { keepLast }),
+      ...(olderThan !== undefined && { olderThanMs: parseDuration(olderThan) as number }),
+      ...(maxSize !== undefined && { maxSizeBytes: parseSize(maxSize) as number }),
+      dryRun: dryRun === true,
+    }),
 });

@@ -24,6 +24,7 @@ import {
   checkpointOperation,
   checkpointsOperation,
   diffOperation,
+  pruneOperation,
   rollbackOperation,
   undoOperation,
 } from './history.js';
@@ -54,6 +55,7 @@ export {
   type OutputOf,
   type Surface,
 } from './define-operation.js';
+export { parseDuration, parseSize } from './inputs.js';
 export type { InitOutput, StatusOutput } from './store.js';
 export { type UndoHint, undoHintOf } from './undo-hint.js';
 export {
@@ -77,6 +79,7 @@ export {
   mkdirOperation,
   moveOperation,
   noteOperation,
+  pruneOperation,
   readOperation,
   recordOperation,
   reportOperation,
@@ -102,6 +105,7 @@ export const OPERATIONS = [
   rollbackOperation,
   undoOperation,
   diffOperation,
+  pruneOperation,
   conversationSyncOperation,
   conversationShowOperation,
   writeOperation,

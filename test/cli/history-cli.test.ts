@@ -5,6 +5,13 @@ import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
+const labelsOf = async (cwd: string): Promise<string[]> =>
+  (
+    JSON.parse((await rewind(cwd, ['--json', 'checkpoints'])).stdout) as {
+      checkpoints: { label: string }[];
+    }
+  ).checkpoints.map((checkpoint) => checkpoint.label);
+
 describe('rewind history commands', () => {
   it('lists per checkpoint the files and the lines of text added and removed since the previous one', async () => {
     const cwd = await makeTempDirectory();
@@ -59,5 +66,53 @@ describe('rewind history commands', () => {
 
     const missing = await rewind(cwd, ['rollback', 'base', '--', 'nowhere.txt']);
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('[PATH_NOT_FOUND]') });
+  });
+  it('drops checkpoints by count, age or size, says what it spared and why, and that gc frees their space', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    for (const label of ['c1', 'c2', 'c3']) {
+      await lay(cwd, { 'a.txt': `content of ${label}\n` });
+      await rewind(cwd, ['checkpoint', label]);
+    }
+
+    const planned = await rewind(cwd, ['prune', '--keep-last', '1', '--dry-run']);
+    expect(planned).toMatchObject({ code: 0, stderr: '' });
+    expect(planned.stdout).toContain('Would drop 2 checkpoints:\n  c1 (#2): beyond --keep-last\n');
+    expect(planned.stdout).toContain('Nothing was dropped');
+    expect(await labelsOf(cwd)).toEqual(['c1', 'c2', 'c3']);
+
+    const spared = await rewind(cwd, ['prune', '--max-size', '1', '--dry-run']);
+    expect(spared.stdout).toContain(
+      'Spared 1 checkpoint the criteria selected:\n  c3 (#4): the newest checkpoint is always kept\n',
+    );
+
+    expect((await rewind(cwd, ['prune', '--older-than', '1h'])).stdout).toBe(
+      'Dropped no checkpoint.\nKept 3 checkpoints.\n',
+    );
+
+    const dropped = await rewind(cwd, ['prune', '--keep-last', '2']);
+    expect(dropped.stdout).toBe(
+      'Dropped 1 checkpoint for good:\n  c1 (#2): beyond --keep-last\n' +
+        'Kept 2 checkpoints. `rewind gc` frees the space only the dropped ones held.\n',
+    );
+    expect(await labelsOf(cwd)).toEqual(['c2', 'c3']);
+  });
+
+  it('refuses a prune without a criterion, or with a duration or size it cannot read, as a usage error', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['checkpoint', 'base']);
+    for (const [argv, message] of [
+      [['prune'], 'Say which checkpoints to drop: --keep-last, --older-than or --max-size.'],
+      [['prune', '--older-than', '3x'], '--older-than must be a duration such as 30m, 12h, 7d'],
+      [['prune', '--max-size', 'lots'], '--max-size must be a size such as 500MB, 2GiB or 1.5G'],
+      [['prune', '--keep-last', '0'], '--keep-last must be a whole number of 1 or more'],
+    ] as const) {
+      expect(await rewind(cwd, [...argv]), argv.join(' ')).toMatchObject({
+        code: 2,
+        stderr: expect.stringContaining(message),
+      });
+    }
+    expect(await labelsOf(cwd)).toEqual(['base']);
   });
 });

@@ -103,6 +103,13 @@ describe('rewind --json', () => {
         undoes: rolled.id,
       });
       await json('diff', ['diff', 'base']);
+      await json('checkpoint', ['checkpoint', 'second']);
+      expect(await json('prune', ['prune', '--keep-last', '1', '--dry-run'])).toEqual({
+        isDryRun: true,
+        pruned: [{ id: 2, label: 'base', reason: 'keep-last' }],
+        spared: [],
+        keptCount: 1,
+      });
       const noted = await json('note', ['note', 'done']);
       expect(noted).toMatchObject({ id: expect.any(Number), entry: { seq: noted.id } });
       const logged = await json('log', ['log', '--last', '1']);

@@ -66,6 +66,7 @@ describe('what rewind prints', () => {
       ['conversation', 'sync', '-'],
       ['test', '--verifier', PASS],
       ['exec', '--draft', 'echo drafted'],
+      ['prune', '--keep-last', '1'],
     ]) {
       const result =
         argv[0] === 'conversation'
@@ -115,6 +116,9 @@ describe('what rewind prints', () => {
     expect(plan.stdout).toContain('Rolling back to base would change 2 paths:');
     expect((await quiet(['log'])).stdout).toContain('note-added');
     expect((await quiet(['checkpoints'])).stdout).toContain('base');
+    expect((await quiet(['prune', '--keep-last', '1', '--dry-run'])).stdout).toContain(
+      'Would drop no checkpoint.',
+    );
     expect((await quiet(['diff', 'base'])).stdout).toContain('+changed');
     expect((await quiet(['read', 'a.txt'])).stdout).toBe('changed\n');
     expect(await quiet(['rollback', 'base'])).toEqual({ code: 0, stdout: '', stderr: '' });

@@ -1,9 +1,10 @@
-/** `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff`: the session's history. */
+/** `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff`, `prune`: the session's history. */
 import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
 import {
   type CheckpointInfo,
   type CheckpointResult,
+  type PruneResult,
   type RollbackResult,
   type UndoResult,
   writeFileAtomic,
@@ -12,6 +13,7 @@ import {
   checkpointOperation,
   checkpointsOperation,
   diffOperation,
+  pruneOperation,
   rollbackOperation,
   undoOperation,
 } from '../../operations/index.js';
@@ -35,6 +37,13 @@ interface RollbackFlags {
   dryRun?: boolean;
   patchNote?: string;
   messagesOut?: string;
+}
+
+interface PruneFlags {
+  keepLast?: string;
+  olderThan?: string;
+  maxSize?: string;
+  dryRun?: boolean;
 }
 
 /** A checkpoint in `--json`: its entry's number is its `id`, as for every entry a command names. */
@@ -139,7 +148,50 @@ function renderUndo(result: UndoResult, isVerbose: boolean | undefined): string 
   ].join('\n');
 }
 
-/** Registers `checkpoint`, `checkpoints`, `rollback`, `undo` and `diff`. */
+/**
+ * What `prune` dropped (or would drop), each with the criterion that selected it, then what it
+ * spared and why, how many are kept, and what frees the space.
+ */
+function renderPrune(result: PruneResult, isVerbose: boolean | undefined): string {
+  const lines =
+    result.pruned.length === 0
+      ? [`${result.isDryRun ? 'Would drop' : 'Dropped'} no checkpoint.`]
+      : [
+          `${result.isDryRun ? 'Would drop' : 'Dropped'} ${plural(result.pruned.length, 'checkpoint')}${result.isDryRun ? '' : ' for good'}:`,
+          ...listLines(
+            result.pruned,
+            isVerbose,
+            (pruned) => `  ${pruned.label} (#${pruned.seq}): ${REASONS[pruned.reason]}`,
+          ),
+        ];
+  if (result.spared.length > 0) {
+    lines.push(
+      `Spared ${plural(result.spared.length, 'checkpoint')} the criteria selected:`,
+      ...listLines(
+        result.spared,
+        isVerbose,
+        (spared) => `  ${spared.label} (#${spared.seq}): ${spared.why}`,
+      ),
+    );
+  }
+  const kept = `${result.isDryRun ? 'Would keep' : 'Kept'} ${plural(result.keptCount, 'checkpoint')}.`;
+  lines.push(
+    result.pruned.length === 0
+      ? kept
+      : result.isDryRun
+        ? `${kept} Nothing was dropped: without --dry-run they are dropped for good (nothing undoes it), and \`rewind gc\` then frees the space only they held.`
+        : `${kept} \`rewind gc\` frees the space only the dropped ones held.`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+const REASONS: Record<PruneResult['pruned'][number]['reason'], string> = {
+  'keep-last': 'beyond --keep-last',
+  'older-than': 'older than --older-than',
+  'max-size': 'beyond --max-size',
+};
+
+/** Registers `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff` and `prune`. */
 export function registerHistoryCommands(program: Command, cli: CliContext): void {
   const checkpoint = commandFor(program, checkpointOperation);
   feed(
@@ -294,6 +346,48 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
             : presentation.isColor
               ? colorDiff(output.text)
               : output.text,
+      },
+    ),
+  );
+
+  const prune = commandFor(program, pruneOperation);
+  feed(
+    prune,
+    'keepLast',
+    new Option('--keep-last <n>', 'keep the newest N checkpoints, drop the rest'),
+  );
+  feed(
+    prune,
+    'olderThan',
+    new Option('--older-than <duration>', 'drop those older than this: 30m, 12h, 7d, 2w'),
+  );
+  feed(
+    prune,
+    'maxSize',
+    new Option(
+      '--max-size <size>',
+      'keep the newest checkpoints whose files fit in this (500MB, 2GiB), drop the older ones',
+    ),
+  );
+  feed(prune, 'dryRun', new Option('--dry-run', 'only list what would be dropped'));
+  prune.action((flags: PruneFlags, command: Command) =>
+    cli.perform(
+      command,
+      pruneOperation,
+      {
+        keepLast: numberOf(flags.keepLast),
+        olderThan: flags.olderThan,
+        maxSize: flags.maxSize,
+        dryRun: flags.dryRun,
+      },
+      {
+        text: (output, globals) =>
+          globals.quiet && !output.isDryRun ? '' : renderPrune(output, globals.verbose),
+        json: ({ pruned, spared, ...output }) => ({
+          ...output,
+          pruned: pruned.map(({ seq, ...checkpoint }) => ({ id: seq, ...checkpoint })),
+          spared: spared.map(({ seq, ...checkpoint }) => ({ id: seq, ...checkpoint })),
+        }),
       },
     ),
   );
