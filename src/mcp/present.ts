@@ -196,6 +196,22 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
         2,
       ),
     ),
+  'session-list': (listed) =>
+    text(
+      listed.sessions
+        .map(
+          (session) =>
+            `${session.id}${session.isCurrent ? ' (current)' : ''}: started ${session.startedAt ?? 'unknown'}, ${session.entryCount} ${session.entryCount === 1 ? 'entry' : 'entries'}, ${session.isolation}` +
+            (session.sandbox !== 'none'
+              ? `, sandbox ${session.sandbox}${session.network ? ' with network' : ''}`
+              : '') +
+            (session.isHashChained ? ', hash-chained' : '') +
+            (session.unsupported
+              ? ` (written by a newer Rewind: ${session.unsupported.code})`
+              : ''),
+        )
+        .join('\n') || 'no sessions',
+    ),
   log: (report, input) => {
     const lines = report.entries.map(
       (line) =>

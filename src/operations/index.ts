@@ -34,6 +34,9 @@ import {
   initOperation,
   logOperation,
   noteOperation,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
   statusOperation,
   verifyOperation,
 } from './store.js';
@@ -56,7 +59,12 @@ export {
   type Surface,
 } from './define-operation.js';
 export { parseDuration, parseSize } from './inputs.js';
-export type { InitOutput, StatusOutput } from './store.js';
+export type {
+  InitOutput,
+  SessionListOutput,
+  SessionNewOutput,
+  StatusOutput,
+} from './store.js';
 export { type UndoHint, undoHintOf } from './undo-hint.js';
 export {
   approveOperation,
@@ -84,6 +92,9 @@ export {
   recordOperation,
   reportOperation,
   rollbackOperation,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
   showOperation,
   statusOperation,
   testOperation,
@@ -96,6 +107,9 @@ export {
 export const OPERATIONS = [
   initOperation,
   statusOperation,
+  sessionNewOperation,
+  sessionListOperation,
+  sessionUseOperation,
   logOperation,
   noteOperation,
   verifyOperation,

@@ -44,7 +44,7 @@ describe('rewind --json', () => {
       return document as Document;
     };
     try {
-      await json('init', ['init']);
+      const initialized = await json('init', ['init']);
       await writeFile(join(cwd, 'a.txt'), 'one\n');
       const base = await json('checkpoint', ['checkpoint', 'base']);
       expect(base).toMatchObject({ id: 2, label: 'base' });
@@ -131,6 +131,15 @@ describe('rewind --json', () => {
         id: expect.any(Number),
       });
       await json('destroy', ['destroy']);
+      const sessionId = (initialized.session as Document).id;
+      const started = await json('session-new', ['session', 'new']);
+      expect(started.session).toMatchObject({ id: expect.any(String), isCurrent: true });
+      const listed = await json('session-list', ['session', 'list']);
+      expect(listed).toMatchObject({ currentSession: (started.session as Document).id });
+      expect((listed.sessions as Document[]).map((session) => session.id)).toContain(sessionId);
+      expect(await json('session-use', ['session', 'use', String(sessionId)])).toMatchObject({
+        session: { id: sessionId, isCurrent: true },
+      });
     } finally {
       await new Promise((done) => server.close(done));
     }

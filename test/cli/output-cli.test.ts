@@ -67,6 +67,7 @@ describe('what rewind prints', () => {
       ['test', '--verifier', PASS],
       ['exec', '--draft', 'echo drafted'],
       ['prune', '--keep-last', '1'],
+      ['session', 'new', '--no-switch'],
     ]) {
       const result =
         argv[0] === 'conversation'
@@ -81,6 +82,14 @@ describe('what rewind prints', () => {
     const idOf = (text: string) =>
       String(entries.find((entry) => entry.summary.includes(text))?.id);
     expect(await quiet(['report', idOf('x.deploy')])).toEqual({ code: 0, stdout: '', stderr: '' });
+    const { currentSession } = JSON.parse((await rewind(cwd, ['--json', 'status'])).stdout) as {
+      currentSession: string;
+    };
+    expect(await quiet(['session', 'use', currentSession])).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
 
     // A command's own output, as it printed it, and its exit code.
     const ran = await rewind(cwd, [
@@ -116,6 +125,7 @@ describe('what rewind prints', () => {
     expect(plan.stdout).toContain('Rolling back to base would change 2 paths:');
     expect((await quiet(['log'])).stdout).toContain('note-added');
     expect((await quiet(['checkpoints'])).stdout).toContain('base');
+    expect((await quiet(['session', 'list'])).stdout).toContain(`* ${currentSession}`);
     expect((await quiet(['prune', '--keep-last', '1', '--dry-run'])).stdout).toContain(
       'Would drop no checkpoint.',
     );

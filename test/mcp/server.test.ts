@@ -58,6 +58,7 @@ const TOOLS = [
   'conversation-show',
   'test',
   'status',
+  'session-list',
   'log',
   'note',
   'verify',
@@ -248,6 +249,12 @@ describe('the MCP server', () => {
       expect.stringMatching(/^base \(#\d+, .*\): \+2 ~0 -0$/),
       expect.stringMatching(/^next \(#\d+, .*\): \+0 ~2 -0 files, \+2 -2 lines$/),
     ]);
+  });
+
+  it('lists the sessions of the store, the current one marked', async () => {
+    const agent = await connected(await makeTempDirectory());
+    const sessions = textOf(await agent.callTool({ name: 'session-list', arguments: {} }));
+    expect(sessions).toMatch(/^\w+ \(current\): started .*, 1 entry, shared$/);
   });
 
   it('serves over stdio as `rewind mcp`', async () => {

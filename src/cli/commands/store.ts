@@ -1,7 +1,16 @@
-/** `init`, `status`, `log`, `note`, `verify`, `gc`: the store as a whole, and a session's timeline. */
+/**
+ * `init`, `status`, `session new|list|use`, `log`, `note`, `verify`, `gc`: the store as a whole,
+ * its sessions, and a session's timeline.
+ */
 import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
-import type { GcReport, LogReport, StatusReport, VerifyReport } from '../../index.js';
+import type {
+  GcReport,
+  LogReport,
+  SessionSummary,
+  StatusReport,
+  VerifyReport,
+} from '../../index.js';
 import {
   gcOperation,
   type InitOutput,
@@ -9,6 +18,9 @@ import {
   logOperation,
   noteOperation,
   type StatusOutput,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
   statusOperation,
   verifyOperation,
 } from '../../operations/index.js';
@@ -27,6 +39,13 @@ interface LogFlags {
   kind?: string;
   checkpoint?: string;
   last?: string;
+}
+
+interface SessionNewFlags {
+  hashChain?: boolean;
+  sandbox?: string;
+  network?: boolean;
+  switch?: boolean;
 }
 
 interface GcFlags {
@@ -92,33 +111,41 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
   return warnings;
 }
 
+/** One session on a line: `* 4ae9d0xkqm  2026-11-29 10:41:02.123  2 entries   hash-chained`, `*` for the current one. */
+function renderSessionLine(session: SessionSummary): string {
+  const flags = [
+    session.isHashChained ? 'hash-chained' : '',
+    session.tornLine ? 'torn last line ignored' : '',
+    session.isolation === 'isolated' ? 'isolated' : '',
+    session.sandbox !== 'none'
+      ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
+      : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const note = session.unsupported
+    ? `  (written by a newer Rewind: ${session.unsupported.code})`
+    : '';
+  return (
+    `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
+    `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd()
+  );
+}
+
 function renderStatus(report: StatusReport): string {
   const lines = [
     `Workspace  ${report.workspace}`,
     `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}`,
     `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
     `Sessions   ${report.sessions.length}`,
+    ...report.sessions.map(renderSessionLine),
   ];
-  for (const session of report.sessions) {
-    const flags = [
-      session.isHashChained ? 'hash-chained' : '',
-      session.tornLine ? 'torn last line ignored' : '',
-      session.isolation === 'isolated' ? 'isolated' : '',
-      session.sandbox !== 'none'
-        ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
-        : '',
-    ]
-      .filter(Boolean)
-      .join(', ');
-    const note = session.unsupported
-      ? `  (written by a newer Rewind: ${session.unsupported.code})`
-      : '';
-    lines.push(
-      `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
-        `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd(),
-    );
-  }
   return `${lines.join('\n')}\n`;
+}
+
+/** A session as `session new` and `session use` name it: its id and how it was started. */
+function describeStarted(session: SessionSummary): string {
+  return `${session.id} (${describeSession(session)})`;
 }
 
 function renderPending(output: StatusOutput): string {
@@ -276,6 +303,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
     ),
   );
 
+  registerSessionCommands(program, cli);
+
   const log = commandFor(program, logOperation);
   feed(
     log,
@@ -355,6 +384,93 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+      },
+    ),
+  );
+}
+
+/** Registers the `session` group: `session new`, `session list` and `session use`. */
+function registerSessionCommands(program: Command, cli: CliContext): void {
+  const group = program
+    .command('session')
+    .description('start a new session on the store, list its sessions, switch the current one');
+
+  const started = commandFor(group, sessionNewOperation);
+  feed(
+    started,
+    'hashChain',
+    new Option('--hash-chain', 'make every ledger entry of the session commit to the previous one'),
+  );
+  feed(
+    started,
+    'sandbox',
+    new Option('--sandbox <backend>', 'where `rewind exec` runs commands (default: none)'),
+  );
+  feed(started, 'network', new Option('--network', 'let sandboxed commands use the network'));
+  feed(
+    started,
+    'switch',
+    new Option(
+      '--no-switch',
+      'leave the current session as it is (default: the new one becomes it)',
+    ),
+  );
+  started.action((flags: SessionNewFlags, command: Command) =>
+    cli.perform(
+      command,
+      sessionNewOperation,
+      {
+        hashChain: flags.hashChain,
+        sandbox: flags.sandbox,
+        network: flags.network,
+        switch: flags.switch,
+      },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : output.session.isCurrent
+              ? `Started session ${describeStarted(output.session)}; it is now the current session.\n`
+              : `Started session ${describeStarted(output.session)}; the current session is unchanged (\`rewind session use ${output.session.id}\` switches to it).\n`,
+        json: ({ warnings: _warnings, ...document }) => document,
+        warnings: (output) => output.warnings,
+      },
+    ),
+  );
+
+  commandFor(group, sessionListOperation).action((_flags: object, command: Command) =>
+    cli.perform(
+      command,
+      sessionListOperation,
+      {},
+      {
+        text: (output) =>
+          output.sessions.length === 0
+            ? 'No sessions yet. Start one with `rewind init`.\n'
+            : `${output.sessions.map(renderSessionLine).join('\n')}\n`,
+      },
+    ),
+  );
+
+  const use = commandFor(group, sessionUseOperation);
+  feed(
+    use,
+    'id',
+    new Argument(
+      '<id>',
+      'the session: its id, a unique prefix of four characters or more, or its ledger file name',
+    ),
+  );
+  use.action((id: string, _flags: object, command: Command) =>
+    cli.perform(
+      command,
+      sessionUseOperation,
+      { id },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : `The current session is now ${describeStarted(output.session)}: ${plural(output.session.entryCount, 'entry', 'entries')}.\n`,
       },
     ),
   );
