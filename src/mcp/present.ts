@@ -7,6 +7,7 @@ import {
   type ActionResult,
   type ExecResult,
   formatVerification,
+  isRewindError,
 } from '../index.js';
 import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
 
@@ -242,6 +243,21 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     return result.status === 'refused' ? refusal(body) : text(body);
   },
 };
+
+/** What a model should do next, for the failures where it differs from what a person would do. */
+const ADVICE_FOR_A_MODEL: Partial<Record<string, string>> = {
+  SNAPSHOT_TOO_LARGE:
+    'Do not raise maxSize yourself: leave build output and dependencies out of snapshots (add them to .gitignore or .rewindignore), or ask a person whether to store it all.',
+};
+
+/** A failure as the model should see it: what went wrong, its code, and what to do next. */
+export function presentFailure(error: unknown): ToolResult {
+  if (!isRewindError(error)) {
+    return refusal(`Unexpected error: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const advice = ADVICE_FOR_A_MODEL[error.code];
+  return refusal(`${error.message} [${error.code}]${advice ? `\n${advice}` : ''}`);
+}
 
 /**
  * The presenter of an operation the server offers. Throws for any other name: the map above is

@@ -1,6 +1,6 @@
 /** History: checkpoints, rollback to one, undo of any action, the changes between states, pruning. */
 import { z } from 'zod';
-import { FORMATS, type PruneResult } from '../index.js';
+import { type CheckpointOptions, FORMATS, type PruneResult } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import {
   actionId,
@@ -25,24 +25,50 @@ export const formatInput = z
 
 const label = z.string().describe('Letters, digits, ".", "_", "-", such as before-refactor.');
 
+/** What a first checkpoint (one that reads and stores every file) may take unless told otherwise. */
+export const FIRST_CHECKPOINT_BUDGET = { maxBytes: 1024 ** 3, maxFiles: 100_000 } as const;
+
+/** The budget `maxSize` asks for: the default, that many bytes (any number of files), or none. */
+function budgetOf(maxSize: string | undefined): CheckpointOptions['budget'] {
+  if (maxSize === undefined) return FIRST_CHECKPOINT_BUDGET;
+  if (maxSize.trim().toLowerCase() === 'unlimited') return undefined;
+  return { maxBytes: parseSize(maxSize) as number };
+}
+
+const UNLIMITED_OR_SIZE =
+  'must be a size such as 500MB, 2GiB or 1.5G, a number of bytes, or unlimited';
+
 export const checkpointOperation = defineOperation({
   name: 'checkpoint',
   title: 'Checkpoint the workspace',
   summary: 'record the workspace under a label',
   description:
-    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later.',
+    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later. A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
   input: z.object({
     label,
     messages: messagesInput.optional(),
     format: formatInput,
+    maxSize: z
+      .string({ error: UNLIMITED_OR_SIZE })
+      .refine(
+        (text) => text.trim().toLowerCase() === 'unlimited' || parseSize(text) !== undefined,
+        { error: UNLIMITED_OR_SIZE },
+      )
+      .optional()
+      .describe(
+        'The most a first checkpoint may store, such as "2GiB", or "unlimited" (default: 1 GiB or 100,000 files).',
+      ),
   }),
   scope: 'session',
   annotations: {},
-  run: async (target, { label: name, messages, format }) =>
-    (await target.session()).checkpoint(name, {
+  run: async (target, { label: name, messages, format, maxSize }) => {
+    const budget = budgetOf(maxSize);
+    return (await target.session()).checkpoint(name, {
       ...(messages && { messages }),
       ...(format && { format }),
-    }),
+      ...(budget && { budget }),
+    });
+  },
 });
 
 export const checkpointsOperation = defineOperation({

@@ -58,6 +58,7 @@ export {
   type OutputOf,
   type Surface,
 } from './define-operation.js';
+export { FIRST_CHECKPOINT_BUDGET } from './history.js';
 export { parseDuration, parseSize } from './inputs.js';
 export type {
   InitOutput,

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main.js';
 import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
@@ -114,5 +115,82 @@ describe('rewind history commands', () => {
       });
     }
     expect(await labelsOf(cwd)).toEqual(['base']);
+  });
+  it('asks on a terminal before storing a first checkpoint over its budget, and stores nothing unless told', async () => {
+    const cwd = await makeTempDirectory();
+    await lay(cwd, {
+      'src/app.js': 'x'.repeat(2000),
+      'docs/guide.md': 'y'.repeat(500),
+      'node_modules/pkg/index.js': 'z',
+      '.gitignore': 'node_modules\n',
+    });
+    await rewind(cwd, ['init']);
+
+    // Nobody to ask: refused, saying how to go on.
+    const refused = await rewind(cwd, ['checkpoint', 'base', '--max-size', '1KB']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('[SNAPSHOT_TOO_LARGE]');
+    expect(refused.stderr).toContain('pass --max-size SIZE');
+    expect(refused.stderr).toContain('or --yes');
+    const json = await rewind(cwd, ['--json', 'checkpoint', 'base', '--max-size', '1KB']);
+    expect(json.code).toBe(1);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      error: {
+        code: 'SNAPSHOT_TOO_LARGE',
+        data: { fileCount: 3, leftOut: ['node_modules'], leftOutCount: 1 },
+      },
+    });
+
+    // A person asked says no: nothing stored.
+    let question = '';
+    let stdout = '';
+    const declined = await runCli(['checkpoint', 'base', '--max-size', '1KB'], {
+      cwd,
+      stdout: (text) => {
+        stdout += text;
+      },
+      stderr: () => {},
+      prompt: async (asked) => {
+        question = asked;
+        return 'n';
+      },
+    });
+    expect(declined).toBe(1);
+    expect(question).toBe('Store it anyway? [y/N] ');
+    expect(stdout).toMatch(
+      /^The first checkpoint reads and stores every file: 3 files, 2\.5 KiB, over the budget of 1000 B\.\nLargest directories:\n {2}src\/ +2\.0 KiB {2}1 file\n {2}docs\/ +500 B {2}1 file\n/,
+    );
+    expect(stdout).toContain('Left out by .gitignore/.rewindignore: node_modules/.\n');
+    expect(stdout).toContain('Not stored; no checkpoint was made.\n');
+    expect(await labelsOf(cwd)).toEqual([]);
+
+    // Says yes: stored.
+    const stored = await rewind(cwd, ['checkpoint', 'base', '--max-size', '1KB'], { answer: 'y' });
+    expect(stored).toMatchObject({ code: 0 });
+    expect(stored.stdout).toContain('Checkpoint base (#2): 3 files');
+    // Only a first checkpoint has a budget: a later one reads only what changed.
+    await lay(cwd, { 'src/app.js': 'changed' });
+    expect((await rewind(cwd, ['checkpoint', 'next', '--max-size', '1KB'])).code).toBe(0);
+    expect(await labelsOf(cwd)).toEqual(['base', 'next']);
+  });
+
+  it('stores a first checkpoint over its budget with --yes or a larger --max-size, asking nobody', async () => {
+    for (const flags of [['--yes'], ['--max-size', '1MiB'], ['--max-size', 'unlimited']]) {
+      const cwd = await makeTempDirectory();
+      await lay(cwd, { 'a.txt': 'x'.repeat(2000) });
+      await rewind(cwd, ['init']);
+      const stored = await rewind(cwd, ['checkpoint', 'base', ...flags]);
+      expect(stored, flags.join(' ')).toMatchObject({ code: 0, stderr: '' });
+    }
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    expect(await rewind(cwd, ['checkpoint', 'base', '--yes', '--max-size', '1GiB'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('Give --max-size or --yes'),
+    });
+    expect(await rewind(cwd, ['checkpoint', 'base', '--max-size', 'huge'])).toMatchObject({
+      code: 2,
+      stderr: expect.stringContaining('--max-size must be a size such as 500MB'),
+    });
   });
 });

@@ -257,6 +257,34 @@ describe('the MCP server', () => {
     expect(sessions).toMatch(/^\w+ \(current\): started .*, 1 entry, shared$/);
   });
 
+  it('refuses a first checkpoint over its budget, telling the agent to leave build output out or ask a person', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'bundle.js': 'x'.repeat(4000) });
+    const agent = await connected(root);
+    const refused = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: '1KB' },
+    });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('[SNAPSHOT_TOO_LARGE]');
+    expect(textOf(refused)).toContain(
+      'Do not raise maxSize yourself: leave build output and dependencies out of snapshots (add them to .gitignore or .rewindignore), or ask a person',
+    );
+    expect(textOf(await agent.callTool({ name: 'checkpoints', arguments: {} }))).toBe(
+      'no checkpoints yet',
+    );
+    const unreadable = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: 'lots' },
+    });
+    expect(unreadable.isError).toBe(true);
+    const stored = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: '1MiB' },
+    });
+    expect(textOf(stored)).toMatch(/^checkpoint base \(#\d+\): 1 files/);
+  });
+
   it('serves over stdio as `rewind mcp`', async () => {
     const root = await makeTempDirectory();
     const transport = new StdioClientTransport({

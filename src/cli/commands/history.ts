@@ -4,8 +4,11 @@ import { Argument, type Command, Option } from 'commander';
 import {
   type CheckpointInfo,
   type CheckpointResult,
+  isRewindError,
   type PruneResult,
+  RewindError,
   type RollbackResult,
+  type SnapshotPreview,
   type UndoResult,
   writeFileAtomic,
 } from '../../index.js';
@@ -13,11 +16,13 @@ import {
   checkpointOperation,
   checkpointsOperation,
   diffOperation,
+  type OperationTarget,
   pruneOperation,
   rollbackOperation,
   undoOperation,
 } from '../../operations/index.js';
-import { type CliContext, EXIT_FAILED } from '../context.js';
+import { type CliContext, type CliInput, EXIT_FAILED } from '../context.js';
+import { UsageError } from '../errors.js';
 import {
   colorDiff,
   formatBytes,
@@ -27,10 +32,13 @@ import {
   plural,
 } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
+import { type Budget, renderPreviewQuestion } from '../preview.js';
 
 interface CheckpointFlags {
   messages?: string;
   format?: string;
+  maxSize?: string;
+  yes?: boolean;
 }
 
 interface RollbackFlags {
@@ -81,6 +89,45 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
     );
   }
   return `${lines.join('\n')}\n`;
+}
+
+/** The refusal of a first checkpoint over its budget, with how to go on from the command line. */
+function withWayOn(error: RewindError): RewindError {
+  return new RewindError(
+    'SNAPSHOT_TOO_LARGE',
+    `${error.message} To store it anyway, pass --max-size SIZE (such as --max-size 4GiB, or --max-size unlimited) or --yes.`,
+    { data: error.data, cause: error },
+  );
+}
+
+/**
+ * Takes the checkpoint; a first one over its budget is shown to a person on a terminal, who is
+ * asked whether to store it anyway. Elsewhere (no terminal, `--json`) the refusal stands, saying
+ * how to go on. Undefined when the person said no.
+ */
+async function checkpointAsking(
+  cli: CliContext,
+  command: Command,
+  target: OperationTarget,
+  input: CliInput<typeof checkpointOperation>,
+): Promise<CheckpointResult | undefined> {
+  try {
+    return await cli.run(command, target, checkpointOperation, input);
+  } catch (error) {
+    if (!isRewindError(error, 'SNAPSHOT_TOO_LARGE')) throw error;
+    const globals = cli.globalsOf(command);
+    if (!cli.io.prompt || globals.json) throw withWayOn(error);
+    cli.io.stdout(
+      renderPreviewQuestion(
+        target.workspace,
+        error.data as unknown as SnapshotPreview,
+        (error.data.budget ?? {}) as Budget,
+        globals.verbose,
+      ),
+    );
+    if (!(await cli.confirm(command, false, 'Store it anyway?'))) return undefined;
+    return cli.run(command, target, checkpointOperation, { ...input, maxSize: 'unlimited' });
+  }
 }
 
 function renderRollback(
@@ -212,7 +259,25 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     'format',
     new Option('--format <format>', 'its message format (default: detected)'),
   );
+  feed(
+    checkpoint,
+    'maxSize',
+    new Option(
+      '--max-size <size>',
+      'the most a first checkpoint may store, such as 4GiB, or unlimited (default: 1 GiB or 100,000 files)',
+    ),
+  );
+  addCliOnly(
+    checkpoint,
+    new Option('-y, --yes', 'store a first checkpoint whatever its size, without asking'),
+    'it answers the question a first checkpoint over its budget asks: how a person confirms on the command line',
+  );
   checkpoint.action(async (label: string, flags: CheckpointFlags, command: Command) => {
+    if (flags.yes === true && flags.maxSize !== undefined) {
+      throw new UsageError(
+        'Give --max-size or --yes, not both: --yes stores a first checkpoint whatever its size.',
+      );
+    }
     const messages =
       flags.messages === undefined
         ? undefined
@@ -220,16 +285,25 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
             flags.messages === '-' ? undefined : resolve(cli.io.cwd, flags.messages),
             cli.io.stdin,
           );
-    await cli.perform(
-      command,
-      checkpointOperation,
-      { label, messages, format: flags.format },
-      {
-        text: (output, globals) => (globals.quiet ? '' : renderCheckpoint(output)),
-        json: checkpointDocument,
-        warnings: (output) => output.warnings,
-      },
+    const input = {
+      label,
+      messages,
+      format: flags.format,
+      maxSize: flags.yes === true ? 'unlimited' : flags.maxSize,
+    };
+    const output = await cli.withTarget(command, (target) =>
+      checkpointAsking(cli, command, target, input),
     );
+    if (output === undefined) {
+      cli.io.stdout('Not stored; no checkpoint was made.\n');
+      cli.setExitCode(EXIT_FAILED);
+      return;
+    }
+    cli.emit(command, output, {
+      text: (value, globals) => (globals.quiet ? '' : renderCheckpoint(value)),
+      json: checkpointDocument,
+      warnings: (value) => value.warnings,
+    });
   });
 
   commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
