@@ -1,16 +1,27 @@
-/** What a first checkpoint would take, told to the person `checkpoint` asks before storing it. */
+/**
+ * What a first checkpoint will take, told to people before it is taken: by `init`, and by
+ * `checkpoint` when it asks whether to store it.
+ */
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SnapshotPreview } from '../index.js';
 import { formatBytes, plural } from './format.js';
 
-/** How many of the paths left out a summary names, unless `--verbose`. */
+/** How many of the largest directories and of the paths left out a one-line summary names. */
 const NAMED_IN_A_LINE = 3;
 
 /** A budget as it was given to the library: at most this many bytes, or files. */
 export interface Budget {
   readonly maxBytes?: number;
   readonly maxFiles?: number;
+}
+
+/** Whether `preview` is over `budget`, as `checkpoint` would find it. */
+export function isOverBudget(preview: SnapshotPreview, budget: Budget): boolean {
+  return (
+    (budget.maxBytes !== undefined && preview.sizeBytes > budget.maxBytes) ||
+    (budget.maxFiles !== undefined && preview.fileCount > budget.maxFiles)
+  );
 }
 
 /** `1.0 GiB or 100000 files`. */
@@ -58,6 +69,27 @@ function leftOutSentence(
   if (preview.leftOutCount === 0) return '';
   const paths = markedLeftOut(workspace, preview);
   return ` Left out by .gitignore/.rewindignore: ${namedAndMore(paths, isVerbose ? paths.length : NAMED_IN_A_LINE, preview.leftOutCount)}.`;
+}
+
+/**
+ * What `init` says of a workspace whose first checkpoint is still to come: `The first checkpoint
+ * will take 212 files, 1.8 MiB (largest: src/ 1.2 MiB, docs/ 409.6 KiB). Left out by
+ * .gitignore/.rewindignore: node_modules/, dist/, .env and 3 more.`
+ */
+export function renderPreviewLine(
+  workspace: string,
+  preview: SnapshotPreview,
+  isVerbose: boolean | undefined,
+): string {
+  const largest = preview.largest
+    .slice(0, NAMED_IN_A_LINE)
+    .map((directory) => `${directory.path}/ ${formatBytes(directory.sizeBytes)}`)
+    .join(', ');
+  return (
+    `The first checkpoint will take ${plural(preview.fileCount, 'file')}, ${formatBytes(preview.sizeBytes)}` +
+    (largest ? ` (largest: ${largest})` : '') +
+    `.${leftOutSentence(workspace, preview, isVerbose)}\n`
+  );
 }
 
 /**

@@ -8,8 +8,10 @@ import {
   type LogReport,
   log,
   note,
+  previewWorkspace,
   type SessionStatus,
   type SessionSummary,
+  type SnapshotPreview,
   type StatusReport,
   startIsolatedSession,
   startSession,
@@ -26,11 +28,13 @@ export type SessionOption = 'hashChain' | 'sandbox' | 'network';
 /**
  * What {@link initOperation} did: `init`'s result, the isolated session it started, the options
  * given that the current session does not have (they apply only to a session being started:
- * on a store that has one, or `hashChain` for an isolated session), and warnings.
+ * on a store that has one, or `hashChain` for an isolated session), what the workspace's first
+ * checkpoint would take (`preview.isFirst` tells whether it is still to come), and warnings.
  */
 export type InitOutput = InitResult & {
   isolatedSession?: string;
   ignoredOptions: SessionOption[];
+  preview: SnapshotPreview;
   warnings: string[];
 };
 
@@ -92,13 +96,15 @@ export const initOperation = defineOperation({
       if (hashChain === true && !session.isHashChained) ignoredOptions.push('hashChain');
       if (sandbox !== undefined && sandbox !== session.sandbox) ignoredOptions.push('sandbox');
       if (network === true && !session.network) ignoredOptions.push('network');
-      return { ...result, ignoredOptions, warnings };
+      const preview = await previewWorkspace({ workspace: result.workspace });
+      return { ...result, ignoredOptions, preview, warnings };
     }
     // An isolated session takes the sandbox; only a store's first session can be hash-chained.
     const started = await startIsolatedSession({ workspace, ...sandboxing });
     await started.close();
     const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
-    return { ...result, isolatedSession: started.id, ignoredOptions, warnings };
+    const preview = await previewWorkspace({ workspace: result.workspace });
+    return { ...result, isolatedSession: started.id, ignoredOptions, preview, warnings };
   },
 });
 

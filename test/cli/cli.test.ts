@@ -14,7 +14,7 @@ describe('rewind CLI', () => {
     const initialized = await rewind(cwd, 'init', '--hash-chain');
     expect(initialized).toMatchObject({ code: 0, stderr: '' });
     expect(initialized.stdout).toMatch(
-      /^Initialized a Rewind store in .*\nStarted session [0-9a-z]+ \(hash-chained\)\.\n$/,
+      /^Initialized a Rewind store in .*\nStarted session [0-9a-z]+ \(hash-chained\)\.\nThe first checkpoint will take 0 files, 0 B\.\n$/,
     );
 
     const evidence = join(cwd, 'build.log');

@@ -68,6 +68,7 @@ describe('rewind history commands', () => {
     const missing = await rewind(cwd, ['rollback', 'base', '--', 'nowhere.txt']);
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('[PATH_NOT_FOUND]') });
   });
+
   it('drops checkpoints by count, age or size, says what it spared and why, and that gc frees their space', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);
@@ -116,6 +117,7 @@ describe('rewind history commands', () => {
     }
     expect(await labelsOf(cwd)).toEqual(['base']);
   });
+
   it('asks on a terminal before storing a first checkpoint over its budget, and stores nothing unless told', async () => {
     const cwd = await makeTempDirectory();
     await lay(cwd, {

@@ -44,8 +44,9 @@ describe('rewind --json', () => {
       return document as Document;
     };
     try {
-      const initialized = await json('init', ['init']);
       await writeFile(join(cwd, 'a.txt'), 'one\n');
+      const initialized = await json('init', ['init']);
+      expect(initialized.preview).toMatchObject({ fileCount: 1, isFirst: true, leftOutCount: 0 });
       const base = await json('checkpoint', ['checkpoint', 'base']);
       expect(base).toMatchObject({ id: 2, label: 'base' });
       expect(await json('checkpoints', ['checkpoints'])).toEqual({

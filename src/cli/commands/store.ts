@@ -12,6 +12,7 @@ import type {
   VerifyReport,
 } from '../../index.js';
 import {
+  FIRST_CHECKPOINT_BUDGET,
   gcOperation,
   type InitOutput,
   initOperation,
@@ -24,9 +25,10 @@ import {
   statusOperation,
   verifyOperation,
 } from '../../operations/index.js';
-import { type CliContext, EXIT_FAILED } from '../context.js';
+import { type CliContext, EXIT_FAILED, type GlobalFlags } from '../context.js';
 import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
+import { describeBudget, isOverBudget, renderPreviewLine } from '../preview.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -51,6 +53,19 @@ interface SessionNewFlags {
 interface GcFlags {
   dryRun?: boolean;
   graceSeconds?: string;
+}
+
+/**
+ * What the first checkpoint will take, while it is still to come, and whether `checkpoint` will
+ * ask before storing it (over the budget every edge gives it by default).
+ */
+function renderFirstCheckpoint(result: InitOutput, globals: GlobalFlags): string {
+  const preview = result.preview;
+  if (!preview.isFirst) return '';
+  const over = isOverBudget(preview, FIRST_CHECKPOINT_BUDGET)
+    ? `That is over the budget of ${describeBudget(FIRST_CHECKPOINT_BUDGET)}: \`rewind checkpoint\` will show what it would store and ask first (--max-size SIZE raises the budget, --yes stores it without asking).\n`
+    : '';
+  return `${renderPreviewLine(result.workspace, preview, globals.verbose)}${over}`;
 }
 
 function renderInit(result: InitOutput): string {
@@ -278,7 +293,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
         isolated: flags.isolated,
       },
       {
-        text: (output, globals) => (globals.quiet ? '' : renderInit(output)),
+        text: (output, globals) =>
+          globals.quiet ? '' : `${renderInit(output)}${renderFirstCheckpoint(output, globals)}`,
         json: ({ warnings: _warnings, ...document }) => document,
         warnings: (output) => [
           ...output.warnings,
