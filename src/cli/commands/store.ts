@@ -252,16 +252,10 @@ function renderGc(report: GcReport, isVerbose: boolean | undefined): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Registers `init`, `status`, `log`, `note`, `verify` and `gc`. */
-export function registerStoreCommands(program: Command, cli: CliContext): void {
-  const init = commandFor(program, initOperation);
-  addCliOnly(
-    init,
-    new Argument('[dir]', 'the workspace directory (default: --dir, else the current directory)'),
-    'it names the workspace, as the global --dir does: the target, not an input',
-  );
+/** The options that shape a session as it starts, for `init` and `session new`. */
+function feedSessionOptions(command: Command): void {
   feed(
-    init,
+    command,
     'hashChain',
     new Option(
       '--hash-chain',
@@ -269,11 +263,22 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
     ),
   );
   feed(
-    init,
+    command,
     'sandbox',
     new Option('--sandbox <backend>', 'where `rewind exec` runs commands (default: none)'),
   );
-  feed(init, 'network', new Option('--network', 'let sandboxed commands use the network'));
+  feed(command, 'network', new Option('--network', 'let sandboxed commands use the network'));
+}
+
+/** Registers `init`, `status`, the `session` group, `log`, `note`, `verify` and `gc`. */
+export function registerStoreCommands(program: Command, cli: CliContext): void {
+  const init = commandFor(program, initOperation);
+  addCliOnly(
+    init,
+    new Argument('[dir]', 'the workspace directory (default: --dir, else the current directory)'),
+    'it names the workspace, as the global --dir does: the target, not an input',
+  );
+  feedSessionOptions(init);
   feed(
     init,
     'isolated',
@@ -412,17 +417,7 @@ function registerSessionCommands(program: Command, cli: CliContext): void {
     .description('start a new session on the store, list its sessions, switch the current one');
 
   const started = commandFor(group, sessionNewOperation);
-  feed(
-    started,
-    'hashChain',
-    new Option('--hash-chain', 'make every ledger entry of the session commit to the previous one'),
-  );
-  feed(
-    started,
-    'sandbox',
-    new Option('--sandbox <backend>', 'where `rewind exec` runs commands (default: none)'),
-  );
-  feed(started, 'network', new Option('--network', 'let sandboxed commands use the network'));
+  feedSessionOptions(started);
   feed(
     started,
     'switch',
