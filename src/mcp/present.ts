@@ -2,7 +2,13 @@
  * The text a model sees, per operation the MCP server offers. The map is typed by the table: an
  * operation offered without a presenter here fails the typecheck.
  */
-import { type ActionResult, type ExecResult, formatVerification } from '../index.js';
+import {
+  type ActionDetail,
+  type ActionResult,
+  type ExecResult,
+  formatVerification,
+  isRewindError,
+} from '../index.js';
 import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
 
 /** What a tool call answers. */
@@ -40,6 +46,59 @@ function journaled(result: ActionResult, detail = ''): ToolResult {
   return text(`${detail}${detail ? '\n' : ''}journaled as action #${result.id} (${how})`);
 }
 
+/** How a command ended, for a model: `exit 0`, `ended by SIGTERM`, `timed out`. */
+function endOf(ran: { timedOut: boolean; signal: string | null; exitCode: number | null }): string {
+  return ran.timedOut
+    ? 'timed out'
+    : ran.signal
+      ? `ended by ${ran.signal}`
+      : `exit ${ran.exitCode}`;
+}
+
+/** Headers one per line, as `name: value`. */
+const headerLines = (headers: Record<string, string>): string[] =>
+  Object.entries(headers).map(([name, value]) => `${name}: ${value}`);
+
+/** What an action stored, for a model: a command's output, a request and its response, else its entries. */
+function showDetail(detail: ActionDetail): string {
+  const lines = [
+    `action #${detail.id} ${detail.kind} ${detail.target} (${detail.class}, ${detail.state}, ${detail.at})`,
+  ];
+  if (detail.command) {
+    const ran = detail.command;
+    lines.push(
+      ran.stdout.text,
+      ...(ran.stderr.text ? ['[stderr]', ran.stderr.text] : []),
+      `${endOf(ran)} after ${Math.round(ran.durationMs)} ms` +
+        (ran.stdout.truncated || ran.stderr.truncated ? ' (output stored cut at its limit)' : ''),
+    );
+  } else if (detail.request) {
+    const request = detail.request;
+    lines.push(
+      `${request.method} ${request.url}`,
+      ...headerLines(request.headers),
+      ...(request.body ? ['', request.body.text] : []),
+    );
+    if (detail.response) {
+      const response = detail.response;
+      lines.push(
+        '',
+        `HTTP ${response.status}`,
+        ...headerLines(response.headers),
+        '',
+        response.body.text,
+      );
+    } else {
+      lines.push('(no response stored)');
+    }
+  } else {
+    lines.push(JSON.stringify({ started: detail.started, closed: detail.closed ?? null }));
+  }
+  if (detail.redacted.length > 0)
+    lines.push(`redacted before storing: ${detail.redacted.join(', ')}`);
+  return lines.join('\n');
+}
+
 const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
   write: (result) => journaled(result),
   delete: (result) => journaled(result),
@@ -51,14 +110,9 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     // A draft did not run: it has no output to show.
     if (!('exitCode' in result)) return journaled(result);
     const ran = result as ExecResult;
-    const ended = ran.timedOut
-      ? 'timed out'
-      : ran.signal
-        ? `ended by ${ran.signal}`
-        : `exit ${ran.exitCode}`;
     return journaled(
       ran,
-      `${ran.stdout}${ran.stderr ? `\n[stderr]\n${ran.stderr}` : ''}\n${ended}: ${ran.created.length} created, ${ran.modified.length} modified, ${ran.deleted.length} deleted`,
+      `${ran.stdout}${ran.stderr ? `\n[stderr]\n${ran.stderr}` : ''}\n${endOf(ran)}: ${ran.created.length} created, ${ran.modified.length} modified, ${ran.deleted.length} deleted`,
     );
   },
   http: (result) =>
@@ -66,6 +120,7 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
       result,
       result.response ? `HTTP ${result.response.status}\n${result.response.body}` : '',
     ),
+  show: (detail) => text(showDetail(detail)),
   record: (result) => journaled(result),
   report: (result) => journaled(result),
   checkpoint: (result) =>
@@ -77,25 +132,30 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
       checkpoints
         .map(
           (checkpoint) =>
-            `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
+            `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}` +
+            (checkpoint.linesAdded !== undefined
+              ? ` files, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`
+              : '') +
+            `${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
         )
         .join('\n') || 'no checkpoints yet',
     ),
-  rollback: (result) => {
+  rollback: (result, input) => {
+    const what = input.paths ? `${input.paths.join(', ')} ` : '';
     if (result.isDryRun) {
       const changes = result.changes.map((change) => `${change.action} ${change.path}`);
       const conversation = result.conversation
         ? `\nthe conversation would be restored to ${result.conversation.messages.length} messages`
         : '';
       return text(
-        `rolling back to ${result.label} would change ${changes.length} paths${changes.length > 0 ? `:\n${changes.join('\n')}` : ''}${conversation}`,
+        `rolling back ${what}to ${result.label} would change ${changes.length} paths${changes.length > 0 ? `:\n${changes.join('\n')}` : ''}${conversation}`,
       );
     }
     const conversation = result.conversation
       ? `\nrestored conversation:\n${JSON.stringify(result.conversation.messages)}`
       : '';
     return text(
-      `rolled back to ${result.label}: ${result.applied?.written ?? 0} written, ${result.applied?.created ?? 0} created, ${result.applied?.deleted ?? 0} deleted; journaled as action #${result.id} (reversible: rewind undo ${result.id})${conversation}`,
+      `rolled back ${what}to ${result.label}: ${result.applied?.written ?? 0} written, ${result.applied?.created ?? 0} created, ${result.applied?.deleted ?? 0} deleted; journaled as action #${result.id} (reversible: rewind undo ${result.id})${conversation}`,
     );
   },
   undo: (result) =>
@@ -137,6 +197,22 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
         2,
       ),
     ),
+  'session-list': (listed) =>
+    text(
+      listed.sessions
+        .map(
+          (session) =>
+            `${session.id}${session.isCurrent ? ' (current)' : ''}: started ${session.startedAt ?? 'unknown'}, ${session.entryCount} ${session.entryCount === 1 ? 'entry' : 'entries'}, ${session.isolation}` +
+            (session.sandbox !== 'none'
+              ? `, sandbox ${session.sandbox}${session.network ? ' with network' : ''}`
+              : '') +
+            (session.isHashChained ? ', hash-chained' : '') +
+            (session.unsupported
+              ? ` (written by a newer Rewind: ${session.unsupported.code})`
+              : ''),
+        )
+        .join('\n') || 'no sessions',
+    ),
   log: (report, input) => {
     const lines = report.entries.map(
       (line) =>
@@ -167,6 +243,21 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     return result.status === 'refused' ? refusal(body) : text(body);
   },
 };
+
+/** What a model should do next, for the failures where it differs from what a person would do. */
+const ADVICE_FOR_A_MODEL: Partial<Record<string, string>> = {
+  SNAPSHOT_TOO_LARGE:
+    'Do not raise maxSize yourself: leave build output and dependencies out of snapshots (add them to .gitignore or .rewindignore), or ask a person whether to store it all.',
+};
+
+/** A failure as the model should see it: what went wrong, its code, and what to do next. */
+export function presentFailure(error: unknown): ToolResult {
+  if (!isRewindError(error)) {
+    return refusal(`Unexpected error: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const advice = ADVICE_FOR_A_MODEL[error.code];
+  return refusal(`${error.message} [${error.code}]${advice ? `\n${advice}` : ''}`);
+}
 
 /**
  * The presenter of an operation the server offers. Throws for any other name: the map above is

@@ -5,7 +5,6 @@
 import { McpServer } from '@modelcontextprotocol/server';
 import {
   init,
-  isRewindError,
   type OpenSessionOptions,
   openSession,
   REWIND_VERSION,
@@ -18,7 +17,7 @@ import {
   type OperationAnnotations,
   type OperationTarget,
 } from '../operations/index.js';
-import { presenterOf, type ToolResult } from './present.js';
+import { presenterOf, presentFailure } from './present.js';
 
 /** Options of {@link createMcpServer}. */
 export interface McpServerOptions {
@@ -30,14 +29,6 @@ export interface McpServerOptions {
   execTimeoutMs?: number;
   /** Default request timeout for `http`, ms. */
   httpTimeoutMs?: number;
-}
-
-/** A failure as the model should see it: what went wrong and what to do next. */
-function failure(error: unknown): ToolResult {
-  const message = isRewindError(error)
-    ? `${error.message} [${error.code}]`
-    : `Unexpected error: ${error instanceof Error ? error.message : String(error)}`;
-  return { content: [{ type: 'text', text: message }], isError: true };
 }
 
 /** An operation's annotations as MCP tool hints, every one stated. */
@@ -107,7 +98,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
           await ready();
           return present(await operation.run(target, input), input);
         } catch (error) {
-          return failure(error);
+          return presentFailure(error);
         } finally {
           running -= 1;
           if (running === 0) for (const done of idle.splice(0)) done();

@@ -129,3 +129,16 @@ export const reportOperation = defineOperation({
   run: async (target, { id, ok, detail }) =>
     (await target.session()).report(id, { ok, ...(detail !== undefined && { detail }) }),
 });
+
+export const showOperation = defineOperation({
+  name: 'show',
+  title: 'Show what an action stored',
+  summary:
+    "show what an action stored: a command's output and how it ended, a request and its response",
+  description:
+    "What an action stored, as stored (redacted where the session redacts): a command's exit status, stdout and stderr; a request's method, URL, headers and body and the response's status, headers and body; for any other action, its ledger entries. Changes nothing.",
+  input: z.object({ id: actionId }),
+  scope: 'session',
+  annotations: { readOnly: true },
+  run: async (target, { id }) => (await target.session()).show(id),
+});

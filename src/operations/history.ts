@@ -1,8 +1,16 @@
-/** History: checkpoints, rollback to one, undo of any action, and the changes between states. */
+/** History: checkpoints, rollback to one, undo of any action, the changes between states, pruning. */
 import { z } from 'zod';
-import { FORMATS } from '../index.js';
+import { type CheckpointOptions, FORMATS, type PruneResult } from '../index.js';
 import { defineOperation } from './define-operation.js';
-import { actionId } from './inputs.js';
+import {
+  actionId,
+  durationText,
+  parseDuration,
+  parseSize,
+  sizeText,
+  wholeNumber,
+  workspacePath,
+} from './inputs.js';
 
 /** A conversation as a model's provider holds it; its messages are checked by the library. */
 export const messagesInput = z
@@ -17,24 +25,50 @@ export const formatInput = z
 
 const label = z.string().describe('Letters, digits, ".", "_", "-", such as before-refactor.');
 
+/** What a first checkpoint (one that reads and stores every file) may take unless told otherwise. */
+export const FIRST_CHECKPOINT_BUDGET = { maxBytes: 1024 ** 3, maxFiles: 100_000 } as const;
+
+/** The budget `maxSize` asks for: the default, that many bytes (any number of files), or none. */
+function budgetOf(maxSize: string | undefined): CheckpointOptions['budget'] {
+  if (maxSize === undefined) return FIRST_CHECKPOINT_BUDGET;
+  if (maxSize.trim().toLowerCase() === 'unlimited') return undefined;
+  return { maxBytes: parseSize(maxSize) as number };
+}
+
+const UNLIMITED_OR_SIZE =
+  'must be a size such as 500MB, 2GiB or 1.5G, a number of bytes, or unlimited';
+
 export const checkpointOperation = defineOperation({
   name: 'checkpoint',
   title: 'Checkpoint the workspace',
   summary: 'record the workspace under a label',
   description:
-    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later.',
+    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later. A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
   input: z.object({
     label,
     messages: messagesInput.optional(),
     format: formatInput,
+    maxSize: z
+      .string({ error: UNLIMITED_OR_SIZE })
+      .refine(
+        (text) => text.trim().toLowerCase() === 'unlimited' || parseSize(text) !== undefined,
+        { error: UNLIMITED_OR_SIZE },
+      )
+      .optional()
+      .describe(
+        'The most a first checkpoint may store, such as "2GiB", or "unlimited" (default: 1 GiB or 100,000 files).',
+      ),
   }),
   scope: 'session',
   annotations: {},
-  run: async (target, { label: name, messages, format }) =>
-    (await target.session()).checkpoint(name, {
+  run: async (target, { label: name, messages, format, maxSize }) => {
+    const budget = budgetOf(maxSize);
+    return (await target.session()).checkpoint(name, {
       ...(messages && { messages }),
       ...(format && { format }),
-    }),
+      ...(budget && { budget }),
+    });
+  },
 });
 
 export const checkpointsOperation = defineOperation({
@@ -42,20 +76,20 @@ export const checkpointsOperation = defineOperation({
   title: 'List the checkpoints',
   summary: 'list the checkpoints of a session',
   description:
-    'The checkpoints of the session, oldest first: label, time, and how many files each added, modified and deleted since the previous one.',
+    'The checkpoints of the session, oldest first: label, time, how many files each added, modified and deleted since the previous one, and how many lines of text it added and removed.',
   input: z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
-  run: async (target) => (await target.session()).checkpoints(),
+  run: async (target) => (await target.session()).checkpoints({ withLines: true }),
 });
 
 export const rollbackOperation = defineOperation({
   name: 'rollback',
   title: 'Roll back to a checkpoint (undoable)',
   summary:
-    'restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; the current state is saved first',
+    'restore the workspace (and the conversation, if the checkpoint has one), or only some paths, to a checkpoint; the current state is saved first',
   description:
-    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint. The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
+    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; with paths, only those files or directories (the rest of the workspace and the conversation stay). The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
   input: z.object({
     label: z.string().describe('The checkpoint label, or "latest".'),
     dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
@@ -63,13 +97,18 @@ export const rollbackOperation = defineOperation({
       .string()
       .optional()
       .describe('What changed since the checkpoint, told to the model in the resume note.'),
+    paths: z
+      .array(workspacePath)
+      .optional()
+      .describe('Restore only these files or directories (default: the whole workspace).'),
   }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { label: name, dryRun, patchNote }) =>
+  run: async (target, { label: name, dryRun, patchNote, paths }) =>
     (await target.session()).rollback(name, {
       dryRun: dryRun === true,
       ...(patchNote !== undefined && { patchNote }),
+      ...(paths !== undefined && { paths }),
     }),
 });
 
@@ -116,4 +155,45 @@ export const diffOperation = defineOperation({
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { from, to }) => (await target.session()).diff(from, to),
+});
+
+export const pruneOperation = defineOperation({
+  name: 'prune',
+  title: 'Drop checkpoints for good',
+  summary:
+    'drop checkpoints by count, age or size (never the newest); `rewind gc` then frees their space',
+  description:
+    'Drop checkpoints: all but the newest keepLast, those older than olderThan, or the oldest beyond maxSize of distinct files (any criterion selects). The newest checkpoint, and the one an automatic rollback aims at, are always kept. Nothing undoes it. With dryRun: true, only lists them.',
+  input: z
+    .object({
+      keepLast: wholeNumber(1).optional().describe('Keep the newest this many, drop the rest.'),
+      olderThan: durationText
+        .optional()
+        .describe('Drop those recorded longer ago than this, such as "30m", "12h", "7d" or "2w".'),
+      maxSize: sizeText
+        .optional()
+        .describe(
+          'Keep the newest checkpoints whose files (each counted once) fit in this, such as "500MB" or "2GiB"; drop the older ones.',
+        ),
+      dryRun: z.boolean().optional().describe('Only list what would be dropped.'),
+    })
+    .refine(
+      (input) =>
+        input.keepLast !== undefined ||
+        input.olderThan !== undefined ||
+        input.maxSize !== undefined,
+      { error: 'Say which checkpoints to drop: `keepLast`, `olderThan` or `maxSize`.' },
+    ),
+  scope: 'session',
+  annotations: { destructive: true },
+  excludedFrom: {
+    mcp: 'it drops checkpoints for good (nothing undoes it): retention is for a person to decide',
+  },
+  run: async (target, { keepLast, olderThan, maxSize, dryRun }): Promise<PruneResult> =>
+    (await target.session()).prune({
+      ...(keepLast !== undefined && { keepLast }),
+      ...(olderThan !== undefined && { olderThanMs: parseDuration(olderThan) as number }),
+      ...(maxSize !== undefined && { maxSizeBytes: parseSize(maxSize) as number }),
+      dryRun: dryRun === true,
+    }),
 });

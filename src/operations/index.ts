@@ -2,7 +2,13 @@
  * The operation table: every operation Rewind offers, named once, from which the CLI commands, the
  * MCP tools and the framework adapters' tools are built, so no two surfaces can drift apart.
  */
-import { execOperation, httpOperation, recordOperation, reportOperation } from './actions.js';
+import {
+  execOperation,
+  httpOperation,
+  recordOperation,
+  reportOperation,
+  showOperation,
+} from './actions.js';
 import { approveOperation, compensateOperation, discardOperation } from './approval.js';
 import { conversationShowOperation, conversationSyncOperation } from './conversation.js';
 import type { OperationOn, Surface } from './define-operation.js';
@@ -18,6 +24,7 @@ import {
   checkpointOperation,
   checkpointsOperation,
   diffOperation,
+  pruneOperation,
   rollbackOperation,
   undoOperation,
 } from './history.js';
@@ -27,6 +34,9 @@ import {
   initOperation,
   logOperation,
   noteOperation,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
   statusOperation,
   verifyOperation,
 } from './store.js';
@@ -48,7 +58,14 @@ export {
   type OutputOf,
   type Surface,
 } from './define-operation.js';
-export type { InitOutput, StatusOutput } from './store.js';
+export { FIRST_CHECKPOINT_BUDGET } from './history.js';
+export { parseDuration, parseSize } from './inputs.js';
+export type {
+  InitOutput,
+  SessionListOutput,
+  SessionNewOutput,
+  StatusOutput,
+} from './store.js';
 export { type UndoHint, undoHintOf } from './undo-hint.js';
 export {
   approveOperation,
@@ -71,10 +88,15 @@ export {
   mkdirOperation,
   moveOperation,
   noteOperation,
+  pruneOperation,
   readOperation,
   recordOperation,
   reportOperation,
   rollbackOperation,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
+  showOperation,
   statusOperation,
   testOperation,
   undoOperation,
@@ -86,6 +108,9 @@ export {
 export const OPERATIONS = [
   initOperation,
   statusOperation,
+  sessionNewOperation,
+  sessionListOperation,
+  sessionUseOperation,
   logOperation,
   noteOperation,
   verifyOperation,
@@ -95,6 +120,7 @@ export const OPERATIONS = [
   rollbackOperation,
   undoOperation,
   diffOperation,
+  pruneOperation,
   conversationSyncOperation,
   conversationShowOperation,
   writeOperation,
@@ -105,6 +131,7 @@ export const OPERATIONS = [
   listOperation,
   execOperation,
   httpOperation,
+  showOperation,
   recordOperation,
   reportOperation,
   approveOperation,

@@ -71,3 +71,65 @@ export function compensationOf(input: {
   const [method = '', url = ''] = input.compensateRequest.trim().split(/\s+/);
   return { http: { method, url } };
 }
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  s: 1000,
+  m: 60 * 1000,
+  h: 60 * 60 * 1000,
+  d: 24 * 60 * 60 * 1000,
+  w: 7 * 24 * 60 * 60 * 1000,
+};
+
+/**
+ * A duration written for people, in milliseconds: a number and a unit, `s`, `m` (minutes), `h`,
+ * `d` or `w`, such as `30m`, `12h`, `7d`, `2w` or `1.5d`. Undefined when the text is not one.
+ */
+export function parseDuration(text: string): number | undefined {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$/.exec(text);
+  if (!match) return undefined;
+  return Math.round(Number(match[1]) * (DURATION_UNITS_MS[match[2] as string] as number));
+}
+
+const SIZE_UNITS_BYTES: Record<string, number> = {
+  '': 1,
+  b: 1,
+  k: 1024,
+  kib: 1024,
+  kb: 1000,
+  m: 1024 ** 2,
+  mib: 1024 ** 2,
+  mb: 1000 ** 2,
+  g: 1024 ** 3,
+  gib: 1024 ** 3,
+  gb: 1000 ** 3,
+  t: 1024 ** 4,
+  tib: 1024 ** 4,
+  tb: 1000 ** 4,
+};
+
+/**
+ * A size written for people, in bytes: a number alone (bytes), or with a unit: `KB`, `MB`, `GB`,
+ * `TB` in powers of 1000; `KiB`, `MiB`, `GiB`, `TiB`, and `K`, `M`, `G`, `T` as git and `du`
+ * write them, in powers of 1024 (any case). Such as `500MB`, `2GiB`, `1.5G`. Undefined when the
+ * text is not one.
+ */
+export function parseSize(text: string): number | undefined {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
+  const unit = SIZE_UNITS_BYTES[(match?.[2] ?? '').toLowerCase()];
+  if (!match || unit === undefined) return undefined;
+  return Math.round(Number(match[1]) * unit);
+}
+
+const DURATION = 'must be a duration such as 30m, 12h, 7d or 2w (s, m, h, d, w)';
+
+/** A duration as {@link parseDuration} reads it. */
+export const durationText = z
+  .string({ error: DURATION })
+  .refine((text) => parseDuration(text) !== undefined, { error: DURATION });
+
+const SIZE = 'must be a size such as 500MB, 2GiB or 1.5G, or a number of bytes';
+
+/** A size as {@link parseSize} reads it. */
+export const sizeText = z
+  .string({ error: SIZE })
+  .refine((text) => parseSize(text) !== undefined, { error: SIZE });

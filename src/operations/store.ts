@@ -8,10 +8,15 @@ import {
   type LogReport,
   log,
   note,
+  previewWorkspace,
   type SessionStatus,
+  type SessionSummary,
+  type SnapshotPreview,
   type StatusReport,
   startIsolatedSession,
+  startSession,
   status,
+  useSession,
   verify,
 } from '../index.js';
 import { defineOperation } from './define-operation.js';
@@ -23,13 +28,37 @@ export type SessionOption = 'hashChain' | 'sandbox' | 'network';
 /**
  * What {@link initOperation} did: `init`'s result, the isolated session it started, the options
  * given that the current session does not have (they apply only to a session being started:
- * on a store that has one, or `hashChain` for an isolated session), and warnings.
+ * on a store that has one, or `hashChain` for an isolated session), what the workspace's first
+ * checkpoint would take (`preview.isFirst` tells whether it is still to come), and warnings.
  */
 export type InitOutput = InitResult & {
   isolatedSession?: string;
   ignoredOptions: SessionOption[];
+  preview: SnapshotPreview;
   warnings: string[];
 };
+
+const sessionInputs = {
+  hashChain: z
+    .boolean()
+    .optional()
+    .describe('Make every ledger entry of the new session commit to the previous one.'),
+  sandbox: z
+    .enum(['bwrap', 'none', 'auto'])
+    .optional()
+    .describe('Where the session runs commands (default: none).'),
+  network: z.boolean().optional().describe('Let sandboxed commands use the network.'),
+};
+
+/**
+ * Checks a sandbox as a session starts with it, so one that cannot start is said at once, not at
+ * the first exec: throws `SANDBOX_UNAVAILABLE` for bwrap, warns for auto falling back to none.
+ */
+function checkSandbox(sandbox: 'bwrap' | 'none' | 'auto' | undefined): string[] {
+  return sandbox !== undefined && sandbox !== 'none'
+    ? createSandbox({ backend: sandbox, workspace: '/' }).warnings
+    : [];
+}
 
 export const initOperation = defineOperation({
   name: 'init',
@@ -38,15 +67,7 @@ export const initOperation = defineOperation({
   description:
     'Create the store (.rewind/) in the workspace and start its first session; on a workspace that has one, change nothing.',
   input: z.object({
-    hashChain: z
-      .boolean()
-      .optional()
-      .describe('Make every ledger entry of the new session commit to the previous one.'),
-    sandbox: z
-      .enum(['bwrap', 'none', 'auto'])
-      .optional()
-      .describe('Where the session runs commands (default: none).'),
-    network: z.boolean().optional().describe('Let sandboxed commands use the network.'),
+    ...sessionInputs,
     isolated: z
       .boolean()
       .optional()
@@ -58,11 +79,7 @@ export const initOperation = defineOperation({
     mcp: 'the server creates the store itself when a tool is first called',
   },
   run: async ({ workspace }, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
-    // Checked now, so a sandbox that cannot start is said at once, not at the first exec.
-    const warnings =
-      sandbox !== undefined && sandbox !== 'none'
-        ? createSandbox({ backend: sandbox, workspace: '/' }).warnings
-        : [];
+    const warnings = checkSandbox(sandbox);
     const sandboxing = {
       ...(sandbox !== undefined && { sandbox }),
       ...(network === true && { network: true }),
@@ -79,14 +96,100 @@ export const initOperation = defineOperation({
       if (hashChain === true && !session.isHashChained) ignoredOptions.push('hashChain');
       if (sandbox !== undefined && sandbox !== session.sandbox) ignoredOptions.push('sandbox');
       if (network === true && !session.network) ignoredOptions.push('network');
-      return { ...result, ignoredOptions, warnings };
+      const preview = await previewWorkspace({ workspace: result.workspace });
+      return { ...result, ignoredOptions, preview, warnings };
     }
     // An isolated session takes the sandbox; only a store's first session can be hash-chained.
     const started = await startIsolatedSession({ workspace, ...sandboxing });
     await started.close();
     const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
-    return { ...result, isolatedSession: started.id, ignoredOptions, warnings };
+    const preview = await previewWorkspace({ workspace: result.workspace });
+    return { ...result, isolatedSession: started.id, ignoredOptions, preview, warnings };
   },
+});
+
+/** What {@link sessionNewOperation} started, with the warnings of its sandbox. */
+export interface SessionNewOutput {
+  session: SessionSummary;
+  warnings: string[];
+}
+
+export const sessionNewOperation = defineOperation({
+  name: 'session-new',
+  title: 'Start a new session',
+  summary: 'start a new session on the store (its own ledger) and make it the current one',
+  description:
+    'Start a new session on the store, with its own ledger, and make it the current one unless switch is false. The other sessions stay as they are.',
+  input: z.object({
+    ...sessionInputs,
+    switch: z
+      .boolean()
+      .optional()
+      .describe('Make it the current session (default: true); false leaves the current one.'),
+  }),
+  scope: 'workspace',
+  annotations: {},
+  excludedFrom: {
+    mcp: "it changes the store's current session for every later command and person; the server keeps the session it opened",
+  },
+  run: async (
+    { workspace },
+    { hashChain, sandbox, network, switch: isSwitching },
+  ): Promise<SessionNewOutput> => {
+    const warnings = checkSandbox(sandbox);
+    const session = await startSession({
+      workspace,
+      hashChain: hashChain === true,
+      ...(sandbox !== undefined && { sandbox }),
+      ...(network === true && { network: true }),
+      makeCurrent: isSwitching !== false,
+    });
+    return { session, warnings };
+  },
+});
+
+/** What {@link sessionListOperation} lists: every session of the store, and the current one. */
+export interface SessionListOutput {
+  currentSession: string | undefined;
+  sessions: SessionSummary[];
+}
+
+export const sessionListOperation = defineOperation({
+  name: 'session-list',
+  title: 'List the sessions',
+  summary: 'list the sessions of the store, the current one marked',
+  description:
+    'Every session of the store, oldest first: its id, start time, entry count, isolation, sandbox and network, and which one is current.',
+  input: z.object({}),
+  scope: 'workspace',
+  annotations: { readOnly: true },
+  run: async ({ workspace }): Promise<SessionListOutput> => {
+    const { currentSession, sessions } = await status({ workspace });
+    return { currentSession, sessions };
+  },
+});
+
+export const sessionUseOperation = defineOperation({
+  name: 'session-use',
+  title: 'Switch the current session',
+  summary: 'make a session the current one: the one commands work in when none is named',
+  description:
+    'Make a session the current one (its id, a unique prefix of four characters or more, or its ledger file name): the one every later command works in when none is named.',
+  input: z.object({
+    id: z
+      .string()
+      .describe(
+        'The session: its id, a unique prefix of four characters or more, or its ledger file name.',
+      ),
+  }),
+  scope: 'workspace',
+  annotations: { idempotent: true },
+  excludedFrom: {
+    mcp: "it changes the store's current session for every later command and person; the server keeps the session it opened",
+  },
+  run: async ({ workspace }, { id }): Promise<{ session: SessionSummary }> => ({
+    session: await useSession({ workspace, session: id }),
+  }),
 });
 
 /** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */

@@ -172,6 +172,69 @@ describe('rewind action commands', () => {
     }
   });
 
+  it('shows what a command stored: its output on its own streams, then how it ended', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const ran = await rewind(cwd, ['exec', 'echo out; echo err >&2; exit 3']);
+    const shown = await rewind(cwd, ['show', idOf(ran.stdout)]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(
+      /^action \d+: exec echo out; echo err >&2; exit 3 \(reversible, failed\) at \d{4}-\d\d-\d\d [\d:.]+\nout\nexit 3 after \d+ ms\n$/,
+    );
+    expect(shown.stderr).toBe('err\n');
+    const written = await rewind(cwd, ['write', 'a.txt', 'hello']);
+    const entries = await rewind(cwd, ['show', idOf(written.stdout)]);
+    expect(entries.stdout).toMatch(
+      /^action \d+: write a\.txt \(reversible, done\) at .*\nstarted: \{\n/,
+    );
+    expect(entries.stdout).toContain('\nclosed: {\n');
+    expect(await rewind(cwd, ['show', '1'])).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('[ACTION_NOT_FOUND]'),
+    });
+    expect((await rewind(cwd, ['show', 'x1'])).code).toBe(2);
+  });
+
+  it('shows a request and its response as stored, redacted, with long bodies cut unless --verbose', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const long = `${'a'.repeat(2000)}${'b'.repeat(500)}`;
+    const server = createServer((_request, response) => {
+      response.setHeader('x-reply', 'yes');
+      response.end(long);
+    });
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/deploys`;
+      const sent = await rewind(cwd, [
+        '--redact',
+        'http',
+        'POST',
+        url,
+        '--header',
+        'Authorization: Bearer s3cret',
+        '--data',
+        '{"version":2}',
+      ]);
+      const id = idOf(sent.stdout);
+      const shown = await rewind(cwd, ['show', id]);
+      expect(shown).toMatchObject({ code: 0, stderr: '' });
+      expect(shown.stdout).toContain(`\nPOST ${url}\n`);
+      expect(shown.stdout).toMatch(/\nauthorization: \[redacted\]\n/i);
+      expect(shown.stdout).toContain('\n{"version":2}\n');
+      expect(shown.stdout).toMatch(/\nHTTP 200\n(.+\n)*x-reply: yes\n/);
+      expect(shown.stdout).toContain(
+        `\n${'a'.repeat(2000)}\n... and 500 more characters (--verbose shows them)\n`,
+      );
+      expect(shown.stdout).toMatch(/Redacted before storing: .*authorization/i);
+      expect(shown.stdout).not.toContain('s3cret');
+      expect((await rewind(cwd, ['--verbose', 'show', id])).stdout).toContain(`\n${long}\n`);
+      expect(await rewind(cwd, ['-q', 'show', id])).toEqual({ code: 0, stdout: long, stderr: '' });
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+
   it('refuses bad input with its code, changing nothing', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);

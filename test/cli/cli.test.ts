@@ -14,7 +14,7 @@ describe('rewind CLI', () => {
     const initialized = await rewind(cwd, 'init', '--hash-chain');
     expect(initialized).toMatchObject({ code: 0, stderr: '' });
     expect(initialized.stdout).toMatch(
-      /^Initialized a Rewind store in .*\nStarted session [0-9a-z]+ \(hash-chained\)\.\n$/,
+      /^Initialized a Rewind store in .*\nStarted session [0-9a-z]+ \(hash-chained\)\.\nThe first checkpoint will take 0 files, 0 B\.\n$/,
     );
 
     const evidence = join(cwd, 'build.log');
@@ -254,7 +254,7 @@ describe('rewind CLI', () => {
     await writeFile(join(cwd, 'notes.txt'), 'unsaved\n');
     const listed = await rewind(cwd, 'checkpoints');
     expect(listed.stdout).toMatch(
-      /^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS\nbase +2 .* \+1 ~0 -0\n$/,
+      /^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS\nbase +2 .* \+1 ~0 -0 files\n$/,
     );
 
     const planned = await rewind(cwd, 'rollback', 'base', '--dry-run');

@@ -44,8 +44,9 @@ describe('rewind --json', () => {
       return document as Document;
     };
     try {
-      await json('init', ['init']);
       await writeFile(join(cwd, 'a.txt'), 'one\n');
+      const initialized = await json('init', ['init']);
+      expect(initialized.preview).toMatchObject({ fileCount: 1, isFirst: true, leftOutCount: 0 });
       const base = await json('checkpoint', ['checkpoint', 'base']);
       expect(base).toMatchObject({ id: 2, label: 'base' });
       expect(await json('checkpoints', ['checkpoints'])).toEqual({
@@ -58,7 +59,14 @@ describe('rewind --json', () => {
       await json('move', ['move', 'b.txt', 'c.txt']);
       await json('mkdir', ['mkdir', 'd']);
       await json('delete', ['delete', 'd']);
-      expect(await json('exec', ['exec', 'echo hi'])).toMatchObject({ stdout: 'hi\n' });
+      const ran = await json('exec', ['exec', 'echo hi']);
+      expect(ran).toMatchObject({ stdout: 'hi\n' });
+      expect(await json('show', ['show', String(ran.id)])).toMatchObject({
+        id: ran.id,
+        kind: 'exec',
+        command: { exitCode: 0, stdout: { text: 'hi\n' } },
+        closed: expect.any(Object),
+      });
       await json('http', ['http', 'GET', url]);
       const recorded = await json('record', ['record', 'deploy', '--compensate-command', 'true']);
       await json('report', ['report', String(recorded.id)]);
@@ -96,6 +104,13 @@ describe('rewind --json', () => {
         undoes: rolled.id,
       });
       await json('diff', ['diff', 'base']);
+      await json('checkpoint', ['checkpoint', 'second']);
+      expect(await json('prune', ['prune', '--keep-last', '1', '--dry-run'])).toEqual({
+        isDryRun: true,
+        pruned: [{ id: 2, label: 'base', reason: 'keep-last' }],
+        spared: [],
+        keptCount: 1,
+      });
       const noted = await json('note', ['note', 'done']);
       expect(noted).toMatchObject({ id: expect.any(Number), entry: { seq: noted.id } });
       const logged = await json('log', ['log', '--last', '1']);
@@ -117,6 +132,15 @@ describe('rewind --json', () => {
         id: expect.any(Number),
       });
       await json('destroy', ['destroy']);
+      const sessionId = (initialized.session as Document).id;
+      const started = await json('session-new', ['session', 'new']);
+      expect(started.session).toMatchObject({ id: expect.any(String), isCurrent: true });
+      const listed = await json('session-list', ['session', 'list']);
+      expect(listed).toMatchObject({ currentSession: (started.session as Document).id });
+      expect((listed.sessions as Document[]).map((session) => session.id)).toContain(sessionId);
+      expect(await json('session-use', ['session', 'use', String(sessionId)])).toMatchObject({
+        session: { id: sessionId, isCurrent: true },
+      });
     } finally {
       await new Promise((done) => server.close(done));
     }

@@ -66,6 +66,8 @@ describe('what rewind prints', () => {
       ['conversation', 'sync', '-'],
       ['test', '--verifier', PASS],
       ['exec', '--draft', 'echo drafted'],
+      ['prune', '--keep-last', '1'],
+      ['session', 'new', '--no-switch'],
     ]) {
       const result =
         argv[0] === 'conversation'
@@ -80,10 +82,29 @@ describe('what rewind prints', () => {
     const idOf = (text: string) =>
       String(entries.find((entry) => entry.summary.includes(text))?.id);
     expect(await quiet(['report', idOf('x.deploy')])).toEqual({ code: 0, stdout: '', stderr: '' });
+    const { currentSession } = JSON.parse((await rewind(cwd, ['--json', 'status'])).stdout) as {
+      currentSession: string;
+    };
+    expect(await quiet(['session', 'use', currentSession])).toEqual({
+      code: 0,
+      stdout: '',
+      stderr: '',
+    });
 
     // A command's own output, as it printed it, and its exit code.
+    const ran = await rewind(cwd, [
+      '--json',
+      'exec',
+      'echo out; echo err >&2; printf tail; exit 4',
+    ]);
     expect(await quiet(['exec', 'echo out; echo err >&2; printf tail; exit 4'])).toEqual({
       code: 4,
+      stdout: 'out\ntail',
+      stderr: 'err\n',
+    });
+    // And as it was stored, when shown later.
+    expect(await quiet(['show', String(JSON.parse(ran.stdout).id)])).toEqual({
+      code: 0,
       stdout: 'out\ntail',
       stderr: 'err\n',
     });
@@ -104,6 +125,10 @@ describe('what rewind prints', () => {
     expect(plan.stdout).toContain('Rolling back to base would change 2 paths:');
     expect((await quiet(['log'])).stdout).toContain('note-added');
     expect((await quiet(['checkpoints'])).stdout).toContain('base');
+    expect((await quiet(['session', 'list'])).stdout).toContain(`* ${currentSession}`);
+    expect((await quiet(['prune', '--keep-last', '1', '--dry-run'])).stdout).toContain(
+      'Would drop no checkpoint.',
+    );
     expect((await quiet(['diff', 'base'])).stdout).toContain('+changed');
     expect((await quiet(['read', 'a.txt'])).stdout).toBe('changed\n');
     expect(await quiet(['rollback', 'base'])).toEqual({ code: 0, stdout: '', stderr: '' });

@@ -50,6 +50,7 @@ const TOOLS = [
   'http',
   'record',
   'report',
+  'show',
   'checkpoint',
   'checkpoints',
   'rollback',
@@ -57,6 +58,7 @@ const TOOLS = [
   'conversation-show',
   'test',
   'status',
+  'session-list',
   'log',
   'note',
   'verify',
@@ -206,6 +208,81 @@ describe('the MCP server', () => {
     expect(textOf(await agent.callTool({ name: 'verify', arguments: {} }))).toContain(
       'no problems',
     );
+  });
+
+  it("shows what an action stored: a command's output and how it ended", async () => {
+    const agent = await connected(await makeTempDirectory());
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'echo out; echo err >&2; exit 3' },
+    });
+    const shown = await agent.callTool({ name: 'show', arguments: { id: Number(idIn(ran)) } });
+    expect(textOf(shown)).toMatch(
+      /^action #\d+ exec echo out; .* \(reversible, failed, .*\)\nout\n\n\[stderr\]\nerr\n\nexit 3 after \d+ ms$/,
+    );
+  });
+
+  it('rolls back only the paths given, leaving the rest as it is', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });
+    const agent = await connected(root);
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    await lay(root, { 'a.txt': 'two\n', 'b.txt': 'c\n' });
+    const rolled = await agent.callTool({
+      name: 'rollback',
+      arguments: { label: 'base', paths: ['a.txt'] },
+    });
+    expect(textOf(rolled)).toMatch(/^rolled back a\.txt to base: 1 written, 0 created, 0 deleted;/);
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('one\n');
+    expect(await readFile(join(root, 'b.txt'), 'utf8')).toBe('c\n');
+  });
+
+  it('lists per checkpoint the files and the lines of text added and removed', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });
+    const agent = await connected(root);
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    await lay(root, { 'a.txt': 'two\n', 'b.txt': 'c\n' });
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'next' } });
+    const listed = textOf(await agent.callTool({ name: 'checkpoints', arguments: {} }));
+    expect(listed.split('\n')).toEqual([
+      expect.stringMatching(/^base \(#\d+, .*\): \+2 ~0 -0$/),
+      expect.stringMatching(/^next \(#\d+, .*\): \+0 ~2 -0 files, \+2 -2 lines$/),
+    ]);
+  });
+
+  it('lists the sessions of the store, the current one marked', async () => {
+    const agent = await connected(await makeTempDirectory());
+    const sessions = textOf(await agent.callTool({ name: 'session-list', arguments: {} }));
+    expect(sessions).toMatch(/^\w+ \(current\): started .*, 1 entry, shared$/);
+  });
+
+  it('refuses a first checkpoint over its budget, telling the agent to leave build output out or ask a person', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'bundle.js': 'x'.repeat(4000) });
+    const agent = await connected(root);
+    const refused = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: '1KB' },
+    });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('[SNAPSHOT_TOO_LARGE]');
+    expect(textOf(refused)).toContain(
+      'Do not raise maxSize yourself: leave build output and dependencies out of snapshots (add them to .gitignore or .rewindignore), or ask a person',
+    );
+    expect(textOf(await agent.callTool({ name: 'checkpoints', arguments: {} }))).toBe(
+      'no checkpoints yet',
+    );
+    const unreadable = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: 'lots' },
+    });
+    expect(unreadable.isError).toBe(true);
+    const stored = await agent.callTool({
+      name: 'checkpoint',
+      arguments: { label: 'base', maxSize: '1MiB' },
+    });
+    expect(textOf(stored)).toMatch(/^checkpoint base \(#\d+\): 1 files/);
   });
 
   it('serves over stdio as `rewind mcp`', async () => {

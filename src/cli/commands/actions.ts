@@ -1,12 +1,22 @@
-/** `exec`, `http`, `record`, `report`, and the line every action prints: its id and how to take it back. */
+/**
+ * `exec`, `http`, `show`, `record`, `report`, and the line every action prints: its id and how to
+ * take it back.
+ */
 import { constants } from 'node:os';
 import { Argument, type Command, Option } from 'commander';
-import type { ActionResult, ExecResult, HttpResult } from '../../index.js';
+import type {
+  ActionDetail,
+  ActionResult,
+  ExecResult,
+  HttpResult,
+  StoredText,
+} from '../../index.js';
 import {
   execOperation,
   httpOperation,
   recordOperation,
   reportOperation,
+  showOperation,
   undoHintOf,
 } from '../../operations/index.js';
 import {
@@ -16,7 +26,7 @@ import {
   type GlobalFlags,
   type Passthrough,
 } from '../context.js';
-import { listLines } from '../format.js';
+import { formatLocalTime, listLines } from '../format.js';
 import { commandFor, feed, headersOf, numberOf, repeatable } from '../options.js';
 
 interface CompensationFlags {
@@ -144,6 +154,16 @@ function renderExec(result: ExecResult, globals: GlobalFlags): string {
 /** How much of a response body people see, unless `--verbose`. */
 const BODY_SHOWN_CHARACTERS = 2000;
 
+/** A body for people: the first 2,000 characters unless `--verbose`, ending with a newline. */
+function renderBody(body: string, globals: GlobalFlags): string {
+  const cut = body.length - BODY_SHOWN_CHARACTERS;
+  const shown =
+    cut > 0 && !globals.verbose
+      ? `${body.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
+      : body;
+  return `${shown}${shown.endsWith('\n') || shown === '' ? '' : '\n'}`;
+}
+
 /**
  * A response's status and body (the first 2,000 characters, unless `--verbose`); with `--quiet`,
  * the body alone, whole; nothing for a draft.
@@ -152,12 +172,78 @@ function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
   if (globals.quiet) return response.body;
-  const cut = response.body.length - BODY_SHOWN_CHARACTERS;
-  const body =
-    cut > 0 && !globals.verbose
-      ? `${response.body.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
-      : response.body;
-  return `HTTP ${response.status}\n${body}${body.endsWith('\n') || body === '' ? '' : '\n'}`;
+  return `HTTP ${response.status}\n${renderBody(response.body, globals)}`;
+}
+
+/** `action 7: exec npm test (reversible, done) at 2026-11-29 10:41:02.123`. */
+function renderDetailHeader(detail: ActionDetail): string {
+  return `action ${detail.id}: ${detail.kind} ${detail.target} (${detail.class}, ${detail.state}) at ${formatLocalTime(detail.at)}\n`;
+}
+
+/** Headers one per line, `name: value`. */
+function renderHeaders(headers: Record<string, string>): string {
+  return Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\n`)
+    .join('');
+}
+
+/** Said of a stored output that was cut when it was stored. */
+function cutWhenStored(name: string, stored: StoredText): string {
+  return stored.truncated ? `${name} was cut when it was stored; this is all Rewind has.\n` : '';
+}
+
+/**
+ * What a command printed, as stored, passed through as `exec` passes it (stdout on stdout, stderr
+ * on stderr) and, but with `--quiet`, after the action's header line.
+ */
+function shownOutput(detail: ActionDetail, globals: GlobalFlags): Passthrough {
+  if (!detail.command) return { stdout: '', stderr: '' };
+  const { stdout, stderr } = detail.command;
+  const ended = (text: string): string =>
+    globals.quiet || text === '' || text.endsWith('\n') ? text : `${text}\n`;
+  return {
+    stdout: `${globals.quiet ? '' : renderDetailHeader(detail)}${ended(stdout.text)}`,
+    stderr: ended(stderr.text),
+  };
+}
+
+/**
+ * What an action stored, for people (a command's output comes first, through
+ * {@link shownOutput}): how a command ended; a request (`METHOD URL`, headers, body) and its
+ * response (`HTTP status`, headers, body), bodies cut as `http` cuts them; else its ledger
+ * entries. With `--quiet`: a response's body, whole, or the entries; nothing else.
+ */
+function renderDetail(detail: ActionDetail, globals: GlobalFlags): string {
+  const redacted =
+    detail.redacted.length > 0 ? `Redacted before storing: ${detail.redacted.join(', ')}.\n` : '';
+  if (detail.command) {
+    if (globals.quiet) return '';
+    const ran = detail.command;
+    const ended = ran.timedOut
+      ? 'timed out'
+      : ran.signal !== null
+        ? `ended by ${ran.signal}`
+        : `exit ${ran.exitCode}`;
+    return (
+      `${ended} after ${Math.round(ran.durationMs)} ms${ran.sandbox === 'none' ? '' : ` (sandbox ${ran.sandbox})`}\n` +
+      `${cutWhenStored('Its stdout', ran.stdout)}${cutWhenStored('Its stderr', ran.stderr)}${redacted}`
+    );
+  }
+  if (detail.request) {
+    const response = detail.response;
+    if (globals.quiet) return response?.body.text ?? '';
+    const request = detail.request;
+    const requestBody = request.body ? `\n${renderBody(request.body.text, globals)}` : '';
+    const answer = response
+      ? `\nHTTP ${response.status}\n${renderHeaders(response.headers)}\n${renderBody(response.body.text, globals)}${cutWhenStored('The response body', response.body)}`
+      : '\nNo response was stored (the request was not sent, or did not complete).\n';
+    return (
+      `${renderDetailHeader(detail)}${request.method} ${request.url}\n${renderHeaders(request.headers)}` +
+      `${requestBody}${answer}${redacted}`
+    );
+  }
+  const entries = `started: ${JSON.stringify(detail.started, null, 2)}\nclosed: ${JSON.stringify(detail.closed ?? null, null, 2)}\n`;
+  return globals.quiet ? entries : `${renderDetailHeader(detail)}${entries}${redacted}`;
 }
 
 function feedCompensation(command: Command): void {
@@ -176,7 +262,7 @@ function feedCompensation(command: Command): void {
   );
 }
 
-/** Registers `exec`, `http`, `record` and `report`. */
+/** Registers `exec`, `http`, `show`, `record` and `report`. */
 export function registerActionCommands(program: Command, cli: CliContext): void {
   const exec = commandFor(program, execOperation);
   feed(
@@ -252,6 +338,26 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
         draft: flags.draft,
       },
       ACTION_PRESENTER,
+    ),
+  );
+
+  const show = commandFor(program, showOperation);
+  feed(
+    show,
+    'id',
+    new Argument('<id>', 'the action id, as `rewind log` and every action command show it'),
+  );
+  show.action((id: string, _flags: object, command: Command) =>
+    cli.perform(
+      command,
+      showOperation,
+      { id: numberOf(id) },
+      {
+        passthrough: shownOutput,
+        text: renderDetail,
+        // An action still open has no closing entry: `closed` is null rather than missing.
+        json: (detail) => ({ ...detail, closed: detail.closed ?? null }),
+      },
     ),
   );
 

@@ -1,10 +1,14 @@
-/** `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff`: the session's history. */
+/** `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff`, `prune`: the session's history. */
 import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
 import {
   type CheckpointInfo,
   type CheckpointResult,
+  isRewindError,
+  type PruneResult,
+  RewindError,
   type RollbackResult,
+  type SnapshotPreview,
   type UndoResult,
   writeFileAtomic,
 } from '../../index.js';
@@ -12,10 +16,13 @@ import {
   checkpointOperation,
   checkpointsOperation,
   diffOperation,
+  type OperationTarget,
+  pruneOperation,
   rollbackOperation,
   undoOperation,
 } from '../../operations/index.js';
-import { type CliContext, EXIT_FAILED } from '../context.js';
+import { type CliContext, type CliInput, EXIT_FAILED } from '../context.js';
+import { UsageError } from '../errors.js';
 import {
   colorDiff,
   formatBytes,
@@ -25,16 +32,26 @@ import {
   plural,
 } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, readMessages } from '../options.js';
+import { type Budget, renderPreviewQuestion } from '../preview.js';
 
 interface CheckpointFlags {
   messages?: string;
   format?: string;
+  maxSize?: string;
+  yes?: boolean;
 }
 
 interface RollbackFlags {
   dryRun?: boolean;
   patchNote?: string;
   messagesOut?: string;
+}
+
+interface PruneFlags {
+  keepLast?: string;
+  olderThan?: string;
+  maxSize?: string;
+  dryRun?: boolean;
 }
 
 /** A checkpoint in `--json`: its entry's number is its `id`, as for every entry a command names. */
@@ -61,15 +78,65 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
     `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,
   ];
   for (const checkpoint of checkpoints) {
+    // The first one listed has no lines counted: there is nothing before it to count from.
+    const changedLines =
+      checkpoint.linesAdded === undefined
+        ? ''
+        : `, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`;
     lines.push(
       `${checkpoint.label.padEnd(width)}  ${String(checkpoint.seq).padStart(5)}  ${formatLocalTime(checkpoint.at)}  ` +
-        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
+        `+${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted} files${changedLines}${checkpoint.isAutomatic ? '  (automatic)' : ''}`,
     );
   }
   return `${lines.join('\n')}\n`;
 }
 
-function renderRollback(result: RollbackResult, isVerbose: boolean | undefined): string {
+/** The refusal of a first checkpoint over its budget, with how to go on from the command line. */
+function withWayOn(error: RewindError): RewindError {
+  return new RewindError(
+    'SNAPSHOT_TOO_LARGE',
+    `${error.message} To store it anyway, pass --max-size SIZE (such as --max-size 4GiB, or --max-size unlimited) or --yes.`,
+    { data: error.data, cause: error },
+  );
+}
+
+/**
+ * Takes the checkpoint; a first one over its budget is shown to a person on a terminal, who is
+ * asked whether to store it anyway. Elsewhere (no terminal, `--json`) the refusal stands, saying
+ * how to go on. Undefined when the person said no.
+ */
+async function checkpointAsking(
+  cli: CliContext,
+  command: Command,
+  target: OperationTarget,
+  input: CliInput<typeof checkpointOperation>,
+): Promise<CheckpointResult | undefined> {
+  try {
+    return await cli.run(command, target, checkpointOperation, input);
+  } catch (error) {
+    if (!isRewindError(error, 'SNAPSHOT_TOO_LARGE')) throw error;
+    const globals = cli.globalsOf(command);
+    if (!cli.io.prompt || globals.json) throw withWayOn(error);
+    cli.io.stdout(
+      renderPreviewQuestion(
+        target.workspace,
+        error.data as unknown as SnapshotPreview,
+        (error.data.budget ?? {}) as Budget,
+        globals.verbose,
+      ),
+    );
+    if (!(await cli.confirm(command, false, 'Store it anyway?'))) return undefined;
+    return cli.run(command, target, checkpointOperation, { ...input, maxSize: 'unlimited' });
+  }
+}
+
+function renderRollback(
+  result: RollbackResult,
+  paths: readonly string[],
+  isVerbose: boolean | undefined,
+): string {
+  // A rollback of some paths names them: `Rolled back src/a.ts to base`.
+  const what = paths.length > 0 ? `${listInline(paths, isVerbose)} ` : '';
   if (!result.isDryRun) {
     const applied = result.applied;
     const skipped =
@@ -77,13 +144,14 @@ function renderRollback(result: RollbackResult, isVerbose: boolean | undefined):
         ? `; left alone (ignored): ${listInline(applied.skipped, isVerbose)}`
         : '';
     return (
-      `Rolled back to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
+      `Rolled back ${what}to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
       `${applied?.deleted ?? 0} deleted${skipped}. The previous state is saved: \`rewind undo ${result.id}\` brings it back.\n`
     );
   }
-  if (result.changes.length === 0) return `Rolling back to ${result.label} would change nothing.\n`;
+  if (result.changes.length === 0)
+    return `Rolling back ${what}to ${result.label} would change nothing.\n`;
   const lines = [
-    `Rolling back to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
+    `Rolling back ${what}to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
     ...listLines(result.changes, isVerbose, (change) => {
       const note = change.isUnrecorded
         ? '   (never recorded by this session: saved before the rollback)'
@@ -127,7 +195,50 @@ function renderUndo(result: UndoResult, isVerbose: boolean | undefined): string 
   ].join('\n');
 }
 
-/** Registers `checkpoint`, `checkpoints`, `rollback`, `undo` and `diff`. */
+/**
+ * What `prune` dropped (or would drop), each with the criterion that selected it, then what it
+ * spared and why, how many are kept, and what frees the space.
+ */
+function renderPrune(result: PruneResult, isVerbose: boolean | undefined): string {
+  const lines =
+    result.pruned.length === 0
+      ? [`${result.isDryRun ? 'Would drop' : 'Dropped'} no checkpoint.`]
+      : [
+          `${result.isDryRun ? 'Would drop' : 'Dropped'} ${plural(result.pruned.length, 'checkpoint')}${result.isDryRun ? '' : ' for good'}:`,
+          ...listLines(
+            result.pruned,
+            isVerbose,
+            (pruned) => `  ${pruned.label} (#${pruned.seq}): ${REASONS[pruned.reason]}`,
+          ),
+        ];
+  if (result.spared.length > 0) {
+    lines.push(
+      `Spared ${plural(result.spared.length, 'checkpoint')} the criteria selected:`,
+      ...listLines(
+        result.spared,
+        isVerbose,
+        (spared) => `  ${spared.label} (#${spared.seq}): ${spared.why}`,
+      ),
+    );
+  }
+  const kept = `${result.isDryRun ? 'Would keep' : 'Kept'} ${plural(result.keptCount, 'checkpoint')}.`;
+  lines.push(
+    result.pruned.length === 0
+      ? kept
+      : result.isDryRun
+        ? `${kept} Nothing was dropped: without --dry-run they are dropped for good (nothing undoes it), and \`rewind gc\` then frees the space only they held.`
+        : `${kept} \`rewind gc\` frees the space only the dropped ones held.`,
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+const REASONS: Record<PruneResult['pruned'][number]['reason'], string> = {
+  'keep-last': 'beyond --keep-last',
+  'older-than': 'older than --older-than',
+  'max-size': 'beyond --max-size',
+};
+
+/** Registers `checkpoint`, `checkpoints`, `rollback`, `undo`, `diff` and `prune`. */
 export function registerHistoryCommands(program: Command, cli: CliContext): void {
   const checkpoint = commandFor(program, checkpointOperation);
   feed(
@@ -148,7 +259,25 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     'format',
     new Option('--format <format>', 'its message format (default: detected)'),
   );
+  feed(
+    checkpoint,
+    'maxSize',
+    new Option(
+      '--max-size <size>',
+      'the most a first checkpoint may store, such as 4GiB, or unlimited (default: 1 GiB or 100,000 files)',
+    ),
+  );
+  addCliOnly(
+    checkpoint,
+    new Option('-y, --yes', 'store a first checkpoint whatever its size, without asking'),
+    'it answers the question a first checkpoint over its budget asks: how a person confirms on the command line',
+  );
   checkpoint.action(async (label: string, flags: CheckpointFlags, command: Command) => {
+    if (flags.yes === true && flags.maxSize !== undefined) {
+      throw new UsageError(
+        'Give --max-size or --yes, not both: --yes stores a first checkpoint whatever its size.',
+      );
+    }
     const messages =
       flags.messages === undefined
         ? undefined
@@ -156,16 +285,25 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
             flags.messages === '-' ? undefined : resolve(cli.io.cwd, flags.messages),
             cli.io.stdin,
           );
-    await cli.perform(
-      command,
-      checkpointOperation,
-      { label, messages, format: flags.format },
-      {
-        text: (output, globals) => (globals.quiet ? '' : renderCheckpoint(output)),
-        json: checkpointDocument,
-        warnings: (output) => output.warnings,
-      },
+    const input = {
+      label,
+      messages,
+      format: flags.format,
+      maxSize: flags.yes === true ? 'unlimited' : flags.maxSize,
+    };
+    const output = await cli.withTarget(command, (target) =>
+      checkpointAsking(cli, command, target, input),
     );
+    if (output === undefined) {
+      cli.io.stdout('Not stored; no checkpoint was made.\n');
+      cli.setExitCode(EXIT_FAILED);
+      return;
+    }
+    cli.emit(command, output, {
+      text: (value, globals) => (globals.quiet ? '' : renderCheckpoint(value)),
+      json: checkpointDocument,
+      warnings: (value) => value.warnings,
+    });
   });
 
   commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
@@ -184,6 +322,14 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
   feed(rollback, 'label', new Argument('<label>', 'the checkpoint, or "latest"'));
   feed(
     rollback,
+    'paths',
+    new Argument(
+      '[paths...]',
+      'restore only these files or directories, relative to the workspace root (after --, or after the label)',
+    ),
+  );
+  feed(
+    rollback,
     'dryRun',
     new Option('--dry-run', 'list what would be written, created and deleted, and change nothing'),
   );
@@ -200,26 +346,31 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     ),
     'where the command line puts the restored conversation: a way to show the result',
   );
-  rollback.action(async (label: string, flags: RollbackFlags, command: Command) => {
-    const output = await cli.withTarget(command, (target) =>
-      cli.run(command, target, rollbackOperation, {
-        label,
-        dryRun: flags.dryRun,
-        patchNote: flags.patchNote,
-      }),
-    );
-    const where = await placeConversation(
-      output,
-      flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
-    );
-    cli.emit(command, output, {
-      text: (value, globals) =>
-        globals.quiet && !value.isDryRun ? '' : `${renderRollback(value, globals.verbose)}${where}`,
-      // A dry run names no action: `id` is null rather than missing.
-      json: (value) => ({ ...value, id: value.id ?? null }),
-      warnings: (value) => value.warnings,
-    });
-  });
+  rollback.action(
+    async (label: string, paths: string[], flags: RollbackFlags, command: Command) => {
+      const output = await cli.withTarget(command, (target) =>
+        cli.run(command, target, rollbackOperation, {
+          label,
+          dryRun: flags.dryRun,
+          patchNote: flags.patchNote,
+          paths: paths.length > 0 ? paths : undefined,
+        }),
+      );
+      const where = await placeConversation(
+        output,
+        flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
+      );
+      cli.emit(command, output, {
+        text: (value, globals) =>
+          globals.quiet && !value.isDryRun
+            ? ''
+            : `${renderRollback(value, paths, globals.verbose)}${where}`,
+        // A dry run names no action: `id` is null rather than missing.
+        json: (value) => ({ ...value, id: value.id ?? null }),
+        warnings: (value) => value.warnings,
+      });
+    },
+  );
 
   const undo = commandFor(program, undoOperation);
   feed(
@@ -269,6 +420,48 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
             : presentation.isColor
               ? colorDiff(output.text)
               : output.text,
+      },
+    ),
+  );
+
+  const prune = commandFor(program, pruneOperation);
+  feed(
+    prune,
+    'keepLast',
+    new Option('--keep-last <n>', 'keep the newest N checkpoints, drop the rest'),
+  );
+  feed(
+    prune,
+    'olderThan',
+    new Option('--older-than <duration>', 'drop those older than this: 30m, 12h, 7d, 2w'),
+  );
+  feed(
+    prune,
+    'maxSize',
+    new Option(
+      '--max-size <size>',
+      'keep the newest checkpoints whose files fit in this (500MB, 2GiB), drop the older ones',
+    ),
+  );
+  feed(prune, 'dryRun', new Option('--dry-run', 'only list what would be dropped'));
+  prune.action((flags: PruneFlags, command: Command) =>
+    cli.perform(
+      command,
+      pruneOperation,
+      {
+        keepLast: numberOf(flags.keepLast),
+        olderThan: flags.olderThan,
+        maxSize: flags.maxSize,
+        dryRun: flags.dryRun,
+      },
+      {
+        text: (output, globals) =>
+          globals.quiet && !output.isDryRun ? '' : renderPrune(output, globals.verbose),
+        json: ({ pruned, spared, ...output }) => ({
+          ...output,
+          pruned: pruned.map(({ seq, ...checkpoint }) => ({ id: seq, ...checkpoint })),
+          spared: spared.map(({ seq, ...checkpoint }) => ({ id: seq, ...checkpoint })),
+        }),
       },
     ),
   );

@@ -1,20 +1,34 @@
-/** `init`, `status`, `log`, `note`, `verify`, `gc`: the store as a whole, and a session's timeline. */
+/**
+ * `init`, `status`, `session new|list|use`, `log`, `note`, `verify`, `gc`: the store as a whole,
+ * its sessions, and a session's timeline.
+ */
 import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
-import type { GcReport, LogReport, StatusReport, VerifyReport } from '../../index.js';
+import type {
+  GcReport,
+  LogReport,
+  SessionSummary,
+  StatusReport,
+  VerifyReport,
+} from '../../index.js';
 import {
+  FIRST_CHECKPOINT_BUDGET,
   gcOperation,
   type InitOutput,
   initOperation,
   logOperation,
   noteOperation,
   type StatusOutput,
+  sessionListOperation,
+  sessionNewOperation,
+  sessionUseOperation,
   statusOperation,
   verifyOperation,
 } from '../../operations/index.js';
-import { type CliContext, EXIT_FAILED } from '../context.js';
+import { type CliContext, EXIT_FAILED, type GlobalFlags } from '../context.js';
 import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
+import { describeBudget, isOverBudget, renderPreviewLine } from '../preview.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -29,9 +43,29 @@ interface LogFlags {
   last?: string;
 }
 
+interface SessionNewFlags {
+  hashChain?: boolean;
+  sandbox?: string;
+  network?: boolean;
+  switch?: boolean;
+}
+
 interface GcFlags {
   dryRun?: boolean;
   graceSeconds?: string;
+}
+
+/**
+ * What the first checkpoint will take, while it is still to come, and whether `checkpoint` will
+ * ask before storing it (over the budget every edge gives it by default).
+ */
+function renderFirstCheckpoint(result: InitOutput, globals: GlobalFlags): string {
+  const preview = result.preview;
+  if (!preview.isFirst) return '';
+  const over = isOverBudget(preview, FIRST_CHECKPOINT_BUDGET)
+    ? `That is over the budget of ${describeBudget(FIRST_CHECKPOINT_BUDGET)}: \`rewind checkpoint\` will show what it would store and ask first (--max-size SIZE raises the budget, --yes stores it without asking).\n`
+    : '';
+  return `${renderPreviewLine(result.workspace, preview, globals.verbose)}${over}`;
 }
 
 function renderInit(result: InitOutput): string {
@@ -92,33 +126,41 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
   return warnings;
 }
 
+/** One session on a line: `* 4ae9d0xkqm  2026-11-29 10:41:02.123  2 entries   hash-chained`, `*` for the current one. */
+function renderSessionLine(session: SessionSummary): string {
+  const flags = [
+    session.isHashChained ? 'hash-chained' : '',
+    session.tornLine ? 'torn last line ignored' : '',
+    session.isolation === 'isolated' ? 'isolated' : '',
+    session.sandbox !== 'none'
+      ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
+      : '',
+  ]
+    .filter(Boolean)
+    .join(', ');
+  const note = session.unsupported
+    ? `  (written by a newer Rewind: ${session.unsupported.code})`
+    : '';
+  return (
+    `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
+    `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd()
+  );
+}
+
 function renderStatus(report: StatusReport): string {
   const lines = [
     `Workspace  ${report.workspace}`,
     `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}`,
     `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
     `Sessions   ${report.sessions.length}`,
+    ...report.sessions.map(renderSessionLine),
   ];
-  for (const session of report.sessions) {
-    const flags = [
-      session.isHashChained ? 'hash-chained' : '',
-      session.tornLine ? 'torn last line ignored' : '',
-      session.isolation === 'isolated' ? 'isolated' : '',
-      session.sandbox !== 'none'
-        ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
-        : '',
-    ]
-      .filter(Boolean)
-      .join(', ');
-    const note = session.unsupported
-      ? `  (written by a newer Rewind: ${session.unsupported.code})`
-      : '';
-    lines.push(
-      `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
-        `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd(),
-    );
-  }
   return `${lines.join('\n')}\n`;
+}
+
+/** A session as `session new` and `session use` name it: its id and how it was started. */
+function describeStarted(session: SessionSummary): string {
+  return `${session.id} (${describeSession(session)})`;
 }
 
 function renderPending(output: StatusOutput): string {
@@ -210,16 +252,10 @@ function renderGc(report: GcReport, isVerbose: boolean | undefined): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Registers `init`, `status`, `log`, `note`, `verify` and `gc`. */
-export function registerStoreCommands(program: Command, cli: CliContext): void {
-  const init = commandFor(program, initOperation);
-  addCliOnly(
-    init,
-    new Argument('[dir]', 'the workspace directory (default: --dir, else the current directory)'),
-    'it names the workspace, as the global --dir does: the target, not an input',
-  );
+/** The options that shape a session as it starts, for `init` and `session new`. */
+function feedSessionOptions(command: Command): void {
   feed(
-    init,
+    command,
     'hashChain',
     new Option(
       '--hash-chain',
@@ -227,11 +263,22 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
     ),
   );
   feed(
-    init,
+    command,
     'sandbox',
     new Option('--sandbox <backend>', 'where `rewind exec` runs commands (default: none)'),
   );
-  feed(init, 'network', new Option('--network', 'let sandboxed commands use the network'));
+  feed(command, 'network', new Option('--network', 'let sandboxed commands use the network'));
+}
+
+/** Registers `init`, `status`, the `session` group, `log`, `note`, `verify` and `gc`. */
+export function registerStoreCommands(program: Command, cli: CliContext): void {
+  const init = commandFor(program, initOperation);
+  addCliOnly(
+    init,
+    new Argument('[dir]', 'the workspace directory (default: --dir, else the current directory)'),
+    'it names the workspace, as the global --dir does: the target, not an input',
+  );
+  feedSessionOptions(init);
   feed(
     init,
     'isolated',
@@ -251,7 +298,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
         isolated: flags.isolated,
       },
       {
-        text: (output, globals) => (globals.quiet ? '' : renderInit(output)),
+        text: (output, globals) =>
+          globals.quiet ? '' : `${renderInit(output)}${renderFirstCheckpoint(output, globals)}`,
         json: ({ warnings: _warnings, ...document }) => document,
         warnings: (output) => [
           ...output.warnings,
@@ -275,6 +323,8 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       },
     ),
   );
+
+  registerSessionCommands(program, cli);
 
   const log = commandFor(program, logOperation);
   feed(
@@ -355,6 +405,83 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+      },
+    ),
+  );
+}
+
+/** Registers the `session` group: `session new`, `session list` and `session use`. */
+function registerSessionCommands(program: Command, cli: CliContext): void {
+  const group = program
+    .command('session')
+    .description('start a new session on the store, list its sessions, switch the current one');
+
+  const started = commandFor(group, sessionNewOperation);
+  feedSessionOptions(started);
+  feed(
+    started,
+    'switch',
+    new Option(
+      '--no-switch',
+      'leave the current session as it is (default: the new one becomes it)',
+    ),
+  );
+  started.action((flags: SessionNewFlags, command: Command) =>
+    cli.perform(
+      command,
+      sessionNewOperation,
+      {
+        hashChain: flags.hashChain,
+        sandbox: flags.sandbox,
+        network: flags.network,
+        switch: flags.switch,
+      },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : output.session.isCurrent
+              ? `Started session ${describeStarted(output.session)}; it is now the current session.\n`
+              : `Started session ${describeStarted(output.session)}; the current session is unchanged (\`rewind session use ${output.session.id}\` switches to it).\n`,
+        json: ({ warnings: _warnings, ...document }) => document,
+        warnings: (output) => output.warnings,
+      },
+    ),
+  );
+
+  commandFor(group, sessionListOperation).action((_flags: object, command: Command) =>
+    cli.perform(
+      command,
+      sessionListOperation,
+      {},
+      {
+        text: (output) =>
+          output.sessions.length === 0
+            ? 'No sessions yet. Start one with `rewind init`.\n'
+            : `${output.sessions.map(renderSessionLine).join('\n')}\n`,
+      },
+    ),
+  );
+
+  const use = commandFor(group, sessionUseOperation);
+  feed(
+    use,
+    'id',
+    new Argument(
+      '<id>',
+      'the session: its id, a unique prefix of four characters or more, or its ledger file name',
+    ),
+  );
+  use.action((id: string, _flags: object, command: Command) =>
+    cli.perform(
+      command,
+      sessionUseOperation,
+      { id },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : `The current session is now ${describeStarted(output.session)}: ${plural(output.session.entryCount, 'entry', 'entries')}.\n`,
       },
     ),
   );
