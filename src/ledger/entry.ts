@@ -201,8 +201,16 @@ export function describeEntry(entry: LedgerEntry): string {
           : '';
       return `verification ${String(body.status)}${attempts}${summary}`;
     }
-    case 'checkpoint-pruned':
-      return `automatic checkpoint ${String(body.label)} pruned (keepLast)`;
+    case 'checkpoint-pruned': {
+      const reasons: Record<string, string> = {
+        'keep-last': 'beyond the last kept',
+        'older-than': 'older than the age kept',
+        'max-size': 'beyond the size kept',
+      };
+      return typeof body.reason === 'string'
+        ? `checkpoint ${String(body.label)} pruned (${reasons[body.reason] ?? body.reason})`
+        : `automatic checkpoint ${String(body.label)} pruned (keepLast)`;
+    }
     case 'escalation-resolved':
       return `unknown verdict escalated: ${String(body.resolution)}${body.checkpoint ? ` (checkpoint ${String(body.checkpoint)})` : ''}`;
     case 'rollback-skipped':

@@ -241,7 +241,7 @@ export class Ledger {
     } catch (error) {
       throw new RewindError(
         'SESSION_NOT_FOUND',
-        `The ledger of session ${session.id} cannot be read (${session.file}). Run \`rewind status\` to list sessions.`,
+        `The ledger of session ${session.id} cannot be read (${session.file}). Run \`rewind session list\` to list the sessions.`,
         { data: { session: session.id, file: session.file }, cause: error },
       );
     }

@@ -64,7 +64,7 @@ export async function resolveSession(storeDirectory: string, query: string): Pro
   }
   throw new RewindError(
     'SESSION_NOT_FOUND',
-    `There is no session "${query}" in this store. Run \`rewind status\` to list the sessions.`,
+    `There is no session "${query}" in this store. Run \`rewind session list\` to list the sessions.`,
     { data: { session: query } },
   );
 }

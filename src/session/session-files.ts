@@ -17,7 +17,7 @@ export async function pickSession(
   if (current) return current;
   throw new RewindError(
     'SESSION_NOT_FOUND',
-    'This store has no current session. Pass --session ID (run `rewind status` to list them), or `rewind init` to start one.',
+    'This store has no current session. Pass --session ID (`rewind session list` lists them), or start one with `rewind session new`.',
     { data: {} },
   );
 }

@@ -20,7 +20,7 @@ import {
   walkReferences,
   workspaceLockOf,
 } from '../store/index.js';
-import { cachedReferences, clearStatCache } from '../workspace/index.js';
+import { forgetUnkept } from '../workspace/index.js';
 import type { WorkspaceOptions } from './repository.js';
 
 /** A problem {@link verify} found. */
@@ -174,10 +174,10 @@ export interface GcReport {
 }
 
 /**
- * Removes the objects that no ledger references, directly or through trees (nor the stat cache
- * of the last snapshot, which the next snapshot reuses without reading), and the temporary
- * files crashed writes left. Objects written within `graceMs` (default one hour) are spared,
- * since a writer may be about to record the entry that references them. With `dryRun`, only
+ * Removes the objects that no ledger references, directly or through trees (pruned checkpoints
+ * no longer count), and the temporary files crashed writes left, holding the workspace lock.
+ * The snapshot caches forget what is removed (the next snapshot reads those files again).
+ * Objects written within `graceMs` (default one hour) are spared. With `dryRun`, only
  * reports. Refuses (`TREE_INVALID`, `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`) when a referenced tree
  * cannot be read, since what lies under it would be unknown; nothing is removed then.
  */
@@ -223,27 +223,18 @@ async function collectGarbage(
       );
     },
   );
-  // The stat cache lets the next snapshot reuse objects without reading them: keep those too. A
-  // cache naming a tree that cannot be read is stale: dropped, so the next snapshot reads all.
-  let isCacheStale = false;
-  // Isolated sessions' views keep caches of their own.
+  // The caches let the next snapshot reuse objects without reading them. An object only a cache
+  // names is not kept for it (it would keep what pruned checkpoints held forever): the cache
+  // forgets it instead, and the next snapshot reads those files again.
   const views = await readdir(join(location.directory, 'views')).catch(() => [] as string[]);
-  const viewReferences = (
-    await Promise.all(
-      views.map((view) => cachedReferences(join(location.directory, 'views', view))),
-    )
-  ).flat();
-  await walkReferences(
-    store,
-    [...(await cachedReferences(location.directory)), ...viewReferences],
-    (reference) => {
-      reachable.add(reference.digest);
-    },
-    () => {
-      isCacheStale = true;
-    },
-  );
-  if (isCacheStale && options.dryRun !== true) await clearStatCache(location.directory);
+  if (options.dryRun !== true) {
+    for (const directory of [
+      location.directory,
+      ...views.map((view) => join(location.directory, 'views', view)),
+    ]) {
+      await forgetUnkept(directory, (digest) => reachable.has(digest));
+    }
+  }
   const report: GcReport = {
     isDryRun: options.dryRun === true,
     removed: [],

@@ -22,7 +22,7 @@ export {
   snapshot,
 } from './snapshot.js';
 export { isIgnoredPath, type PathSnapshot, snapshotPath } from './snapshot-path.js';
-export { cachedReferences, clearStatCache } from './stat-cache.js';
+export { cachedReferences, clearStatCache, forgetUnkept } from './stat-cache.js';
 export {
   diffEntries,
   diffTrees,

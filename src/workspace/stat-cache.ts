@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { isDigest, writeFileAtomic } from '../lib/index.js';
+import { type Digest, isDigest, writeFileAtomic } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import { clearChangeRecord, recordedTree } from './changes.js';
 
@@ -134,6 +134,26 @@ export class StatCache {
     if (!isSame) this.#changes.set(key, `${fingerprint}\0${payload}`);
   }
 
+  /** Drops the entries whose object `isKept` refuses, and writes the cache if any went. */
+  async forget(storeDirectory: string, isKept: (digest: Digest) => boolean): Promise<number> {
+    let forgotten = 0;
+    for (const [key, value] of this.#entries) {
+      const payload = value.slice(value.indexOf('\0') + 1);
+      if (isDigest(payload) && !isKept(payload)) {
+        this.#entries.delete(key);
+        forgotten += 1;
+      }
+    }
+    if (forgotten === 0) return 0;
+    const parts: string[] = [`${HEADER}\0${this.#recordedAtNs}`];
+    for (const [key, value] of this.#entries) parts.push(`${key}\0${value}`);
+    parts.push('end');
+    await writeFileAtomic(join(storeDirectory, CACHE_FILE), parts.join(RECORD_SEPARATOR), {
+      isDurable: false,
+    });
+    return forgotten;
+  }
+
   /** Writes the recorded entries (only those seen in this snapshot) if anything changed. */
   async save(storeDirectory: string, recordedAtNs: bigint): Promise<void> {
     const isSame = this.#changes.size === 0 && this.#keys.length === this.#entries.size;
@@ -147,6 +167,21 @@ export class StatCache {
       isDurable: false,
     });
   }
+}
+
+/**
+ * Makes the caches of a store forget every object `isKept` refuses: their entries go (the next
+ * snapshot reads those paths again), and the record of the last snapshot goes if its tree does
+ * (the next snapshot looks at every entry). Returns how many entries were forgotten.
+ */
+export async function forgetUnkept(
+  storeDirectory: string,
+  isKept: (digest: Digest) => boolean,
+): Promise<number> {
+  const forgotten = await (await StatCache.load(storeDirectory)).forget(storeDirectory, isKept);
+  const tree = recordedTree(storeDirectory);
+  if (tree !== undefined && !isKept(tree)) await clearChangeRecord(storeDirectory);
+  return forgotten;
 }
 
 /**

@@ -190,7 +190,7 @@ describe('rollback', () => {
 });
 
 describe('gc and the stat cache', () => {
-  it('keeps what the stat cache names, so a later checkpoint never refers to a collected object', async () => {
+  it('never lets a later checkpoint refer to a collected object: the cache forgets what gc takes', async () => {
     const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a' });
     await session.checkpoint('base');
     // A working-tree diff stores the edited file without any ledger entry referring to it.
@@ -207,6 +207,20 @@ describe('gc and the stat cache', () => {
       'edited, only ever seen by a diff',
     );
     expect(await stateOf()).toBe(edited.tree);
+  });
+
+  it('frees what only pruned checkpoints held, though the cache of the first snapshot named it', async () => {
+    const { workspace, session } = await sessionOn({ 'big.bin': 'x'.repeat(100_000) });
+    await session.checkpoint('first');
+    await writeFile(join(workspace, 'big.bin'), 'small now');
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    await session.checkpoint('second');
+    await session.prune({ keepLast: 1 });
+    const collected = await gc({ workspace, graceMs: 0 });
+    expect(collected.freedBytes).toBeGreaterThanOrEqual(100_000);
+    await writeFile(join(workspace, 'big.bin'), 'x'.repeat(100_000));
+    await session.checkpoint('third');
+    expect((await verify({ workspace })).problems).toEqual([]);
   });
 });
 

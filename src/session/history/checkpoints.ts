@@ -53,7 +53,17 @@ export function checkLabel(label: string): string {
   return label;
 }
 
-const formatMiB = (bytes: number): string => `${(bytes / 1024 ** 2).toFixed(1)} MiB`;
+/** A size for people: `512 B`, `4.0 KiB`, `1.5 MiB`, `2.0 GiB`. */
+function formatSize(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
 
 /** Refuses a first snapshot (every file read and stored) larger than `budget`. */
 function checkFirstSnapshot(
@@ -67,13 +77,17 @@ function checkFirstSnapshot(
     (budget.maxFiles !== undefined && preview.fileCount > budget.maxFiles);
   if (!isTooBig) return;
   const largest = preview.largest
-    .map((directory) => `${directory.path}/ ${formatMiB(directory.sizeBytes)}`)
+    .map((directory) => `${directory.path}/ ${formatSize(directory.sizeBytes)}`)
     .join(', ');
+  const limits = [
+    ...(budget.maxFiles !== undefined ? [`${budget.maxFiles} files`] : []),
+    ...(budget.maxBytes !== undefined ? [formatSize(budget.maxBytes)] : []),
+  ].join(' or ');
   throw new RewindError(
     'SNAPSHOT_TOO_LARGE',
-    `The first checkpoint would store ${preview.fileCount} files, ${formatMiB(preview.sizeBytes)}` +
+    `The first checkpoint would store ${preview.fileCount} files, ${formatSize(preview.sizeBytes)}` +
       (largest ? ` (largest: ${largest})` : '') +
-      `, over the budget of ${budget.maxFiles ?? 'any number of'} files or ${budget.maxBytes === undefined ? 'any size' : formatMiB(budget.maxBytes)}. ` +
+      `, over the budget of ${limits}. ` +
       'Leave out what need not be kept (build output, dependencies) in .gitignore or .rewindignore, or raise the budget.',
     { data: { ...preview, budget } },
   );
