@@ -40,5 +40,6 @@ process.exitCode = await runCli(process.argv.slice(2), {
   ...(process.stdin.isTTY && { prompt }),
   serveMcp,
   isTerminal: process.stdout.isTTY === true,
+  isErrorTerminal: process.stderr.isTTY === true,
   env: process.env,
 });

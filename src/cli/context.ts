@@ -14,7 +14,9 @@ import {
   type OutputOf,
 } from '../operations/index.js';
 import { jsonReplacer, UsageError } from './errors.js';
+import { boundLists } from './format.js';
 import { sessionOf, spellingOf } from './options.js';
+import { createProgressLine } from './progress.js';
 
 /** Where the CLI reads and writes; the real process by default, buffers in tests. */
 export interface CliIo {
@@ -32,6 +34,8 @@ export interface CliIo {
   serveMcp?: (argv: readonly string[]) => Promise<number>;
   /** Whether stdout is a terminal: colour is used only there, unless the environment says. */
   isTerminal?: boolean;
+  /** Whether stderr is a terminal: a long operation shows a progress line only there. */
+  isErrorTerminal?: boolean;
   /** The environment, where `NO_COLOR` and `FORCE_COLOR` are read; absent: neither is set. */
   env?: Readonly<Record<string, string | undefined>>;
 }
@@ -164,6 +168,10 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
       const session = sessionOf(command);
       const patterns = globals.redactPattern ?? [];
       let opened: Promise<Session> | undefined;
+      const progressLine =
+        io.isErrorTerminal === true && !globals.quiet && !globals.json
+          ? createProgressLine(io.stderr)
+          : undefined;
       const target: OperationTarget = {
         workspace: root,
         session: () => {
@@ -180,10 +188,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         sessionId: async () => session,
         resolveFile: async (path) => resolve(io.cwd, path),
         defaults: {},
+        ...(progressLine && { progress: progressLine.report }),
       };
       try {
         return await work(target);
       } finally {
+        progressLine?.end();
         if (opened) await (await opened.catch(() => undefined))?.close();
       }
     },
@@ -196,7 +206,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
     emit: (command, output, presenter) => {
       const globals = context.globalsOf(command);
       if (globals.json) {
-        const document = presenter.json ? presenter.json(output) : output;
+        const document = boundLists(presenter.json ? presenter.json(output) : output);
         io.stdout(`${JSON.stringify(document, jsonReplacer, 2)}\n`);
       } else {
         const passed = presenter.passthrough?.(output, globals);

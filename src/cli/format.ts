@@ -101,3 +101,32 @@ export function colorDiff(text: string): string {
     })
     .join('\n');
 }
+
+/** How many items of a long list a `--json` document holds; its count says how many there are. */
+export const MAX_JSON_LIST = 1000;
+
+/** The lists of a document that can run long (a plan, the paths a command changed), and their counts. */
+const COUNTED_LISTS: Readonly<Record<string, string>> = {
+  changes: 'changeCount',
+  conflicts: 'conflictCount',
+  created: 'createdCount',
+  modified: 'modifiedCount',
+  deleted: 'deletedCount',
+  removed: 'removedCount',
+};
+
+/**
+ * A `--json` document with its long lists bounded: each list of {@link COUNTED_LISTS} at its top
+ * level keeps its first {@link MAX_JSON_LIST} items and gains its count (`changeCount`...).
+ */
+export function boundLists(document: unknown): unknown {
+  if (typeof document !== 'object' || document === null || Array.isArray(document)) return document;
+  const bounded: Record<string, unknown> = { ...document };
+  for (const [key, countKey] of Object.entries(COUNTED_LISTS)) {
+    const list = bounded[key];
+    if (!Array.isArray(list)) continue;
+    bounded[key] = list.slice(0, MAX_JSON_LIST);
+    bounded[countKey] = list.length;
+  }
+  return bounded;
+}

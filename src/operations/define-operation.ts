@@ -25,6 +25,15 @@ export interface OperationTarget {
   resolveFile(path: string): Promise<string>;
   /** Defaults the edge was started with; undefined leaves the library's (120 s, 30 s). */
   readonly defaults: { readonly execTimeoutMs?: number; readonly httpTimeoutMs?: number };
+  /** Where a long operation says how it is going, when the edge shows progress. */
+  readonly progress?: (event: ProgressEvent) => void;
+}
+
+/** How a long operation is going: files read by a checkpoint, paths set by a rollback or commit. */
+export interface ProgressEvent {
+  readonly step: 'reading' | 'restoring' | 'committing';
+  readonly done: number;
+  readonly total: number;
 }
 
 /**

@@ -63,10 +63,15 @@ export const checkpointOperation = defineOperation({
   annotations: {},
   run: async (target, { label: name, messages, format, maxSize }) => {
     const budget = budgetOf(maxSize);
+    const { progress } = target;
     return (await target.session()).checkpoint(name, {
       ...(messages && { messages }),
       ...(format && { format }),
       ...(budget && { budget }),
+      ...(progress && {
+        onProgress: ({ filesRead, filesToRead }) =>
+          progress({ step: 'reading', done: filesRead, total: filesToRead }),
+      }),
     });
   },
 });
@@ -104,12 +109,17 @@ export const rollbackOperation = defineOperation({
   }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { label: name, dryRun, patchNote, paths }) =>
-    (await target.session()).rollback(name, {
+  run: async (target, { label: name, dryRun, patchNote, paths }) => {
+    const { progress } = target;
+    return (await target.session()).rollback(name, {
       dryRun: dryRun === true,
       ...(patchNote !== undefined && { patchNote }),
       ...(paths !== undefined && { paths }),
-    }),
+      ...(progress && {
+        onProgress: ({ done, total }) => progress({ step: 'restoring', done, total }),
+      }),
+    });
+  },
 });
 
 export const undoOperation = defineOperation({

@@ -56,6 +56,7 @@ export {
   type OperationOn,
   type OperationTarget,
   type OutputOf,
+  type ProgressEvent,
   type Surface,
 } from './define-operation.js';
 export { FIRST_CHECKPOINT_BUDGET } from './history.js';

@@ -17,7 +17,15 @@ export const commitOperation = defineOperation({
   }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { dryRun }) => (await target.session()).commit({ dryRun: dryRun === true }),
+  run: async (target, { dryRun }) => {
+    const { progress } = target;
+    return (await target.session()).commit({
+      dryRun: dryRun === true,
+      ...(progress && {
+        onProgress: ({ done, total }) => progress({ step: 'committing', done, total }),
+      }),
+    });
+  },
 });
 
 export const destroyOperation = defineOperation({

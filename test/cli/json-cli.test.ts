@@ -147,6 +147,19 @@ describe('rewind --json', () => {
     expect([...documents.keys()].sort()).toEqual([...onCli].sort());
   });
 
+  it('bounds a long list to 1,000 items and says how many there are', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '-q']);
+    for (let index = 0; index < 1200; index++) await writeFile(join(cwd, `f${index}.txt`), 'a');
+    await rewind(cwd, ['checkpoint', 'base', '--yes']);
+    for (let index = 0; index < 1200; index++) await writeFile(join(cwd, `f${index}.txt`), 'b');
+    const plan = JSON.parse(
+      (await rewind(cwd, ['--json', 'rollback', 'base', '--dry-run'])).stdout,
+    );
+    expect(plan.changes).toHaveLength(1000);
+    expect(plan.changeCount).toBe(1200);
+  });
+
   it('names a refused undo `id: null`, never leaving the key out', async () => {
     const cwd = await makeTempDirectory();
     await writeFile(join(cwd, 'a.txt'), 'a');

@@ -8,6 +8,7 @@ import { type CliIo, runCli } from '../../src/cli/main.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
 
 /** Runs the CLI with stdout on a terminal or not, in an environment; resolves with its stdout. */
 async function stdoutOf(
@@ -201,6 +202,27 @@ describe('what rewind prints', () => {
       env: { FORCE_COLOR: '1', NO_COLOR: '' },
     });
     expect(forced.stdout).toBe(coloured);
+  });
+
+  it('shows a progress line on a terminal for a first checkpoint and a large rollback, and erases it; never elsewhere', async () => {
+    const cwd = await makeTempDirectory();
+    await lay(
+      cwd,
+      Object.fromEntries(Array.from({ length: 150 }, (_, index) => [`f${index}.txt`, `${index}`])),
+    );
+    await rewind(cwd, ['init', '-q']);
+    const first = await rewind(cwd, ['checkpoint', 'base'], { isErrorTerminal: true });
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(/\rReading files \d+\/150 \(\d+%\)/);
+    expect(first.stderr).toContain('Reading files 150/150 (100%)');
+    expect(first.stderr.endsWith('\r\u001b[K')).toBe(true);
+    for (let index = 0; index < 150; index++) await writeFile(join(cwd, `f${index}.txt`), 'edited');
+    const rolled = await rewind(cwd, ['rollback', 'base'], { isErrorTerminal: true });
+    expect(rolled.stderr).toContain('Restoring 150/150 (100%)');
+    const piped = await rewind(cwd, ['rollback', 'base']);
+    expect(piped.stderr).not.toContain('Restoring');
+    const quiet = await rewind(cwd, ['-q', 'checkpoint', 'again'], { isErrorTerminal: true });
+    expect(quiet.stderr).toBe('');
   });
 
   it('lists the first 10 paths of a long list and counts the rest, all of them with --verbose', async () => {

@@ -1,11 +1,14 @@
 import { Readable } from 'node:stream';
 import { runCli } from '../../src/cli/main.js';
 
-/** Runs the CLI in this process; `stdin` feeds standard input, `answer` answers any prompt. */
+/**
+ * Runs the CLI in this process; `stdin` feeds standard input, `answer` answers any prompt,
+ * `isErrorTerminal` makes stderr a terminal.
+ */
 export async function rewind(
   cwd: string,
   argv: string[],
-  extra: { stdin?: string; answer?: string } = {},
+  extra: { stdin?: string; answer?: string; isErrorTerminal?: boolean } = {},
 ): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';
   let stderr = '';
@@ -19,6 +22,7 @@ export async function rewind(
     },
     ...(extra.stdin !== undefined && { stdin: Readable.from([Buffer.from(extra.stdin)]) }),
     ...(extra.answer !== undefined && { prompt: async () => extra.answer as string }),
+    ...(extra.isErrorTerminal && { isErrorTerminal: true }),
   });
   return { code, stdout, stderr };
 }

@@ -383,6 +383,10 @@ describe('a rollback killed midway', () => {
       kind: 'rollback',
       target: 'base',
     });
+    expect((await rewind(workspace, ['status'])).stdout).toContain(
+      'Interrupted rollback #3 (base) in session',
+    );
+    expect((await rewind(workspace, ['log'])).stdout).toContain('Interrupted: rollback #3 (base)');
     const result = await rewind(workspace, ['checkpoint', 'my-fix']);
     expect(result.code).toBe(0);
     const reopened = await openSession({ workspace });

@@ -154,8 +154,20 @@ function renderStatus(report: StatusReport): string {
     `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
     `Sessions   ${report.sessions.length}`,
     ...report.sessions.map(renderSessionLine),
+    ...report.sessions.flatMap((session) =>
+      session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
+    ),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** A pending interrupted operation, said plainly: what it is and what will finish it. */
+function describeInterrupted(session: SessionSummary): string {
+  const { id, kind, target } = session.interrupted ?? { id: 0, kind: '', target: '' };
+  return (
+    `${kind} #${id} (${target}) in session ${session.id} was cut short: the next command in that ` +
+    'session finishes it, saving first whatever was edited since.'
+  );
 }
 
 /** A session as `session new` and `session use` name it: its id and how it was started. */
@@ -186,6 +198,9 @@ function renderLog(report: LogReport): string {
       `${String(line.seq).padStart(width)}  ${formatLocalTime(line.at)}  ${line.kind.padEnd(kindWidth)}  ${line.summary}` +
         (line.action ? ` [${line.action.state}]` : ''),
     );
+  }
+  if (report.session.interrupted) {
+    lines.push(`Interrupted: ${describeInterrupted(report.session)}`);
   }
   return `${lines.join('\n')}\n`;
 }
