@@ -58,6 +58,11 @@ function currentType(absolute: string): Current {
   }
 }
 
+/** True when `path` is one of `roots` or under one of them. */
+export function isAtOrUnder(path: string, roots: readonly string[]): boolean {
+  return roots.some((root) => path === root || path.startsWith(`${root}/`));
+}
+
 function depth(path: string): number {
   let count = 0;
   for (const character of path) if (character === '/') count += 1;
@@ -191,7 +196,8 @@ async function writeFromStore(
  * crash finishes the job. A path that the workspace's rules leave out (git's rules and
  * `.rewindignore`, as on disk before anything moves), or that `target`'s rules leave out (those
  * of the state the changes lead to), is never touched, nor is anything under it: a rule that
- * changes between the two states never deletes or overwrites what either side leaves out.
+ * changes between the two states never deletes or overwrites what either side leaves out. Nor
+ * are the paths of `leaveAlone` (what could not be read).
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
  * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
@@ -209,12 +215,20 @@ export async function applyChanges(
     outside?: OutsideRules;
     /** What the rules of the state the changes lead to leave out (see `treeRules`). */
     target?: LeftOutCheck;
+    /**
+     * Paths never touched, nor anything under them: those the snapshot of the workspace could
+     * not read (see `SnapshotResult.unreadable`), whose content nothing holds.
+     */
+    leaveAlone?: readonly string[];
   } = {},
 ): Promise<ApplyResult> {
   const root = checkWorkspace(workspace);
   const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const leaveAlone = options.leaveAlone ?? [];
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
-    isIgnoredNow(path, isDirectory) || ((await options.target?.(path, isDirectory)) ?? false);
+    isAtOrUnder(path, leaveAlone) ||
+    isIgnoredNow(path, isDirectory) ||
+    ((await options.target?.(path, isDirectory)) ?? false);
   const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [], skippedCount: 0 };
   const skip = (path: string): void => {
     result.skippedCount += 1;

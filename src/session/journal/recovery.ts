@@ -80,6 +80,8 @@ export async function applyAnnounced(
     onProgress?: (progress: ApplyProgress) => void;
     /** More fields for the completion entry (what recovery saved first). */
     completion?: Record<string, unknown>;
+    /** Paths the workspace's snapshot could not read: never touched (see `applyChanges`). */
+    leaveAlone?: readonly string[];
   },
 ): Promise<ApplyResult> {
   const kind = started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
@@ -93,6 +95,7 @@ export async function applyAnnounced(
   const rules = {
     outside: outsideRulesOf(context),
     target: await targetRulesOf(context, started.body),
+    ...(options.leaveAlone && { leaveAlone: options.leaveAlone }),
   };
   try {
     const applied = await applyChanges(target, context.store, changes, {
@@ -189,8 +192,12 @@ export async function recover(context: SessionContext, journal: Journal): Promis
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
     const drift = await findDrift(context, action.started, changes);
+    const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
     if (drift.paths.length === 0) {
-      await applyAnnounced(context, journal, action.started, changes, { isRecovery: true });
+      await applyAnnounced(context, journal, action.started, changes, {
+        isRecovery: true,
+        leaveAlone,
+      });
       return;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
@@ -215,6 +222,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
     await applyAnnounced(context, journal, action.started, changes, {
       isRecovery: true,
       completion: { savedAs, ...listed },
+      leaveAlone,
     });
     return;
   }
