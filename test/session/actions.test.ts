@@ -186,7 +186,20 @@ describe('file actions', () => {
     const ledger = await Ledger.open(file);
     await ledger.append('action-started', started?.entry.body ?? {}, started?.entry.refs);
     await ledger.close();
-    expect(await read(workspace, 'a.txt')).toBe('old');
+    // Killed before it changed anything: closed as not performed, nothing overwritten.
+    await lay(workspace, { 'a.txt': 'edited since' });
+    const first = await openSession({ workspace });
+    expect(await read(workspace, 'a.txt')).toBe('edited since');
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'action-failed',
+      entry: { body: { error: { code: 'NOT_APPLIED' }, isReverted: true, isRecovery: true } },
+    });
+    await first.close();
+    // Killed after it changed a path: finished.
+    const again = await Ledger.open(file);
+    await again.append('action-started', started?.entry.body ?? {}, started?.entry.refs);
+    await again.close();
+    await lay(workspace, { 'a.txt': 'new' });
     const reopened = await openSession({ workspace });
     expect(await read(workspace, 'a.txt')).toBe('new');
     const last = (await log({ workspace })).entries.at(-1);
