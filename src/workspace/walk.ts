@@ -107,6 +107,8 @@ export interface ScanContext {
   ignored?: string[];
   /** When given, receives the identity of every directory scanned, by path. */
   directoryIdentities?: Map<string, string>;
+  /** When given, receives the paths of what is not a file, directory or link (a FIFO, a socket). */
+  special?: string[];
   /**
    * When given, a path that cannot be read (no permission, too long, changing all the time) is
    * left out and listed here, with why, instead of failing the scan.
@@ -161,6 +163,7 @@ export function scanDirectory(
       continue;
     }
     if (kind === undefined) {
+      context.special?.push(childRelative);
       warnings.push(
         `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
       );

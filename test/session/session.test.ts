@@ -436,6 +436,26 @@ describe('a rollback killed midway', () => {
     await reopened.close();
   });
 
+  it('finishes a rollback that turned a directory into a file, interrupted once the file was there', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ x: 'a file' });
+    const base = await session.checkpoint('base');
+    await rm(join(workspace, 'x'));
+    await lay(workspace, { 'x/inner/y.txt': 'y', 'x/z.txt': 'z' });
+    const rolled = await session.rollback('base');
+    await session.close();
+    // Killed after the last path moved, before its closing line.
+    const file = (await log({ workspace })).session.file;
+    const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+    await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+    const reopened = await openSession({ workspace });
+    expect(await stateOf()).toBe(base.tree);
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'rollback-completed',
+      entry: { body: { startedSeq: rolled.id, isRecovery: true } },
+    });
+    await reopened.close();
+  });
+
   it('never replays an older rollback whose closing line was damaged', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
     await session.checkpoint('c1');

@@ -1,63 +1,8 @@
-import { spawn } from 'node:child_process';
-import { chmod, chown, readdir, readFile, stat } from 'node:fs/promises';
+import { chmod, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/processes.js';
+import { runAsNobody, workspaceOfNobody } from '../helpers/nobody.js';
 import { sessionOn } from '../helpers/session.js';
-import { makeTempDirectory } from '../helpers/temp.js';
-import { lay } from '../helpers/workspace.js';
-
-const NOBODY = 65534;
-
-/** Hands a directory and everything in it to the unprivileged user (root reads anything). */
-async function giveToNobody(path: string): Promise<void> {
-  await chown(path, NOBODY, NOBODY);
-  if ((await stat(path)).isDirectory()) {
-    for (const name of await readdir(path)) await giveToNobody(join(path, name));
-  }
-}
-
-/**
- * Runs `body` (an async function body given `api`, `fs`, `workspace` and `out`) as the
- * unprivileged user, with the built package, and returns what it put in `out`.
- */
-async function runAsNobody(workspace: string, body: string): Promise<Record<string, unknown>> {
-  const script = `
-    import * as fs from 'node:fs';
-    const api = await import('${ROOT}dist/index.js');
-    const workspace = ${JSON.stringify(workspace)};
-    const out = {};
-    try { ${body} } catch (error) { out.error = { code: error.code, message: error.message }; }
-    console.log(JSON.stringify(out));`;
-  const output = await new Promise<string>((resolve) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-      ...(process.getuid?.() === 0 && { uid: NOBODY, gid: NOBODY }),
-      cwd: '/',
-    });
-    let text = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      text += chunk;
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      text += chunk;
-    });
-    child.on('close', () => resolve(text));
-  });
-  try {
-    return JSON.parse(output.trim().split('\n').at(-1) as string);
-  } catch {
-    throw new Error(`The child printed: ${output}`);
-  }
-}
-
-async function workspaceOfNobody(layout: Record<string, string>): Promise<string> {
-  const workspace = await makeTempDirectory();
-  await lay(workspace, layout);
-  await chmod(join(workspace, '..'), 0o755).catch(() => {});
-  await chmod(workspace, 0o755);
-  await giveToNobody(workspace);
-  return workspace;
-}
 
 describe('paths a snapshot cannot read', () => {
   it('a rollback leaves an unreadable file as it is (and says so) while restoring the rest', async () => {
@@ -165,5 +110,31 @@ describe('paths a snapshot cannot read', () => {
     await session.rollback('start');
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
     expect((await stat(join(workspace, deep))).isDirectory()).toBe(true);
+  }, 30_000);
+
+  it('a read-only folder does not block a rollback, and stays read-only', async () => {
+    const workspace = await workspaceOfNobody({ 'ro/f.txt': 'v1\n', 'ro/sub/g.txt': 'g\n' });
+    const out = await runAsNobody(
+      workspace,
+      `
+      await api.init({ workspace });
+      const session = await api.openSession({ workspace });
+      fs.chmodSync(workspace + '/ro/sub', 0o555);
+      fs.chmodSync(workspace + '/ro', 0o555);
+      await session.checkpoint('start');
+      fs.writeFileSync(workspace + '/ro/f.txt', 'v2\\n');
+      fs.chmodSync(workspace + '/ro/sub', 0o755);
+      fs.writeFileSync(workspace + '/ro/sub/new.txt', 'new\\n');
+      fs.chmodSync(workspace + '/ro/sub', 0o555);
+      await session.rollback('start');
+      out.f = fs.readFileSync(workspace + '/ro/f.txt', 'utf8');
+      out.sub = fs.readdirSync(workspace + '/ro/sub');
+      out.modes = [fs.statSync(workspace + '/ro').mode & 0o777, fs.statSync(workspace + '/ro/sub').mode & 0o777];
+      await session.close();`,
+    );
+    expect(out.error).toBeUndefined();
+    expect(out.f).toBe('v1\n');
+    expect(out.sub).toEqual(['g.txt']);
+    expect(out.modes).toEqual([0o555, 0o555]);
   }, 30_000);
 });

@@ -45,7 +45,7 @@ async function storePreImage(
   relative: string,
   batch: ObjectBatch,
 ): Promise<TreeEntry | undefined> {
-  const { entry, ignored } = await snapshotPath(
+  const { entry, ignored, special } = await snapshotPath(
     context.workspace,
     relative,
     batch,
@@ -57,6 +57,14 @@ async function storePreImage(
       `${relative} holds ${ignored.slice(0, 5).join(', ')}${ignored.length > 5 ? ` and ${ignored.length - 5} more` : ''}, ` +
         'which snapshots leave out (.gitignore, .rewindignore, .git, .rewind): Rewind could not bring them back. Move them out first, or act without Rewind.',
       { data: { path: relative, ignored: ignored.slice(0, 50) } },
+    );
+  }
+  if (special.length > 0) {
+    throw new RewindError(
+      'PATH_CONFLICT',
+      `${relative} holds ${special.slice(0, 5).join(', ')}${special.length > 5 ? ` and ${special.length - 5} more` : ''}, ` +
+        'which are not files, directories or links (a FIFO, a socket, a device): Rewind cannot keep a copy, so could not bring them back. Move them out first, or act without Rewind.',
+      { data: { path: relative, special: special.slice(0, 50) } },
     );
   }
   return entry;
