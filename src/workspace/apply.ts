@@ -13,7 +13,7 @@ import {
   unlink,
 } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { isSystemError, RewindError } from '../errors.js';
+import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
@@ -369,12 +369,29 @@ async function applyWithin(
 
   for (const change of placements) {
     const after = change.after as TreeEntry;
-    if (await isIgnored(change.path, after.type === 'directory')) {
-      skip(change.path);
-      report(change.path);
-      continue;
+    const isDirectory = after.type === 'directory';
+    let absolute: string | undefined;
+    if (await isIgnored(change.path, isDirectory)) {
+      // What the workspace leaves out now is never overwritten; but where nothing is, putting
+      // the path back tramples nothing (a rule written just before deleting it must not keep
+      // it from coming back).
+      if (
+        !isAtOrUnder(change.path, leaveAlone) &&
+        !((await options.target?.(change.path, isDirectory)) ?? false)
+      ) {
+        absolute = await locate(change.path).catch((error: unknown) => {
+          if (isRewindError(error, 'SYMLINK_REFUSED')) return undefined;
+          throw error;
+        });
+        if (absolute !== undefined && currentType(absolute) !== undefined) absolute = undefined;
+      }
+      if (absolute === undefined) {
+        skip(change.path);
+        report(change.path);
+        continue;
+      }
     }
-    const absolute = await locate(change.path);
+    absolute ??= await locate(change.path);
     let type = currentType(absolute);
     // A file is renamed over whatever non-directory is there; anything else must go first.
     if (

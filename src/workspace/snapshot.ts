@@ -3,7 +3,7 @@ import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, namedAndMore } from '../lib/index.js';
 import type { ObjectBatch, ObjectStore } from '../store/index.js';
 import { changeWindowOf, snapshotChanges } from './changed-since.js';
 import {
@@ -98,13 +98,9 @@ export interface SnapshotResult {
 /** The warnings that say which paths a snapshot could not read (the first few, and a count). */
 function unreadableWarnings(unreadable: readonly { path: string; reason: string }[]): string[] {
   if (unreadable.length === 0) return [];
-  const named = unreadable
-    .slice(0, 5)
-    .map(({ path, reason }) => `${path} (${reason})`)
-    .join(', ');
-  const more = unreadable.length > 5 ? ` and ${unreadable.length - 5} more` : '';
+  const named = namedAndMore(unreadable.map(({ path, reason }) => `${path} (${reason})`));
   return [
-    `Could not read ${named}${more}: left out of this snapshot, and no rollback or undo will touch them. Make them readable to keep them.`,
+    `Could not read ${named}: left out of this snapshot, and no rollback or undo will touch them. Make them readable to keep them.`,
   ];
 }
 
