@@ -4,6 +4,7 @@ import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { forEachConcurrently } from './concurrency.js';
+import { diskPath } from './names.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -14,7 +15,7 @@ const execFileAsync = promisify(execFile);
 export async function syncPath(path: string): Promise<void> {
   let handle: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    handle = await open(path, 'r');
+    handle = await open(diskPath(path), 'r');
     await handle.sync();
   } catch (error) {
     if (process.platform !== 'win32') throw error;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
+import { diskPath } from './names.js';
 
 /** The algorithm prefix of every digest Rewind writes. */
 export const DIGEST_PREFIX = 'sha256:';
@@ -38,7 +39,7 @@ export const STREAM_CHUNK_BYTES = 1024 * 1024;
  * hashed in constant memory. Throws the system error when the file cannot be read.
  */
 export async function digestFile(path: string): Promise<{ digest: Digest; sizeBytes: number }> {
-  const handle = await open(path, 'r');
+  const handle = await open(diskPath(path), 'r');
   try {
     const digester = createDigester();
     const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);

@@ -24,7 +24,21 @@ export {
   type LockHolder,
   withLock,
 } from './lock.js';
-export { normalizeWorkspacePath, resolveWorkspacePath } from './paths.js';
+export {
+  compareNames,
+  decodeName,
+  diskPath,
+  displayPath,
+  hasEscapedBytes,
+  nameBytes,
+  readLinkSync,
+  readNamesSync,
+} from './names.js';
+export {
+  normalizeWorkspacePath,
+  resolveWorkspacePath,
+  WorkspaceDirectories,
+} from './paths.js';
 export {
   createRedactor,
   REDACTED,

@@ -1,6 +1,17 @@
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  type Dirent,
+  existsSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+} from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
+import { diskPath } from './names.js';
 
 /**
  * Normalizes a workspace-relative path to its canonical form (`a/b/c`, forward slashes, no `.`
@@ -40,20 +51,197 @@ export async function resolveWorkspacePath(root: string, path: string): Promise<
     current = join(current, segment);
     let stats: Awaited<ReturnType<typeof lstat>>;
     try {
-      stats = await lstat(current);
+      stats = await lstat(diskPath(current));
     } catch (error) {
       if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) break;
       throw error;
     }
-    if (stats.isSymbolicLink()) {
-      const link = current.slice(root.length + 1);
-      throw new RewindError(
-        'SYMLINK_REFUSED',
-        `The path "${normalized}" goes through the symbolic link "${link}", which Rewind never follows. ` +
-          'Use the path of the real file instead.',
-        { data: { path: normalized, link } },
-      );
-    }
+    if (stats.isSymbolicLink()) throw symlinkRefused(normalized, current.slice(root.length + 1));
   }
   return join(root, normalized);
+}
+
+/** Where a process sees its own open file descriptors as paths (Linux). */
+const DESCRIPTOR_PATHS = '/proc/self/fd';
+let canUseDescriptorPaths: boolean | undefined;
+
+function symlinkRefused(path: string, link: string): RewindError {
+  return new RewindError(
+    'SYMLINK_REFUSED',
+    `The path "${path}" goes through the symbolic link "${link}", which Rewind never follows. ` +
+      'Use the path of the real file instead.',
+    { data: { path, link } },
+  );
+}
+
+/** Opens a name for path operations only (Linux's O_PATH, which Node does not export). */
+const O_PATH = 0o10000000;
+
+/** How many directories {@link WorkspaceDirectories} keeps open before it closes them all. */
+const MAX_OPEN_DIRECTORIES = 128;
+
+/**
+ * Paths inside a workspace that cannot be redirected out of it, even by a process changing the
+ * workspace at the same time. Each directory is opened one component at a time, relative to the
+ * one above it, never following a symbolic link (O_PATH | O_NOFOLLOW | O_DIRECTORY, as openat
+ * would; O_PATH needs only the right to pass through it), and kept open; {@link locate} then names a path through its open parent
+ * (`/proc/self/fd/N/name`), so swapping a directory for a link after the check changes nothing:
+ * the kernel resolves the name in the directory that was checked. Where `/proc` is missing (not
+ * Linux), each component is checked with lstat instead (which a concurrent writer could race).
+ *
+ * The caller must {@link forget} a directory it removes or replaces, and {@link close} at the end.
+ */
+export class WorkspaceDirectories {
+  private readonly open = new Map<string, number>();
+
+  constructor(private readonly root: string) {
+    canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
+  }
+
+  /**
+   * A path naming `relative` (a normalized workspace path) through its opened parent. Throws
+   * `SYMLINK_REFUSED` when a parent component is a symbolic link. When a parent is missing (or
+   * is a file), the path names the missing part under the deepest directory that exists, so
+   * whatever is done with it fails with ENOENT or ENOTDIR.
+   */
+  locate(relative: string): string {
+    const slash = relative.lastIndexOf('/');
+    const parent = slash === -1 ? '' : relative.slice(0, slash);
+    const name = relative.slice(slash + 1);
+    if (!canUseDescriptorPaths) {
+      this.checkWithLstat(relative, parent);
+      return `${this.root}/${relative}`;
+    }
+    const { descriptor, rest } = this.openDirectory(parent);
+    return `${DESCRIPTOR_PATHS}/${descriptor}/${rest === '' ? name : `${rest}/${name}`}`;
+  }
+
+  /**
+   * Sets the mode of the directory `relative` without following a link there: it is opened
+   * with O_PATH (which needs no permission on it, so a mode of 000 can be set and lifted) and
+   * its mode set through the descriptor. Throws ENOTDIR when it is not a directory.
+   */
+  chmodDirectory(relative: string, mode: number): void {
+    const at = this.locate(relative);
+    if (!canUseDescriptorPaths) {
+      if (isSymbolicLink(at)) throw symlinkRefused(relative, relative);
+      chmodSync(diskPath(at), mode);
+      return;
+    }
+    const descriptor = openSync(
+      diskPath(at),
+      O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW,
+    );
+    try {
+      chmodSync(`${DESCRIPTOR_PATHS}/${descriptor}`, mode);
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  /**
+   * Opens `relative` itself without following a link at any component, the last one included
+   * (`SYMLINK_REFUSED`), with `flags` (O_NOFOLLOW is added); the caller closes the descriptor.
+   */
+  openNoFollow(relative: string, flags: number): number {
+    const at = this.locate(relative);
+    try {
+      return openSync(diskPath(at), flags | constants.O_NOFOLLOW);
+    } catch (error) {
+      if (
+        (isSystemError(error, 'ELOOP') || isSystemError(error, 'ENOTDIR')) &&
+        isSymbolicLink(at)
+      ) {
+        throw symlinkRefused(relative, relative);
+      }
+      throw error;
+    }
+  }
+
+  /** The entries of the directory `relative`, reached without following a link (see {@link openNoFollow}). */
+  list(relative: string): Dirent[] {
+    const descriptor = this.openNoFollow(relative, constants.O_RDONLY | constants.O_DIRECTORY);
+    try {
+      // Where /proc is missing, the checked path is listed (see the class).
+      return readdirSync(
+        canUseDescriptorPaths
+          ? `${DESCRIPTOR_PATHS}/${descriptor}`
+          : diskPath(this.locate(relative)),
+        { withFileTypes: true },
+      );
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  /** Closes what is open for `relative` and everything under it (removed or replaced). */
+  forget(relative: string): void {
+    for (const [path, descriptor] of this.open) {
+      if (path === relative || path.startsWith(`${relative}/`) || relative === '') {
+        closeSync(descriptor);
+        this.open.delete(path);
+      }
+    }
+  }
+
+  close(): void {
+    this.forget('');
+  }
+
+  /** The deepest directory of `parent` that exists, opened, and the components left below it. */
+  private openDirectory(parent: string): { descriptor: number; rest: string } {
+    const known = this.open.get(parent);
+    if (known !== undefined) return { descriptor: known, rest: '' };
+    if (this.open.size >= MAX_OPEN_DIRECTORIES) this.close();
+    const segments = parent === '' ? [] : parent.split('/');
+    // Start from the deepest ancestor already open.
+    let depth = segments.length;
+    let descriptor: number | undefined;
+    while (depth > 0 && descriptor === undefined) {
+      depth -= 1;
+      descriptor = this.open.get(segments.slice(0, depth).join('/'));
+    }
+    if (descriptor === undefined) {
+      descriptor = openSync(diskPath(this.root), O_PATH | constants.O_DIRECTORY);
+      this.open.set('', descriptor);
+      depth = 0;
+    }
+    for (; depth < segments.length; depth++) {
+      const path = segments.slice(0, depth + 1).join('/');
+      const at = `${DESCRIPTOR_PATHS}/${descriptor}/${segments[depth]}`;
+      let next: number;
+      try {
+        next = openSync(diskPath(at), O_PATH | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+      } catch (error) {
+        if (isSystemError(error, 'ENOTDIR') && isSymbolicLink(at)) {
+          throw symlinkRefused(parent, path);
+        }
+        if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) {
+          return { descriptor, rest: segments.slice(depth).join('/') };
+        }
+        throw error;
+      }
+      this.open.set(path, next);
+      descriptor = next;
+    }
+    return { descriptor, rest: '' };
+  }
+
+  private checkWithLstat(relative: string, parent: string): void {
+    let current = this.root;
+    for (const segment of parent === '' ? [] : parent.split('/')) {
+      current = `${current}/${segment}`;
+      if (isSymbolicLink(current)) {
+        throw symlinkRefused(relative, current.slice(this.root.length + 1));
+      }
+    }
+  }
+}
+
+function isSymbolicLink(path: string): boolean {
+  try {
+    return lstatSync(diskPath(path)).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }

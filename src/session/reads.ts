@@ -1,7 +1,7 @@
-import type { Dirent } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { closeSync, constants, type Dirent, readFileSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { isSystemError } from '../errors.js';
-import { type Digest, normalizeWorkspacePath, resolveWorkspacePath } from '../lib/index.js';
+import { type Digest, normalizeWorkspacePath, WorkspaceDirectories } from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
 import type { ActionClass, ActionState } from './journal/action-records.js';
@@ -33,27 +33,43 @@ export async function listActions(context: SessionContext): Promise<ActionInfo[]
 
 /** A text file of the session's workspace; see `Session.read`. */
 export async function readText(context: SessionContext, path: string): Promise<string> {
-  const absolute = await resolveWorkspacePath(context.workspace, path);
+  const relative = normalizeWorkspacePath(path);
+  // Opened through its checked parent, never through a link: a directory swapped for a link
+  // meanwhile cannot make it read a file outside the workspace.
+  const directories = new WorkspaceDirectories(context.workspace);
+  let descriptor: number;
   try {
-    return await readFile(absolute, 'utf8');
+    descriptor = directories.openNoFollow(relative, constants.O_RDONLY);
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(normalizeWorkspacePath(path));
+    if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
     throw error;
+  } finally {
+    directories.close();
+  }
+  try {
+    return readFileSync(descriptor, 'utf8');
+  } finally {
+    closeSync(descriptor);
   }
 }
 
 /** The entries of a directory of the session's workspace; see `Session.list`. */
 export async function listDirectory(context: SessionContext, path: string): Promise<string[]> {
-  const absolute =
-    path === '.' || path === ''
-      ? context.workspace
-      : await resolveWorkspacePath(context.workspace, path);
+  const isRoot = path === '.' || path === '';
   let entries: Dirent[];
-  try {
-    entries = await readdir(absolute, { withFileTypes: true });
-  } catch (error) {
-    if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(normalizeWorkspacePath(path));
-    throw error;
+  if (isRoot) {
+    entries = await readdir(context.workspace, { withFileTypes: true });
+  } else {
+    const relative = normalizeWorkspacePath(path);
+    const directories = new WorkspaceDirectories(context.workspace);
+    try {
+      entries = directories.list(relative);
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
+      throw error;
+    } finally {
+      directories.close();
+    }
   }
   return entries
     .filter((entry) => entry.name !== '.rewind')

@@ -20,6 +20,7 @@ import {
   type Digest,
   digestBytes,
   digestFile,
+  diskPath,
   isDigest,
   STREAM_CHUNK_BYTES,
   syncPath,
@@ -310,7 +311,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   async function putFile(path: string, batch?: BatchState): Promise<ObjectInfo> {
-    const handle = await open(path, 'r');
+    const handle = await open(diskPath(path), 'r');
     let bytes: Buffer | undefined;
     try {
       if ((await handle.stat()).size <= SMALL_FILE_BYTES) bytes = await handle.readFile();
@@ -327,7 +328,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   async function putLargeFile(path: string, batch?: BatchState): Promise<ObjectInfo> {
     const temporary = temporaryPath();
     try {
-      await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
+      await copyFile(
+        diskPath(path),
+        temporary,
+        constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE,
+      );
       const { digest, sizeBytes } = await digestFile(temporary);
       if (!batch) await syncPath(temporary);
       await chmod(temporary, 0o444);

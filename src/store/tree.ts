@@ -1,5 +1,5 @@
 import { RewindError } from '../errors.js';
-import { canonicalJson, type Digest, isDigest } from '../lib/index.js';
+import { canonicalJson, compareNames, type Digest, isDigest } from '../lib/index.js';
 import type { ObjectStore } from './objects.js';
 
 /** The tree encoding version this Rewind reads and writes. */
@@ -24,10 +24,6 @@ function invalid(message: string, data: Record<string, unknown>): RewindError {
       data,
     },
   );
-}
-
-function compareNames(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
 function checkName(name: unknown): string {

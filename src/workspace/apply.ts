@@ -1,11 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
 import {
-  chmod,
+  chmodSync,
+  closeSync,
+  fchmodSync,
+  lstatSync,
+  openSync,
+  renameSync,
+  writeSync,
+} from 'node:fs';
+import {
   type FileHandle,
   mkdir,
   open,
-  readdir,
   readlink,
   rename,
   rmdir,
@@ -14,7 +20,13 @@ import {
 } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
+import {
+  digestFile,
+  diskPath,
+  readNamesSync,
+  syncPaths,
+  WorkspaceDirectories,
+} from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
@@ -48,7 +60,7 @@ type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
 
 function currentType(absolute: string): Current {
   try {
-    const stats = lstatSync(absolute);
+    const stats = lstatSync(diskPath(absolute));
     if (stats.isFile()) return 'file';
     if (stats.isDirectory()) return 'directory';
     if (stats.isSymbolicLink()) return 'symlink';
@@ -117,8 +129,8 @@ async function removeEntry(
   type: Current,
 ): Promise<'removed' | 'not-empty' | 'absent'> {
   try {
-    if (type === 'directory') await rmdir(absolute);
-    else await unlink(absolute);
+    if (type === 'directory') await rmdir(diskPath(absolute));
+    else await unlink(diskPath(absolute));
     return 'removed';
   } catch (error) {
     if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return 'absent';
@@ -136,12 +148,14 @@ async function removeLeftovers(directories: Iterable<string>): Promise<void> {
   for (const directory of directories) {
     let names: string[];
     try {
-      names = await readdir(directory);
+      names = readNamesSync(directory);
     } catch {
       continue;
     }
     for (const name of names) {
-      if (TEMPORARY_PATTERN.test(name)) await unlink(`${directory}/${name}`).catch(() => {});
+      if (TEMPORARY_PATTERN.test(name)) {
+        await unlink(diskPath(`${directory}/${name}`)).catch(() => {});
+      }
     }
   }
 }
@@ -152,7 +166,7 @@ const SMALL_FILE_BYTES = 1024 * 1024;
 /** True when the file at `absolute` already has the entry's content and mode. */
 async function holdsFile(absolute: string, entry: TreeEntry & { type: 'file' }): Promise<boolean> {
   try {
-    const stats = lstatSync(absolute);
+    const stats = lstatSync(diskPath(absolute));
     if (!stats.isFile() || stats.size !== entry.sizeBytes || (stats.mode & 0o7777) !== entry.mode)
       return false;
     return (await digestFile(absolute)).digest === entry.digest;
@@ -199,12 +213,20 @@ async function writeFromStore(
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A thread-pool round trip per call costs more than these calls themselves.
       const bytes = await store.get(entry.digest);
-      writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o600 });
-      chmodSync(temporary, entry.mode);
-      renameSync(temporary, absolute);
+      // Created exclusively (never through a link) and given its mode through the descriptor.
+      const descriptor = openSync(diskPath(temporary), 'wx', 0o600);
+      try {
+        for (let written = 0; written < bytes.length; ) {
+          written += writeSync(descriptor, bytes, written);
+        }
+        fchmodSync(descriptor, entry.mode);
+      } finally {
+        closeSync(descriptor);
+      }
+      renameSync(diskPath(temporary), diskPath(absolute));
       return;
     }
-    const handle = await open(temporary, 'wx', 0o600);
+    const handle = await open(diskPath(temporary), 'wx', 0o600);
     try {
       // Blocks of zeros are skipped, not written: a sparse file (a disk image, a database) comes
       // back sparse rather than at its full size on disk.
@@ -218,9 +240,9 @@ async function writeFromStore(
     } finally {
       await handle.close();
     }
-    await rename(temporary, absolute);
+    await rename(diskPath(temporary), diskPath(absolute));
   } catch (error) {
-    await unlink(temporary).catch(() => {});
+    await unlink(diskPath(temporary)).catch(() => {});
     throw error;
   }
 }
@@ -334,7 +356,7 @@ async function applyWithin(
   // Everything written is made durable together at the end: see syncPaths.
   const written: string[] = [];
 
-  const modes: { absolute: string; mode: number; depth: number }[] = [];
+  const modes: { path: string; mode: number; depth: number }[] = [];
   const total = changes.length;
   let done = 0;
   const report = (path: string): void => {
@@ -342,109 +364,112 @@ async function applyWithin(
     options.onProgress?.({ done, total, path });
   };
 
-  const checkedParents = new Set<string>();
-  const locate = async (path: string): Promise<string> => {
-    const parent = posix.dirname(path);
-    if (parent !== '.' && !checkedParents.has(parent)) {
-      await resolveWorkspacePath(root, parent);
-      checkedParents.add(parent);
-    }
-    return `${root}/${path}`;
-  };
-
-  for (const change of removals) {
-    if (await isIgnored(change.path, change.before?.type === 'directory')) {
-      skip(change.path);
-    } else {
-      const absolute = await locate(change.path);
-      const outcome = await removeEntry(absolute, currentType(absolute));
-      if (outcome === 'removed') {
-        result.deleted += 1;
-        directoriesToSync.add(posix.dirname(absolute));
-      }
-      if (outcome === 'not-empty') skip(change.path);
-    }
-    report(change.path);
-  }
-
-  for (const change of placements) {
-    const after = change.after as TreeEntry;
-    const isDirectory = after.type === 'directory';
-    let absolute: string | undefined;
-    if (await isIgnored(change.path, isDirectory)) {
-      // What the workspace leaves out now is never overwritten; but where nothing is, putting
-      // the path back tramples nothing (a rule written just before deleting it must not keep
-      // it from coming back).
-      if (
-        !isAtOrUnder(change.path, leaveAlone) &&
-        !((await options.target?.(change.path, isDirectory)) ?? false)
-      ) {
-        absolute = await locate(change.path).catch((error: unknown) => {
-          if (isRewindError(error, 'SYMLINK_REFUSED')) return undefined;
-          throw error;
-        });
-        if (absolute !== undefined && currentType(absolute) !== undefined) absolute = undefined;
-      }
-      if (absolute === undefined) {
+  // Every path is reached through its opened parent: see WorkspaceDirectories.
+  const directories = new WorkspaceDirectories(root);
+  try {
+    for (const change of removals) {
+      if (await isIgnored(change.path, change.before?.type === 'directory')) {
         skip(change.path);
-        report(change.path);
-        continue;
-      }
-    }
-    absolute ??= await locate(change.path);
-    let type = currentType(absolute);
-    // A file is renamed over whatever non-directory is there; anything else must go first.
-    if (
-      type !== undefined &&
-      type !== after.type &&
-      (type === 'directory' || after.type !== 'file')
-    ) {
-      if ((await removeEntry(absolute, type)) === 'not-empty') {
-        throw new RewindError(
-          'PATH_UNREADABLE',
-          `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
-            '(ignored by .gitignore or .rewindignore). Move them away, then retry.',
-          { data: { path: change.path } },
-        );
-      }
-      type = undefined;
-    }
-    if (after.type === 'directory') {
-      if (type !== 'directory') {
-        await mkdir(absolute, { mode: 0o700 });
-        result.created += 1;
-      }
-      modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
-    } else if (after.type === 'file') {
-      // Putting things back after a failure (or a crash) leaves alone what already is right: it
-      // may be exactly the file that could not be replaced.
-      if (options.isRecovery && type === 'file' && (await holdsFile(absolute, after))) {
-        directoriesToSync.add(posix.dirname(absolute));
-        report(change.path);
-        continue;
-      }
-      await writeFromStore(store, absolute, after);
-      written.push(absolute);
-      if (type === undefined) result.created += 1;
-      else result.written += 1;
-    } else {
-      if (type === 'symlink') {
-        if ((await readlink(absolute)) !== after.target) {
-          await unlink(absolute);
-          await symlink(after.target, absolute);
-          result.written += 1;
-        }
       } else {
-        await symlink(after.target, absolute);
-        result.created += 1;
+        const at = directories.locate(change.path);
+        const type = currentType(at);
+        const outcome = await removeEntry(at, type);
+        if (type === 'directory') directories.forget(change.path);
+        if (outcome === 'removed') {
+          result.deleted += 1;
+          directoriesToSync.add(posix.dirname(`${root}/${change.path}`));
+        }
+        if (outcome === 'not-empty') skip(change.path);
       }
+      report(change.path);
     }
-    directoriesToSync.add(posix.dirname(absolute));
-    report(change.path);
-  }
 
-  for (const { absolute, mode } of modes.sort((a, b) => b.depth - a.depth))
-    await chmod(absolute, mode);
+    for (const change of placements) {
+      const after = change.after as TreeEntry;
+      const isDirectory = after.type === 'directory';
+      let at: string | undefined;
+      if (await isIgnored(change.path, isDirectory)) {
+        // What the workspace leaves out now is never overwritten; but where nothing is, putting
+        // the path back tramples nothing (a rule written just before deleting it must not keep
+        // it from coming back).
+        if (
+          !isAtOrUnder(change.path, leaveAlone) &&
+          !((await options.target?.(change.path, isDirectory)) ?? false)
+        ) {
+          try {
+            at = directories.locate(change.path);
+          } catch (error) {
+            if (!isRewindError(error, 'SYMLINK_REFUSED')) throw error;
+          }
+          if (at !== undefined && currentType(at) !== undefined) at = undefined;
+        }
+        if (at === undefined) {
+          skip(change.path);
+          report(change.path);
+          continue;
+        }
+      }
+      at ??= directories.locate(change.path);
+      const real = `${root}/${change.path}`;
+      let type = currentType(at);
+      // A file is renamed over whatever non-directory is there; anything else must go first.
+      if (
+        type !== undefined &&
+        type !== after.type &&
+        (type === 'directory' || after.type !== 'file')
+      ) {
+        if ((await removeEntry(at, type)) === 'not-empty') {
+          throw new RewindError(
+            'PATH_UNREADABLE',
+            `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
+              '(ignored by .gitignore or .rewindignore). Move them away, then retry.',
+            { data: { path: change.path } },
+          );
+        }
+        if (type === 'directory') directories.forget(change.path);
+        type = undefined;
+      }
+      if (after.type === 'directory') {
+        if (type !== 'directory') {
+          await mkdir(diskPath(at), { mode: 0o700 });
+          result.created += 1;
+        }
+        modes.push({ path: change.path, mode: after.mode, depth: depth(change.path) });
+      } else if (after.type === 'file') {
+        // Putting things back after a failure (or a crash) leaves alone what already is right:
+        // it may be exactly the file that could not be replaced.
+        if (options.isRecovery && type === 'file' && (await holdsFile(at, after))) {
+          directoriesToSync.add(posix.dirname(real));
+          report(change.path);
+          continue;
+        }
+        await writeFromStore(store, at, after);
+        written.push(real);
+        if (type === undefined) result.created += 1;
+        else result.written += 1;
+      } else {
+        const target = diskPath(after.target);
+        if (type === 'symlink') {
+          if (!(await readlink(diskPath(at), { encoding: 'buffer' })).equals(Buffer.from(target))) {
+            await unlink(diskPath(at));
+            await symlink(target, diskPath(at));
+            result.written += 1;
+          }
+        } else {
+          await symlink(target, diskPath(at));
+          result.created += 1;
+        }
+      }
+      directoriesToSync.add(posix.dirname(real));
+      report(change.path);
+    }
+
+    for (const { path, mode } of modes.sort((a, b) => b.depth - a.depth)) {
+      directories.chmodDirectory(path, mode);
+    }
+  } finally {
+    directories.close();
+  }
   if (options.isRecovery) {
     await removeLeftovers(
       new Set(changes.map((change) => posix.dirname(`${root}/${change.path}`))),

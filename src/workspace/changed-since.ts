@@ -1,6 +1,6 @@
 // The "changed since" shortcut: the previous snapshot's tree updated with only what changed.
-import { readdirSync, readlinkSync, statSync } from 'node:fs';
-import { type Digest, forEachConcurrently } from '../lib/index.js';
+import { statSync } from 'node:fs';
+import { type Digest, forEachConcurrently, readLinkSync, readNamesSync } from '../lib/index.js';
 import {
   encodeTree,
   type ObjectBatch,
@@ -109,7 +109,7 @@ async function rebuildDirectory(
   let names: string[];
   if (state.changedPaths.has(relative)) {
     try {
-      names = readdirSync(absolute);
+      names = readNamesSync(absolute);
     } catch (error) {
       throw unreadable(relative === '' ? absolute : relative, error);
     }
@@ -181,7 +181,7 @@ async function rebuildDirectory(
     if (stats.isSymbolicLink()) {
       let target: string;
       try {
-        target = readlinkSync(childAbsolute);
+        target = readLinkSync(childAbsolute);
       } catch (error) {
         throw unreadable(childRelative, error);
       }

@@ -3,7 +3,7 @@ import { readFileSync, statfsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { type Digest, isDigest, writeFileAtomic } from '../lib/index.js';
+import { type Digest, decodeName, isDigest, writeFileAtomic } from '../lib/index.js';
 
 const RECORD_FILE = join('cache', 'changes-v2.json');
 
@@ -196,8 +196,15 @@ export async function listChangedSince(
         resolve(undefined);
         return;
       }
-      const text = Buffer.concat(chunks).toString('utf8');
-      resolve(text === '' ? [] : text.slice(0, -1).split('\0'));
+      // Names are bytes: each is decoded as the walk decodes it (see decodeName).
+      const output = Buffer.concat(chunks);
+      const paths: string[] = [];
+      for (let start = 0; start < output.length; ) {
+        const end = output.indexOf(0, start);
+        paths.push(decodeName(output.subarray(start, end === -1 ? output.length : end)));
+        start = end === -1 ? output.length : end + 1;
+      }
+      resolve(paths);
     });
   });
 }

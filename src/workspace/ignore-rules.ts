@@ -3,7 +3,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative as relativePath, resolve, sep } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { isSystemError } from '../errors.js';
-import { canonicalJson, type Digest, digestBytes } from '../lib/index.js';
+import { canonicalJson, type Digest, digestBytes, diskPath } from '../lib/index.js';
 
 /** Rewind's own ignore file, in gitignore syntax, in any directory; it may re-include with `!`. */
 export const IGNORE_FILE = '.rewindignore';
@@ -39,7 +39,7 @@ export const NO_OUTSIDE_RULES: OutsideRules = { sets: [] };
 
 function readText(file: string): string | undefined {
   try {
-    return readFileSync(file, 'utf8');
+    return readFileSync(diskPath(file), 'utf8');
   } catch (error) {
     if (
       isSystemError(error, 'ENOENT') ||

@@ -1,7 +1,6 @@
 // Single-path snapshots and the ignore check of one path, for the few paths an action touches.
-import { readlinkSync } from 'node:fs';
 import { RewindError } from '../errors.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, readLinkSync } from '../lib/index.js';
 import type { ObjectBatch, TreeEntry } from '../store/index.js';
 import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
@@ -96,7 +95,7 @@ export async function snapshotPath(
   if (stats.isSymbolicLink()) {
     try {
       return {
-        entry: { name, type: 'symlink', target: readlinkSync(absolute) },
+        entry: { name, type: 'symlink', target: readLinkSync(absolute) },
         ignored: [],
         special: [],
         warnings: [],

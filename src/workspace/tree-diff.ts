@@ -1,4 +1,4 @@
-import type { Digest } from '../lib/index.js';
+import { compareNames, type Digest } from '../lib/index.js';
 import { type ObjectStore, readTree, type TreeEntry } from '../store/index.js';
 
 /**
@@ -86,9 +86,7 @@ async function diffInto(
   const after = new Map(
     (to ? (await readTree(store, to)).entries : []).map((entry) => [entry.name, entry]),
   );
-  const names = [...new Set([...before.keys(), ...after.keys()])].sort((a, b) =>
-    Buffer.compare(Buffer.from(a), Buffer.from(b)),
-  );
+  const names = [...new Set([...before.keys(), ...after.keys()])].sort(compareNames);
   for (const name of names) {
     await diffPair(store, `${prefix}${name}`, before.get(name), after.get(name), into);
   }

@@ -6,12 +6,16 @@ import {
   fstatSync,
   lstatSync,
   openSync,
-  readdirSync,
   readFileSync,
-  readlinkSync,
 } from 'node:fs';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import { type Digest, forEachConcurrently } from '../lib/index.js';
+import {
+  type Digest,
+  diskPath,
+  forEachConcurrently,
+  readLinkSync,
+  readNamesSync,
+} from '../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../store/index.js';
 import { holdsIgnoreFile, type IgnoreRules } from './ignore-rules.js';
 import type { StatCache } from './stat-cache.js';
@@ -137,7 +141,7 @@ export function scanDirectory(
   const { cache, warnings, ignoreDirectories } = context;
   let names: string[];
   try {
-    names = readdirSync(absolute);
+    names = readNamesSync(absolute);
   } catch (error) {
     throw unreadable(relative === '' ? absolute : relative, error);
   }
@@ -197,7 +201,7 @@ export function scanDirectory(
       if (kind === 'symlink' && entry.payload === undefined) {
         const target = readOrSkip(context, () => {
           try {
-            return readlinkSync(childAbsolute);
+            return readLinkSync(childAbsolute);
           } catch (error) {
             throw unreadable(childRelative, error);
           }
@@ -214,7 +218,7 @@ export function scanDirectory(
 /** The entry's lstat; undefined when it is gone (deleted while the directory was read). */
 export function lstatEntry(absolute: string, relative: string): BigIntStats | undefined {
   try {
-    return lstatSync(absolute, { bigint: true });
+    return lstatSync(diskPath(absolute), { bigint: true });
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return undefined;
     throw unreadable(relative, error);
@@ -259,11 +263,14 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
     let after: BigIntStats;
     let content: Buffer | { file: string };
     try {
-      before = lstatSync(entry.absolute, { bigint: true });
+      before = lstatSync(diskPath(entry.absolute), { bigint: true });
       if (!before.isFile())
         throw Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
       // Opened here, so a file that cannot be read is told apart from a store that cannot write.
-      const descriptor = openSync(entry.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
+      const descriptor = openSync(
+        diskPath(entry.absolute),
+        constants.O_RDONLY | constants.O_NOFOLLOW,
+      );
       try {
         // Small files are read synchronously: a thread-pool round trip costs more than the read.
         content =
@@ -280,7 +287,7 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
     let readBytes: number;
     try {
       ({ digest, sizeBytes: readBytes } = await batch.put(content));
-      if (!Buffer.isBuffer(content)) after = lstatSync(entry.absolute, { bigint: true });
+      if (!Buffer.isBuffer(content)) after = lstatSync(diskPath(entry.absolute), { bigint: true });
     } catch (error) {
       if (isRewindError(error)) throw error;
       throw storeFailed(entry.relative, error);

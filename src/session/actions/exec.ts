@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
-import { namedAndMore } from '../../lib/index.js';
+import { diskPath, namedAndMore } from '../../lib/index.js';
 import type { Command, RunResult } from '../../sandbox/index.js';
 import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
 import { type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
@@ -152,7 +152,7 @@ export async function runCommandAction(
   const hidden: string[] = [];
   for (const change of changes) {
     const kind = fileChangeKind(change);
-    if (kind === 'deleted' && existsSync(join(context.workspace, change.path))) {
+    if (kind === 'deleted' && existsSync(diskPath(join(context.workspace, change.path)))) {
       hidden.push(change.path);
     } else if (kind) files[keys[kind]].push(change.path);
   }

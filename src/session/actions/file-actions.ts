@@ -1,7 +1,12 @@
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../../errors.js';
-import { namedAndMore, normalizeWorkspacePath, resolveWorkspacePath } from '../../lib/index.js';
+import {
+  diskPath,
+  namedAndMore,
+  normalizeWorkspacePath,
+  resolveWorkspacePath,
+} from '../../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../../store/index.js';
 import { isIgnoredPath, snapshotPath } from '../../workspace/index.js';
 import { outsideRulesOf, type SessionContext } from '../context.js';
@@ -84,7 +89,7 @@ async function placeEntry(
   let missing = parts.length - 1;
   for (let index = 0; index < parts.length - 1; index++) {
     const prefix = parts.slice(0, index + 1).join('/');
-    const stats = await lstat(join(context.workspace, prefix)).catch((error: unknown) => {
+    const stats = await lstat(diskPath(join(context.workspace, prefix))).catch((error: unknown) => {
       if (isSystemError(error, 'ENOENT')) return undefined;
       throw error;
     });

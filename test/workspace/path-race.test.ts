@@ -1,0 +1,55 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { WorkspaceDirectories } from '../../src/lib/index.js';
+import type { ObjectStore } from '../../src/store/index.js';
+import { applyChanges } from '../../src/workspace/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { makeWorkspace } from '../helpers/workspace.js';
+
+describe('paths that another process changes at the same time', () => {
+  it('a path named through its opened parent stays in the directory that was checked', async () => {
+    const workspace = await makeTempDirectory();
+    const outside = await makeTempDirectory();
+    await mkdir(join(workspace, 'd'));
+    const directories = new WorkspaceDirectories(workspace);
+    try {
+      const at = directories.locate('d/f');
+      // Between the check and the write, d becomes a link to a directory outside.
+      await rename(join(workspace, 'd'), join(workspace, 'd.moved'));
+      await symlink(outside, join(workspace, 'd'));
+      writeFileSync(at, 'x');
+      expect(await readdir(outside)).toEqual([]);
+      expect(existsSync(join(workspace, 'd.moved', 'f'))).toBe(true);
+      // Asked again, the link is refused.
+      directories.forget('d');
+      expect(() => directories.locate('d/f')).toThrow(/symbolic link "d"/);
+    } finally {
+      directories.close();
+    }
+  });
+
+  it('a restore writes into the directory it checked, even if it became a link to elsewhere meanwhile', async () => {
+    const { workspace, store } = await makeWorkspace({ 'd/keep.txt': 'k\n' });
+    const outside = await makeTempDirectory();
+    const content = await store.put(Buffer.from('restored\n'));
+    const after = { name: 'f', type: 'file' as const, mode: 0o644, ...content };
+    // Another process swaps d for a link to a directory outside while the content is fetched:
+    // after the parent was checked, before the file is written.
+    let isSwapped = false;
+    const racing: ObjectStore = Object.create(store);
+    racing.get = async (digest) => {
+      if (!isSwapped) {
+        isSwapped = true;
+        await rename(join(workspace, 'd'), join(workspace, 'd.moved'));
+        await symlink(outside, join(workspace, 'd'));
+      }
+      return store.get(digest);
+    };
+    await applyChanges(workspace, racing, [{ path: 'd/f', before: undefined, after }]);
+    expect(isSwapped).toBe(true);
+    expect(await readdir(outside)).toEqual([]);
+    expect(await readFile(join(workspace, 'd.moved', 'f'), 'utf8')).toBe('restored\n');
+  });
+});
