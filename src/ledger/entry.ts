@@ -20,11 +20,11 @@ export const ENTRY_KINDS = {
   'rollback-started':
     "Intent: the workspace is about to be restored to a checkpoint. Body: `label`, `checkpointSeq`, `beforeTree` (the workspace as it was, saved first), `afterTree` (the target), `changeCount`, `afterRules` (the checkpoint's `rules`) when it has some; when the checkpoint holds a conversation, `conversationBefore` (the current one, if any) and `conversationAfter` (the checkpoint's, repaired for its provider, with the resume note), each `tree`, `format`, `messageCount`.",
   'rollback-completed':
-    "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `isRecovery`; after a recovery that first saved paths edited since the crash, `savedAs` (the checkpoint holding them), `drifted` (up to 50), `driftedCount`.",
+    "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `createdLeftOut` (paths created though the workspace's rules leave them out, at most 100) when there are some, `isRecovery`; after a recovery that first saved paths edited since the crash, `savedAs` (the checkpoint holding them), `drifted` (up to 50), `driftedCount`.",
   'undo-started':
-    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
+    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `mayRemove` (the `createdLeftOut` of the undone restore, which the rules of afterTree do not protect); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
   'undo-completed':
-    'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `skippedCount`, `isRecovery`.',
+    'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `skippedCount`, `createdLeftOut` when there are some, `isRecovery`.',
   'rollback-failed':
     'The restore announced by a rollback-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `error` (`code`, `message`; NOT_APPLIED when recovery found it had changed no path, so closed it without performing it), `isReverted`, `isRecovery`.',
   'undo-failed':

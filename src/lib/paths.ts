@@ -174,6 +174,27 @@ export class WorkspaceDirectories {
     }
   }
 
+  /**
+   * The error, with the paths it names through an open directory (`/proc/self/fd/N/...`) given
+   * as the real paths they stand for, so a message names what a person knows. Call before
+   * {@link close}.
+   */
+  explain(error: unknown): unknown {
+    if (!(error instanceof Error) || this.open.size === 0) return error;
+    const named = new Map([...this.open].map(([path, descriptor]) => [String(descriptor), path]));
+    const real = (text: string): string =>
+      text.replace(/\/proc\/self\/fd\/(\d+)/g, (whole, descriptor: string) => {
+        const path = named.get(descriptor);
+        if (path === undefined) return whole;
+        return path === '' ? this.root : `${this.root}/${path}`;
+      });
+    error.message = real(error.message);
+    const withPaths = error as Error & { path?: unknown; dest?: unknown };
+    if (typeof withPaths.path === 'string') withPaths.path = real(withPaths.path);
+    if (typeof withPaths.dest === 'string') withPaths.dest = real(withPaths.dest);
+    return error;
+  }
+
   /** Closes what is open for `relative` and everything under it (removed or replaced). */
   forget(relative: string): void {
     for (const [path, descriptor] of this.open) {

@@ -42,7 +42,7 @@ export async function readText(context: SessionContext, path: string): Promise<s
     descriptor = directories.openNoFollow(relative, constants.O_RDONLY);
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
-    throw error;
+    throw directories.explain(error);
   } finally {
     directories.close();
   }
@@ -66,7 +66,7 @@ export async function listDirectory(context: SessionContext, path: string): Prom
       entries = directories.list(relative);
     } catch (error) {
       if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
-      throw error;
+      throw directories.explain(error);
     } finally {
       directories.close();
     }

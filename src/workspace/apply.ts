@@ -23,6 +23,7 @@ import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import {
   digestFile,
   diskPath,
+  nameBytes,
   readNamesSync,
   syncPaths,
   WorkspaceDirectories,
@@ -51,6 +52,12 @@ export interface ApplyResult {
    */
   skipped: string[];
   skippedCount: number;
+  /**
+   * Paths created though the workspace's rules leave them out (nothing was there: see
+   * {@link applyChanges}), the first {@link MAX_LISTED_SKIPPED}; absent when there are none. An
+   * undo may remove them again, though the state it goes back to leaves them out.
+   */
+  createdLeftOut?: string[];
 }
 
 /** How many skipped paths an {@link ApplyResult} lists (it counts them all). */
@@ -143,6 +150,23 @@ async function removeEntry(
 const TEMPORARY_SUFFIX = '.rewind-tmp';
 const TEMPORARY_PATTERN = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
 
+/** The longest name a file system takes (NAME_MAX), in bytes. */
+const MAX_NAME_BYTES = 255;
+
+/**
+ * The name of the temporary file a restore of `name` writes first: `.NAME.rewind-RANDOM` and the
+ * suffix, with NAME cut short (at a character boundary) when the whole would pass NAME_MAX.
+ */
+function temporaryName(name: string): string {
+  const tail = `.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+  let kept = name;
+  while (kept.length > 1 && nameBytes(`.${kept}${tail}`).length > MAX_NAME_BYTES) {
+    kept = kept.slice(0, Math.max(1, kept.length - 8));
+    if (/[\uD800-\uDBFF]$/.test(kept)) kept = kept.slice(0, -1);
+  }
+  return `.${kept}${tail}`;
+}
+
 /** Removes the temporary files a killed restore may have left in these directories. */
 async function removeLeftovers(directories: Iterable<string>): Promise<void> {
   for (const directory of directories) {
@@ -208,7 +232,7 @@ async function writeFromStore(
   absolute: string,
   entry: TreeEntry & { type: 'file' },
 ): Promise<void> {
-  const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+  const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A thread-pool round trip per call costs more than these calls themselves.
@@ -408,6 +432,10 @@ async function applyWithin(
           report(change.path);
           continue;
         }
+        result.createdLeftOut ??= [];
+        if (result.createdLeftOut.length < MAX_LISTED_SKIPPED) {
+          result.createdLeftOut.push(change.path);
+        }
       }
       at ??= directories.locate(change.path);
       const real = `${root}/${change.path}`;
@@ -467,6 +495,8 @@ async function applyWithin(
     for (const { path, mode } of modes.sort((a, b) => b.depth - a.depth)) {
       directories.chmodDirectory(path, mode);
     }
+  } catch (error) {
+    throw directories.explain(error);
   } finally {
     directories.close();
   }

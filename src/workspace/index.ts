@@ -31,5 +31,5 @@ export {
   isSameEntry,
   type TreeChange,
 } from './tree-diff.js';
-export { type LeftOutCheck, treeRules } from './tree-rules.js';
+export { exceptFor, type LeftOutCheck, treeRules } from './tree-rules.js';
 export type { DirectorySize, SnapshotProgress } from './walk.js';

@@ -18,6 +18,19 @@ interface DirectoryRules {
  * store) and `outside`, the rules that applied from outside the workspace when it was recorded.
  * A path under a directory the tree does not have is judged by the rules above it.
  */
+/**
+ * The check, except that it never leaves out the paths `except`: what
+ * a rollback created though the rules left it out, which its undo removes again.
+ */
+export function exceptFor(
+  check: LeftOutCheck,
+  except: readonly string[] | undefined,
+): LeftOutCheck {
+  if (except === undefined || except.length === 0) return check;
+  const exempt = new Set(except);
+  return async (path, isDirectory) => !exempt.has(path) && check(path, isDirectory);
+}
+
 export function treeRules(store: ObjectStore, tree: Digest, outside: OutsideRules): LeftOutCheck {
   const byDirectory = new Map<string, Promise<DirectoryRules>>();
   const entriesOf = async (digest: Digest): Promise<Map<string, TreeEntry>> =>

@@ -109,6 +109,31 @@ describe('rules that change between checkpoints', () => {
     }
   });
 
+  it('an undo of a rollback that brought back a path the rules now leave out removes it again', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'a', '.env': 'secret' });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      await session.checkpoint('with-env');
+      await rm(join(workspace, '.env'));
+      await writeFile(join(workspace, '.gitignore'), '.env\n');
+      const rollback = await session.rollback('with-env');
+      expect(rollback.applied).toMatchObject({ createdLeftOut: ['.env'] });
+      expect(await readFile(join(workspace, '.env'), 'utf8')).toBe('secret');
+      await session.undo(rollback.id as number);
+      expect(existsSync(join(workspace, '.env'))).toBe(false);
+      expect(await readFile(join(workspace, '.gitignore'), 'utf8')).toBe('.env\n');
+      // Edited since the rollback, it is not removed: the undo refuses.
+      const again = await session.rollback('with-env');
+      await writeFile(join(workspace, '.env'), 'edited');
+      expect((await session.undo(again.id as number)).status).toBe('refused');
+      expect(await readFile(join(workspace, '.env'), 'utf8')).toBe('edited');
+    } finally {
+      await session.close();
+    }
+  });
+
   it("leave a git repository's ignored files alone through rollbacks and undos, and keep the secret out of the store", async () => {
     const workspace = await makeTempDirectory();
     git(workspace, ['init', '-q']);

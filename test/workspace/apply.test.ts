@@ -214,4 +214,21 @@ describe('diffTrees and applyChanges', () => {
       'Binary files a/img.bin and b/img.bin differ (a file of 3 bytes (mode 644) -> a file of 4 bytes (mode 644))',
     );
   });
+
+  it('restores files whose names take the whole 255 bytes a name may have', async () => {
+    const longest = 'a'.repeat(255);
+    const accented = `${'\u00e9'.repeat(127)}b`; // 254 bytes of é, and one more
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      [longest]: 'long\n',
+      [`dir/${accented}`]: 'accented\n',
+    });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await rm(join(workspace, longest));
+    await writeFile(join(workspace, 'dir', accented), 'changed\n');
+    await restoreTo(workspace, options, target);
+    expect(await readFile(join(workspace, longest), 'utf8')).toBe('long\n');
+    expect(await readFile(join(workspace, 'dir', accented), 'utf8')).toBe('accented\n');
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
 });

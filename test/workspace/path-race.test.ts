@@ -30,6 +30,29 @@ describe('paths that another process changes at the same time', () => {
     }
   });
 
+  it('an error names the real path, not the open directory it went through', async () => {
+    const workspace = await makeTempDirectory();
+    await mkdir(join(workspace, 'd'));
+    const directories = new WorkspaceDirectories(workspace);
+    try {
+      const at = directories.locate('d/missing/f');
+      expect(at).toMatch(/^\/proc\/self\/fd\/\d+\/missing\/f$/);
+      let caught: unknown;
+      try {
+        writeFileSync(at, 'x');
+      } catch (error) {
+        caught = directories.explain(error);
+      }
+      expect(caught).toMatchObject({
+        code: 'ENOENT',
+        path: join(workspace, 'd', 'missing', 'f'),
+        message: expect.stringContaining(join(workspace, 'd', 'missing', 'f')),
+      });
+    } finally {
+      directories.close();
+    }
+  });
+
   it('a restore writes into the directory it checked, even if it became a link to elsewhere meanwhile', async () => {
     const { workspace, store } = await makeWorkspace({ 'd/keep.txt': 'k\n' });
     const outside = await makeTempDirectory();

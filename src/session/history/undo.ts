@@ -3,6 +3,7 @@ import type { TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
   diffTrees,
+  exceptFor,
   isAtOrUnder,
   isSameEntry,
   type LeftOutCheck,
@@ -108,7 +109,9 @@ function leftOutByUndo(context: SessionContext, effect: Effect, target: string):
   const outside = outsideRulesOf(context);
   const now = workspaceRules(target, outside);
   const then =
-    effect.type === 'trees' ? treeRules(context.store, effect.beforeTree, outside) : undefined;
+    effect.type === 'trees'
+      ? exceptFor(treeRules(context.store, effect.beforeTree, outside), effect.createdLeftOut)
+      : undefined;
   return async (path, isDirectory) =>
     (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
 }
@@ -264,6 +267,7 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
               undoes: action.id,
               beforeTree: effect.afterTree,
               afterTree: effect.beforeTree,
+              ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
               ...moved,
             },
             [

@@ -35,7 +35,13 @@ export interface PathChange {
  */
 export type Effect =
   | { type: 'paths'; paths: PathChange[] }
-  | { type: 'trees'; beforeTree: Digest; afterTree: Digest };
+  | {
+      type: 'trees';
+      beforeTree: Digest;
+      afterTree: Digest;
+      /** Paths a rollback or undo created though the workspace's rules left them out. */
+      createdLeftOut?: string[];
+    };
 
 /** An action as the ledger tells it. */
 export interface ActionRecord {
@@ -83,7 +89,13 @@ function effectOf(action: ActionRecord): Effect | undefined {
   const beforeTree = body.beforeTree ?? action.approved?.body.beforeTree;
   const afterTree = body.afterTree ?? action.closed?.body.afterTree;
   if (typeof beforeTree === 'string' && typeof afterTree === 'string') {
-    return { type: 'trees', beforeTree: beforeTree as Digest, afterTree: afterTree as Digest };
+    const created = action.closed?.body.createdLeftOut;
+    return {
+      type: 'trees',
+      beforeTree: beforeTree as Digest,
+      afterTree: afterTree as Digest,
+      ...(Array.isArray(created) && { createdLeftOut: created.map(String) }),
+    };
   }
   return undefined;
 }

@@ -9,6 +9,7 @@ import {
   decodeOutsideRules,
   diffEntries,
   diffTrees,
+  exceptFor,
   isSameEntry,
   type LeftOutCheck,
   type SnapshotResult,
@@ -61,7 +62,8 @@ async function targetRulesOf(
     typeof body.afterRules === 'string'
       ? decodeOutsideRules(await context.store.get(body.afterRules as Digest))
       : outsideRulesOf(context);
-  return treeRules(context.store, tree as Digest, outside);
+  const mayRemove = Array.isArray(body.mayRemove) ? body.mayRemove.map(String) : undefined;
+  return exceptFor(treeRules(context.store, tree as Digest, outside), mayRemove);
 }
 
 /**
