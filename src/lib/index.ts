@@ -35,7 +35,9 @@ export {
   readNamesSync,
 } from './names.js';
 export {
+  isOpenedAt,
   normalizeWorkspacePath,
+  pathOfDescriptor,
   resolveWorkspacePath,
   WorkspaceDirectories,
 } from './paths.js';

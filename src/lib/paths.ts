@@ -7,11 +7,12 @@ import {
   lstatSync,
   openSync,
   readdirSync,
+  readlinkSync,
 } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { diskPath } from './names.js';
+import { diskPath, nameBytes } from './names.js';
 
 /**
  * Normalizes a workspace-relative path to its canonical form (`a/b/c`, forward slashes, no `.`
@@ -257,6 +258,29 @@ export class WorkspaceDirectories {
       }
     }
   }
+}
+
+/**
+ * Whether the open file `descriptor` is the one at `path` (as the kernel names it): false when a
+ * directory on the path was swapped for a link to elsewhere before it was opened, or the file
+ * was moved or deleted since. Always true where `/proc` is missing.
+ */
+export function isOpenedAt(descriptor: number, path: string): boolean {
+  canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
+  if (!canUseDescriptorPaths) return true;
+  try {
+    return readlinkSync(`${DESCRIPTOR_PATHS}/${descriptor}`, { encoding: 'buffer' }).equals(
+      nameBytes(path),
+    );
+  } catch {
+    return false;
+  }
+}
+
+/** A path that opens the same file as `descriptor` while it is open (Linux), else `path`. */
+export function pathOfDescriptor(descriptor: number, path: string): string {
+  canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
+  return canUseDescriptorPaths ? `${DESCRIPTOR_PATHS}/${descriptor}` : path;
 }
 
 function isSymbolicLink(path: string): boolean {

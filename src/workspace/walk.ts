@@ -13,6 +13,8 @@ import {
   type Digest,
   diskPath,
   forEachConcurrently,
+  isOpenedAt,
+  pathOfDescriptor,
   readLinkSync,
   readNamesSync,
 } from '../lib/index.js';
@@ -262,35 +264,43 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
     let before: BigIntStats;
     let after: BigIntStats;
     let content: Buffer | { file: string };
+    let descriptor: number | undefined;
     try {
       before = lstatSync(diskPath(entry.absolute), { bigint: true });
       if (!before.isFile())
         throw Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
       // Opened here, so a file that cannot be read is told apart from a store that cannot write.
-      const descriptor = openSync(
-        diskPath(entry.absolute),
-        constants.O_RDONLY | constants.O_NOFOLLOW,
-      );
-      try {
-        // Small files are read synchronously: a thread-pool round trip costs more than the read.
-        content =
-          before.size <= SMALL_FILE_BYTES ? readFileSync(descriptor) : { file: entry.absolute };
-        after = fstatSync(descriptor, { bigint: true });
-      } finally {
-        closeSync(descriptor);
+      descriptor = openSync(diskPath(entry.absolute), constants.O_RDONLY | constants.O_NOFOLLOW);
+      // What was opened must be the file at its path: a directory on the path swapped for a link
+      // to elsewhere would have a file outside the workspace stored (and later restored in it).
+      if (!isOpenedAt(descriptor, entry.absolute)) {
+        throw Object.assign(new Error('a directory on its path was moved or replaced'), {
+          code: 'EMOVED',
+        });
       }
+      // Small files are read synchronously: a thread-pool round trip costs more than the read.
+      // A large one is copied by the store through the open descriptor, never by its path again.
+      content =
+        before.size <= SMALL_FILE_BYTES
+          ? readFileSync(descriptor)
+          : { file: pathOfDescriptor(descriptor, entry.absolute) };
+      after = fstatSync(descriptor, { bigint: true });
     } catch (error) {
-      if (isSystemError(error, 'ENOENT') && attempt < READ_ATTEMPTS) continue;
+      if (descriptor !== undefined) closeSync(descriptor);
+      const isGone = isSystemError(error, 'ENOENT') || isSystemError(error, 'EMOVED');
+      if (isGone && attempt < READ_ATTEMPTS) continue;
       throw unreadable(entry.relative, error);
     }
     let digest: Digest;
     let readBytes: number;
     try {
       ({ digest, sizeBytes: readBytes } = await batch.put(content));
-      if (!Buffer.isBuffer(content)) after = lstatSync(diskPath(entry.absolute), { bigint: true });
+      if (!Buffer.isBuffer(content)) after = fstatSync(descriptor, { bigint: true });
     } catch (error) {
       if (isRewindError(error)) throw error;
       throw storeFailed(entry.relative, error);
+    } finally {
+      closeSync(descriptor);
     }
     if (sameStats(before, after) && BigInt(readBytes) === after.size) {
       entry.payload = digest;

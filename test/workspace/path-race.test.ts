@@ -1,10 +1,11 @@
-import { existsSync, writeFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, symlink } from 'node:fs/promises';
+import { existsSync, lstatSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdir, readdir, readFile, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { WorkspaceDirectories } from '../../src/lib/index.js';
+import { digestBytes, WorkspaceDirectories } from '../../src/lib/index.js';
 import type { ObjectStore } from '../../src/store/index.js';
 import { applyChanges } from '../../src/workspace/index.js';
+import { fileToRead, storeFile } from '../../src/workspace/walk.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
@@ -74,5 +75,33 @@ describe('paths that another process changes at the same time', () => {
     expect(isSwapped).toBe(true);
     expect(await readdir(outside)).toEqual([]);
     expect(await readFile(join(workspace, 'd.moved', 'f'), 'utf8')).toBe('restored\n');
+  });
+
+  it('a snapshot never stores a file from outside when a directory on its path becomes a link', async () => {
+    const { workspace, store } = await makeWorkspace({ 'd/f': 'inside\n', 'd/big': 'inside\n' });
+    const root = realpathSync(workspace);
+    const outside = await makeTempDirectory();
+    await writeFile(join(outside, 'f'), 'secret from outside\n');
+    await writeFile(join(outside, 'big'), Buffer.alloc(2 * 1024 * 1024, 'S'));
+    const entries = ['f', 'big'].map((name) =>
+      fileToRead(
+        name,
+        `d/${name}`,
+        join(root, 'd', name),
+        lstatSync(join(root, 'd', name), { bigint: true }),
+      ),
+    );
+    // Scanned inside; swapped for a link before the contents are read.
+    await rename(join(root, 'd'), join(root, 'd.moved'));
+    await symlink(outside, join(root, 'd'));
+    const batch = store.batch();
+    for (const entry of entries) {
+      await expect(storeFile(entry, batch)).rejects.toMatchObject({
+        code: 'PATH_UNREADABLE',
+        message: expect.stringMatching(/a directory on its path was moved or replaced/),
+      });
+    }
+    await batch.commit();
+    expect(await store.has(digestBytes(Buffer.from('secret from outside\n')))).toBe(false);
   });
 });
