@@ -1,6 +1,6 @@
 import type { Dirent } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
-import { isSystemError } from '../errors.js';
+import { isSystemError, RewindError } from '../errors.js';
 import { type Digest, normalizeWorkspacePath, resolveWorkspacePath } from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
@@ -31,8 +31,27 @@ export async function listActions(context: SessionContext): Promise<ActionInfo[]
   }));
 }
 
+/** Directories no read reaches, at any depth: what snapshots, the sandbox and `write` leave out. */
+const UNREADABLE = new Set(['.rewind', '.git']);
+
+/**
+ * Refuses a path at or under `.rewind` (the store: drafts keep request headers verbatim there)
+ * or `.git`, however it is spelled, with the code `write` uses for them (`PATH_IGNORED`).
+ */
+function refuseUnreadable(path: string): void {
+  const normalized = normalizeWorkspacePath(path);
+  const inside = normalized.split('/').find((segment) => UNREADABLE.has(segment));
+  if (inside === undefined) return;
+  throw new RewindError(
+    'PATH_IGNORED',
+    `${normalized} is in ${inside}/ (${inside === '.rewind' ? "Rewind's store" : "git's repository"}), which Rewind leaves out of snapshots and never reads or lists for an agent. Read the files of the workspace instead.`,
+    { data: { path: normalized } },
+  );
+}
+
 /** A text file of the session's workspace; see `Session.read`. */
 export async function readText(context: SessionContext, path: string): Promise<string> {
+  refuseUnreadable(path);
   const absolute = await resolveWorkspacePath(context.workspace, path);
   try {
     return await readFile(absolute, 'utf8');
@@ -44,10 +63,9 @@ export async function readText(context: SessionContext, path: string): Promise<s
 
 /** The entries of a directory of the session's workspace; see `Session.list`. */
 export async function listDirectory(context: SessionContext, path: string): Promise<string[]> {
-  const absolute =
-    path === '.' || path === ''
-      ? context.workspace
-      : await resolveWorkspacePath(context.workspace, path);
+  const isRoot = path === '.' || path === '';
+  if (!isRoot) refuseUnreadable(path);
+  const absolute = isRoot ? context.workspace : await resolveWorkspacePath(context.workspace, path);
   let entries: Dirent[];
   try {
     entries = await readdir(absolute, { withFileTypes: true });
