@@ -4,6 +4,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { init } from '../index.js';
 import { generateToken, serveHttp } from './http.js';
 import { createMcpServer, type McpServerOptions, whenIdle } from './server.js';
+import { messageLines } from './stdio.js';
 
 /** The shortest token accepted: a guessable one would protect nothing. */
 const MIN_TOKEN_LENGTH = 16;
@@ -132,7 +133,14 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   }
   if (!options.http) {
     const server = createMcpServer(options);
-    await server.connect(new StdioServerTransport());
+    // A line that is not a message is answered (and said on stderr), not silently dropped.
+    const lines = process.stdin.pipe(
+      messageLines((rejected) => {
+        process.stdout.write(rejected.answer);
+        process.stderr.write(`rewind mcp: ${rejected.reason} Answered with a JSON-RPC error.\n`);
+      }),
+    );
+    await server.connect(new StdioServerTransport(lines, process.stdout));
     // The client went away or asked us to stop: finish the calls in flight, then stop.
     await new Promise<void>((done) => {
       process.stdin.on('close', done);
