@@ -19,6 +19,8 @@ export interface RunOptions {
   maxOutputBytes?: number;
   /** Bytes written to the command's stdin, which is closed after them (empty by default). */
   input?: Uint8Array | string;
+  /** The user and group to run the command as (only root can ask for another). */
+  user?: { uid: number; gid: number };
 }
 
 /** How a command ended, the same shape whether it succeeded or not. */
@@ -148,6 +150,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       env: cleanEnvironment(options.env),
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
+      ...(options.user && { uid: options.user.uid, gid: options.user.gid }),
     });
     const watch = child.pid !== undefined ? watchGroup(child.pid) : undefined;
     const stdout = collector(limit);

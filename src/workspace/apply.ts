@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
 import {
   chmod,
+  chown,
   type FileHandle,
+  lchown,
   mkdir,
   open,
   readdir,
@@ -189,10 +191,25 @@ async function writeSkippingZeros(
   }
 }
 
+/** A user and group that what a restore creates is given to. */
+type Owner = { uid: number; gid: number };
+
+/**
+ * Whom what a restore creates in the workspace `root` belongs to: run as root, to the owner of
+ * the workspace (the user its sandboxed commands run as, who must be able to change what comes
+ * back), not to root; otherwise undefined (to whoever creates it, as always).
+ */
+function ownerOf(root: string): Owner | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const stats = lstatSync(root);
+  return stats.uid === 0 ? undefined : { uid: stats.uid, gid: stats.gid };
+}
+
 async function writeFromStore(
   store: ObjectStore,
   absolute: string,
   entry: TreeEntry & { type: 'file' },
+  owner: Owner | undefined,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
   try {
@@ -200,6 +217,8 @@ async function writeFromStore(
       // A thread-pool round trip per call costs more than these calls themselves.
       const bytes = await store.get(entry.digest);
       writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o600 });
+      // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
+      if (owner) chownSync(temporary, owner.uid, owner.gid);
       chmodSync(temporary, entry.mode);
       renameSync(temporary, absolute);
       return;
@@ -214,6 +233,7 @@ async function writeFromStore(
         position += chunk.length;
       }
       await handle.truncate(position);
+      if (owner) await handle.chown(owner.uid, owner.gid);
       await handle.chmod(entry.mode);
     } finally {
       await handle.close();
@@ -229,12 +249,13 @@ async function writeFromStore(
  * Makes each changed path of a workspace hold its `after` state (or nothing), whatever it holds
  * now: files are written to a temporary file beside them and renamed into place (never torn);
  * directories are created or removed; modes fixed; symbolic links recreated, never followed;
- * everything written is fsynced before it returns. It is idempotent, so running it again after a
- * crash finishes the job. A path that the workspace's rules leave out (git's rules and
- * `.rewindignore`, as on disk before anything moves), or that `target`'s rules leave out (those
- * of the state the changes lead to), is never touched, nor is anything under it: a rule that
- * changes between the two states never deletes or overwrites what either side leaves out. Nor
- * are the paths of `leaveAlone` (what could not be read).
+ * everything written is fsynced before it returns; run as root, what it creates belongs to the
+ * workspace's owner. It is idempotent, so running it again after a crash finishes the job. A
+ * path that the workspace's rules leave out (git's rules and `.rewindignore`, as on disk before
+ * anything moves), or that `target`'s rules leave out (those of the state the changes lead to),
+ * is never touched, nor is anything under it: a rule that changes between the two states never
+ * deletes or overwrites what either side leaves out. Nor are the paths of `leaveAlone` (what
+ * could not be read).
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
  * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
@@ -314,6 +335,7 @@ async function applyWithin(
   options: ApplyOptions,
 ): Promise<ApplyResult> {
   const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const owner = ownerOf(root);
   const leaveAlone = options.leaveAlone ?? [];
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
     isAtOrUnder(path, leaveAlone) ||
@@ -412,6 +434,7 @@ async function applyWithin(
     if (after.type === 'directory') {
       if (type !== 'directory') {
         await mkdir(absolute, { mode: 0o700 });
+        if (owner) await chown(absolute, owner.uid, owner.gid);
         result.created += 1;
       }
       modes.push({ absolute, mode: after.mode, depth: depth(change.path) });
@@ -423,7 +446,7 @@ async function applyWithin(
         report(change.path);
         continue;
       }
-      await writeFromStore(store, absolute, after);
+      await writeFromStore(store, absolute, after, owner);
       written.push(absolute);
       if (type === undefined) result.created += 1;
       else result.written += 1;
@@ -432,10 +455,12 @@ async function applyWithin(
         if ((await readlink(absolute)) !== after.target) {
           await unlink(absolute);
           await symlink(after.target, absolute);
+          if (owner) await lchown(absolute, owner.uid, owner.gid);
           result.written += 1;
         }
       } else {
         await symlink(after.target, absolute);
+        if (owner) await lchown(absolute, owner.uid, owner.gid);
         result.created += 1;
       }
     }
