@@ -1,30 +1,42 @@
-import { createServer } from 'node:http';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { init } from '../index.js';
+import { generateToken, serveHttp } from './http.js';
 import { createMcpServer, type McpServerOptions, whenIdle } from './server.js';
+import { messageLines } from './stdio.js';
 
-const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST]] [--isolated] [--sandbox bwrap|none|auto]
-                  [--network] [--redact] [--redact-pattern RE]... [--block-private]
-                  [--exec-timeout S] [--http-timeout S]
+/** The shortest token accepted: a guessable one would protect nothing. */
+const MIN_TOKEN_LENGTH = 16;
+
+const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST] [--token TOKEN]] [--isolated]
+                  [--sandbox bwrap|none|auto] [--network] [--redact] [--redact-pattern RE]...
+                  [--block-private] [--exec-timeout S] [--http-timeout S]
 
 Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (127.0.0.1 unless
 --host says otherwise). Every file operation is journaled and undoable.
+
+Over HTTP, every request must carry a token: a random one per launch, printed on stderr in the
+URL to give the client (http://127.0.0.1:PORT/mcp?token=...), or the one set by --token or the
+REWIND_MCP_TOKEN variable (at least ${MIN_TOKEN_LENGTH} characters; the variable, unlike
+--token, stays out of the process list other users can read).
+Clients pass it in the URL or as "Authorization: Bearer TOKEN". Requests addressed to another
+Host or sent from a web page (an Origin other than the server's) are refused.
 `;
 
 /** The options of `rewind mcp`, as the MCP server takes them. Throws with the usage on a mistake. */
 export function mcpOptions(
   argv: readonly string[],
   cwd: string,
-): McpServerOptions & { http?: { port: number; host: string } } {
+  env: Readonly<Record<string, string | undefined>> = {},
+): McpServerOptions & { http?: { port: number; host: string; token?: string } } {
   const { values } = parseArgs({
     args: [...argv],
     options: {
       root: { type: 'string' },
       http: { type: 'string' },
       host: { type: 'string' },
+      token: { type: 'string' },
       isolated: { type: 'boolean' },
       sandbox: { type: 'string' },
       network: { type: 'boolean' },
@@ -52,12 +64,20 @@ export function mcpOptions(
   const patterns = values['redact-pattern'] ?? [];
   const execTimeoutMs = seconds(values['exec-timeout'], '--exec-timeout');
   const httpTimeoutMs = seconds(values['http-timeout'], '--http-timeout');
-  let http: { port: number; host: string } | undefined;
+  let http: { port: number; host: string; token?: string } | undefined;
   if (values.http !== undefined) {
     const port = Number(values.http);
     if (!Number.isInteger(port) || port < 0 || port > 65535)
       throw new UsageMessage(`--http takes a port number.\n${USAGE}`);
-    http = { port, host: values.host ?? '127.0.0.1' };
+    const token = values.token ?? env.REWIND_MCP_TOKEN;
+    if (token !== undefined) {
+      checkToken(token, values.token !== undefined ? '--token' : 'REWIND_MCP_TOKEN');
+    }
+    http = { port, host: values.host ?? '127.0.0.1', ...(token !== undefined && { token }) };
+  } else if (values.token !== undefined) {
+    throw new UsageMessage(
+      `--token goes with --http: over stdio, the client starts the server.\n${USAGE}`,
+    );
   }
   return {
     root: resolve(cwd, values.root ?? '.'),
@@ -76,6 +96,15 @@ export function mcpOptions(
   };
 }
 
+/** Throws a usage message for a token too short to protect anything, or one with spaces. */
+function checkToken(token: string, source: string): void {
+  if (token.length < MIN_TOKEN_LENGTH || /\s/.test(token)) {
+    throw new UsageMessage(
+      `${source} must be at least ${MIN_TOKEN_LENGTH} characters, without spaces (leave it out for a random one).\n${USAGE}`,
+    );
+  }
+}
+
 /** A mistake in how `rewind mcp` was called: printed as it is on stderr, exit 2. */
 export class UsageMessage extends Error {}
 
@@ -89,7 +118,7 @@ export class HelpRequest extends Error {}
 export async function runMcp(argv: readonly string[], cwd: string): Promise<number> {
   let options: ReturnType<typeof mcpOptions>;
   try {
-    options = mcpOptions(argv, cwd);
+    options = mcpOptions(argv, cwd, process.env);
   } catch (error) {
     if (error instanceof HelpRequest) {
       process.stdout.write(error.message);
@@ -104,7 +133,14 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   }
   if (!options.http) {
     const server = createMcpServer(options);
-    await server.connect(new StdioServerTransport());
+    // A line that is not a message is answered (and said on stderr), not silently dropped.
+    const lines = process.stdin.pipe(
+      messageLines((rejected) => {
+        process.stdout.write(rejected.answer);
+        process.stderr.write(`rewind mcp: ${rejected.reason} Answered with a JSON-RPC error.\n`);
+      }),
+    );
+    await server.connect(new StdioServerTransport(lines, process.stdout));
     // The client went away or asked us to stop: finish the calls in flight, then stop.
     await new Promise<void>((done) => {
       process.stdin.on('close', done);
@@ -115,40 +151,15 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     await server.close();
     return 0;
   }
-  // Stateless: one server and transport per request; the session's lock serializes clients.
   // The store is made once, before any request: requests racing to make it would collide.
   await init({ workspace: options.root });
   const { port, host } = options.http;
-  const http = createServer(async (request, response) => {
-    const server = createMcpServer(options);
-    const transport = new NodeStreamableHTTPServerTransport({
-      sessionIdGenerator: undefined,
-      enableJsonResponse: true,
-    });
-    response.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    try {
-      await server.connect(transport);
-      let body = '';
-      for await (const chunk of request) body += chunk;
-      await transport.handleRequest(request, response, body ? JSON.parse(body) : undefined);
-    } catch (error) {
-      if (!response.headersSent) response.writeHead(400, { 'content-type': 'application/json' });
-      response.end(
-        JSON.stringify({
-          jsonrpc: '2.0',
-          error: { code: -32700, message: String(error) },
-          id: null,
-        }),
-      );
-    }
-  });
-  await new Promise<void>((done) => http.listen(port, host, done));
-  const address = http.address();
+  const token = options.http.token ?? generateToken();
+  const { server: http, endpoint } = await serveHttp(options, { port, host, token });
+  const base = `http://${host.includes(':') ? `[${host}]` : host}:${endpoint.port}/mcp`;
   process.stderr.write(
-    `rewind mcp: serving on http://${host}:${typeof address === 'object' && address ? address.port : port}/mcp\n`,
+    `rewind mcp: serving on ${base}?token=${encodeURIComponent(token)}\n` +
+      'rewind mcp: give the client that URL, or the URL without ?token= and the header "Authorization: Bearer TOKEN"; requests without the token, for another Host or from a web page are refused.\n',
   );
   await new Promise<void>((done) => {
     process.on('SIGINT', done);

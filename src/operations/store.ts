@@ -53,10 +53,12 @@ const sessionInputs = {
 /**
  * Checks a sandbox as a session starts with it, so one that cannot start is said at once, not at
  * the first exec: throws `SANDBOX_UNAVAILABLE` for bwrap, warns for auto falling back to none.
+ * It is checked on the workspace itself: run as root, commands run as its owner (a workspace
+ * owned by root is refused).
  */
-function checkSandbox(sandbox: 'bwrap' | 'none' | 'auto' | undefined): string[] {
+function checkSandbox(sandbox: 'bwrap' | 'none' | 'auto' | undefined, workspace: string): string[] {
   return sandbox !== undefined && sandbox !== 'none'
-    ? createSandbox({ backend: sandbox, workspace: '/' }).warnings
+    ? createSandbox({ backend: sandbox, workspace }).warnings
     : [];
 }
 
@@ -79,7 +81,7 @@ export const initOperation = defineOperation({
     mcp: 'the server creates the store itself when a tool is first called',
   },
   run: async ({ workspace }, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
-    const warnings = checkSandbox(sandbox);
+    const warnings = checkSandbox(sandbox, workspace);
     const sandboxing = {
       ...(sandbox !== undefined && { sandbox }),
       ...(network === true && { network: true }),
@@ -97,7 +99,9 @@ export const initOperation = defineOperation({
       if (sandbox !== undefined && sandbox !== session.sandbox) ignoredOptions.push('sandbox');
       if (network === true && !session.network) ignoredOptions.push('network');
       const preview = await previewWorkspace({ workspace: result.workspace });
-      return { ...result, ignoredOptions, preview, warnings };
+      // What the sandbox asked for would do is moot when the session keeps its own.
+      const sandboxWarnings = ignoredOptions.includes('sandbox') ? [] : warnings;
+      return { ...result, ignoredOptions, preview, warnings: sandboxWarnings };
     }
     // An isolated session takes the sandbox; only a store's first session can be hash-chained.
     const started = await startIsolatedSession({ workspace, ...sandboxing });
@@ -136,7 +140,7 @@ export const sessionNewOperation = defineOperation({
     { workspace },
     { hashChain, sandbox, network, switch: isSwitching },
   ): Promise<SessionNewOutput> => {
-    const warnings = checkSandbox(sandbox);
+    const warnings = checkSandbox(sandbox, workspace);
     const session = await startSession({
       workspace,
       hashChain: hashChain === true,

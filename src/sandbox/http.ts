@@ -77,32 +77,88 @@ function firstMatch(
   return undefined;
 }
 
-/** The IPv4 address inside an IPv4-mapped or NAT64 IPv6 address, if any. */
-function embeddedIpv4(address: string): string | undefined {
-  const lower = address.toLowerCase();
-  const mapped = /^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (mapped) return mapped[1];
-  const hex = /^(?:::ffff:|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower);
-  if (!hex) return undefined;
-  const high = Number.parseInt(hex[1] as string, 16);
-  const low = Number.parseInt(hex[2] as string, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join('.');
+/** The eight 16-bit groups of an IPv6 address (its zone dropped), or undefined for anything else. */
+function ipv6Groups(address: string): number[] | undefined {
+  let text = address.toLowerCase().replace(/%.*$/, '');
+  if (isIP(text) !== 6) return undefined;
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const parse = (part: string | undefined): number[] =>
+    part ? part.split(':').map((group) => Number.parseInt(group, 16)) : [];
+  const [head, tail] = text.split('::');
+  if (tail === undefined) return parse(head);
+  const before = parse(head);
+  const after = parse(tail);
+  return [...before, ...new Array<number>(8 - before.length - after.length).fill(0), ...after];
+}
+
+const ipv4Of = (high: number, low: number): string =>
+  [high >> 8, high & 255, low >> 8, low & 255].join('.');
+
+/**
+ * The IPv4 addresses an IPv6 address carries, each with the mechanism that carries it: traffic
+ * to such an address reaches (or is translated to) that IPv4 host, so it is checked as one.
+ */
+function embeddedIpv4(groups: readonly number[]): { address: string; how: string }[] {
+  const [g0, g1, g2, g3, g4, g5, g6, g7] = groups as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const zeros = (...values: number[]) => values.every((value) => value === 0);
+  const found: { address: string; how: string }[] = [];
+  const low = ipv4Of(g6, g7);
+  if (zeros(g0, g1, g2, g3, g4) && g5 === 0xffff) found.push({ address: low, how: 'IPv4-mapped' });
+  if (zeros(g0, g1, g2, g3, g5) && g4 === 0xffff)
+    found.push({ address: low, how: 'IPv4-translated' });
+  // ::/96 is IPv4-compatible, but for :: (unspecified) and ::1 (loopback), checked as IPv6.
+  if (zeros(g0, g1, g2, g3, g4, g5) && (g6 !== 0 || g7 > 1))
+    found.push({ address: low, how: 'IPv4-compatible' });
+  if (g0 === 0x64 && g1 === 0xff9b && zeros(g2, g3, g4, g5))
+    found.push({ address: low, how: 'NAT64' });
+  if (g0 === 0x64 && g1 === 0xff9b && g2 === 1 && zeros(g3, g4, g5))
+    found.push({ address: low, how: 'local-use NAT64' });
+  if (g0 === 0x2002) found.push({ address: ipv4Of(g1, g2), how: '6to4' });
+  if (g0 === 0x2001 && g1 === 0) {
+    found.push({ address: ipv4Of(g2, g3), how: 'Teredo server' });
+    found.push({ address: ipv4Of(g6 ^ 0xffff, g7 ^ 0xffff), how: 'Teredo client' });
+  }
+  if ((g4 & 0xfdff) === 0 && g5 === 0x5efe) found.push({ address: low, how: 'ISATAP' });
+  return found;
 }
 
 /**
  * Why a request to `address` is refused, or undefined when it may go. Checks the ranges that no
- * request has a use for, and with `blockPrivate` loopback and private ones; an IPv4 address
- * inside an IPv6 one (mapped, NAT64) is checked as IPv4.
+ * request has a use for, and with `blockPrivate` loopback and private ones. An IPv4 address an
+ * IPv6 one carries (IPv4-mapped, -translated or -compatible, NAT64, 6to4, Teredo, ISATAP) is
+ * checked as that IPv4 address too.
  */
 export function refusalOf(address: string, blockPrivate: boolean): string | undefined {
-  const version = isIP(address);
+  const version = isIP(address.replace(/%.*$/, ''));
   if (version === 0) return 'not an IP address';
-  const inner = version === 6 ? embeddedIpv4(address) : undefined;
-  if (inner !== undefined) return refusalOf(inner, blockPrivate);
-  const family = version === 4 ? 'ipv4' : 'ipv6';
+  if (version === 4) {
+    return (
+      firstMatch(NEVER, address, 'ipv4') ??
+      (blockPrivate ? firstMatch(PRIVATE, address, 'ipv4') : undefined)
+    );
+  }
+  const groups = ipv6Groups(address) as number[];
+  for (const inner of embeddedIpv4(groups)) {
+    const why = refusalOf(inner.address, blockPrivate);
+    if (why !== undefined) return `${why}, as ${inner.address} (${inner.how})`;
+  }
+  const bare = address.replace(/%.*$/, '');
   return (
-    firstMatch(NEVER, address, family) ??
-    (blockPrivate ? firstMatch(PRIVATE, address, family) : undefined)
+    firstMatch(NEVER, bare, 'ipv6') ??
+    (blockPrivate ? firstMatch(PRIVATE, bare, 'ipv6') : undefined)
   );
 }
 
@@ -180,7 +236,7 @@ export async function checkTarget(
       throw new RewindError(
         'ADDRESS_REFUSED',
         `Refusing to send a request to ${host}${host === address ? '' : ` (${address})`}: the address is ${why}. ` +
-          (blockPrivate && PRIVATE.some(([, , , reason]) => reason === why)
+          (blockPrivate && PRIVATE.some(([, , , reason]) => why.startsWith(reason))
             ? 'Private and loopback targets are blocked in this session.'
             : 'No request has a legitimate use for it.'),
         { data: { host, address, reason: why } },

@@ -23,4 +23,6 @@ export {
   type Sandbox,
   type SandboxBackend,
   type SandboxOptions,
+  type SandboxUser,
+  sandboxUserFor,
 } from './sandbox.js';

@@ -19,6 +19,8 @@ export interface RunOptions {
   maxOutputBytes?: number;
   /** Bytes written to the command's stdin, which is closed after them (empty by default). */
   input?: Uint8Array | string;
+  /** The user and group to run the command as (only root can ask for another). */
+  user?: { uid: number; gid: number };
 }
 
 /** How a command ended, the same shape whether it succeeded or not. */
@@ -88,8 +90,42 @@ function collector(limit: number): {
 }
 
 /**
+ * A watcher that ends the process group `groupId` if this process dies first, however it dies
+ * (SIGKILL included, which no exit handler sees; Node has no `PR_SET_PDEATHSIG`). It is a
+ * shell in a session of its own, deaf to terminal signals, that waits on a pipe only this
+ * process writes to: the kernel closes the pipe when this process dies, and the watcher then
+ * kills the group. `release` (the command ended) tells it to exit without killing anything.
+ */
+function watchGroup(groupId: number): { release: () => void } {
+  let watcher: ReturnType<typeof spawn>;
+  try {
+    watcher = spawn(
+      '/bin/sh',
+      [
+        '-c',
+        'trap "" HUP INT TERM; read -r _ || kill -KILL "-$1" 2>/dev/null',
+        'rewind-watch',
+        String(groupId),
+      ],
+      { detached: true, stdio: ['pipe', 'ignore', 'ignore'] },
+    );
+  } catch {
+    return { release: () => {} };
+  }
+  watcher.on('error', () => {});
+  watcher.stdin?.on('error', () => {});
+  watcher.unref();
+  return {
+    release: () => {
+      watcher.stdin?.end('\n');
+    },
+  };
+}
+
+/**
  * Runs a command as a plain child process in its own process group, with a clean environment,
  * a timeout that ends every process of the group (SIGTERM, then SIGKILL), and capped output.
+ * The group dies with this process, even when this process is killed (SIGKILL included).
  * Resolves with the same shape however the command ends; rejects only when it cannot be started
  * (`INVALID_ARGUMENT` for an empty command, `EXEC_FAILED` for a missing program or directory).
  * Nothing here isolates the command from the rest of the machine.
@@ -114,7 +150,9 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       env: cleanEnvironment(options.env),
       detached: true,
       stdio: ['pipe', 'pipe', 'pipe'],
+      ...(options.user && { uid: options.user.uid, gid: options.user.gid }),
     });
+    const watch = child.pid !== undefined ? watchGroup(child.pid) : undefined;
     const stdout = collector(limit);
     const stderr = collector(limit);
     child.stdout.on('data', stdout.push);
@@ -135,6 +173,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
     }, timeoutMs);
     child.on('error', (error) => {
       clearTimeout(timer);
+      watch?.release();
       reject(
         new RewindError(
           'EXEC_FAILED',
@@ -148,6 +187,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       if (killTimer) clearTimeout(killTimer);
       // Whatever the command left running in its group goes with it.
       killGroup('SIGKILL');
+      watch?.release();
       const out = stdout.result();
       const err = stderr.result();
       resolve({

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { RewindError } from '../errors.js';
 import {
   type Command,
@@ -98,17 +98,59 @@ export function bwrapArgs(input: {
 
 const probes = new Map<string, { works: boolean; reason: string }>();
 
+/** A host user and group that bubblewrap is started as. */
+export interface SandboxUser {
+  uid: number;
+  gid: number;
+}
+
+/** The group 65534 (`nogroup`): what a command runs with when the workspace's group is root's. */
+const NO_GROUP = 65534;
+
 /**
- * Whether bubblewrap can start a sandbox here, and if not, why and how to fix it. Probed once per
- * process by running `true` in the same namespaces a command gets.
+ * Who starts bubblewrap for a workspace. Its user namespace maps the sandbox's uid to whoever
+ * starts it, so a command started by root would be root on the host (no capabilities, but the
+ * owner of /root, /etc/shadow and SSH host keys, so able to read them). As root, it is therefore
+ * started as the owner of the workspace, which stays writable; a workspace owned by root is
+ * refused, with the reason. Any other user starts it as itself (`user` undefined).
  */
-export function probeBwrap(program = 'bwrap'): { works: boolean; reason: string } {
-  const known = probes.get(program);
+export function sandboxUserFor(workspace: string): { user?: SandboxUser; refusal?: string } {
+  if (process.getuid?.() !== 0) return {};
+  let owner: { uid: number; gid: number };
+  try {
+    owner = statSync(workspace);
+  } catch (error) {
+    return {
+      refusal: `Rewind runs as root, so sandboxed commands run as the owner of the workspace, and ${workspace} cannot be read (${(error as Error).message})`,
+    };
+  }
+  if (owner.uid === 0) {
+    return {
+      refusal:
+        `Rewind runs as root and the workspace ${workspace} belongs to root, so a sandboxed command would be root on the host ` +
+        '(able to read /root, /etc/shadow and SSH host keys). Run Rewind as a regular user, or give the workspace to one ' +
+        '(chown -R USER: DIRECTORY): sandboxed commands then run as that user',
+    };
+  }
+  return { user: { uid: owner.uid, gid: owner.gid === 0 ? NO_GROUP : owner.gid } };
+}
+
+/**
+ * Whether bubblewrap can start a sandbox here (started as `user`, else as this process's user),
+ * and if not, why and how to fix it. Probed once per process and user by running `true` in the
+ * same namespaces a command gets.
+ */
+export function probeBwrap(
+  program = 'bwrap',
+  user?: SandboxUser,
+): { works: boolean; reason: string } {
+  const key = user ? `${program}\0${user.uid}:${user.gid}` : program;
+  const known = probes.get(key);
   if (known) return known;
   let probed: { works: boolean; reason: string };
   if (process.platform !== 'linux') {
     probed = { works: false, reason: 'bubblewrap runs only on Linux' };
-    probes.set(program, probed);
+    probes.set(key, probed);
     return probed;
   }
   const result = spawnSync(
@@ -121,7 +163,8 @@ export function probeBwrap(program = 'bwrap'): { works: boolean; reason: string 
       hidden: [],
       network: false,
     }),
-    { encoding: 'utf8', timeout: 10_000 },
+    // From `/`: this process's directory may be closed to `user`.
+    { encoding: 'utf8', timeout: 10_000, cwd: '/', ...user },
   );
   if (result.error) {
     probed = {
@@ -142,31 +185,90 @@ export function probeBwrap(program = 'bwrap'): { works: boolean; reason: string 
   } else {
     probed = { works: true, reason: '' };
   }
-  probes.set(program, probed);
+  probes.set(key, probed);
   return probed;
 }
 
 /**
+ * Why `user` cannot work in the workspace through the sandbox (every directory down to it must
+ * let that user through, and the workspace must be writable by it), or undefined when it can.
+ * Checked by running `test -w .` in the sandbox exactly as a command would run.
+ */
+function workspaceRefusal(
+  program: string,
+  user: SandboxUser,
+  workspace: string,
+  masked: readonly string[],
+): string | undefined {
+  const result = spawnSync(
+    program,
+    bwrapArgs({
+      workspace,
+      cwd: workspace,
+      command: ['/bin/sh', '-c', 'test -w .'],
+      env: {},
+      hidden: [],
+      network: false,
+      masked,
+    }),
+    { encoding: 'utf8', timeout: 10_000, cwd: '/', ...user },
+  );
+  if (result.status === 0) return undefined;
+  const said = (result.stderr ?? '').trim();
+  const cannot = said.startsWith('bwrap:')
+    ? `reach the workspace ${workspace} (${said})`
+    : `write in ${workspace}`;
+  return `Rewind runs as root, so sandboxed commands run as the workspace's owner (uid ${user.uid}), who cannot ${cannot}. Give the workspace and the directories above it to that user (or let it through them), or run Rewind as that user`;
+}
+
+/**
+ * Whether bubblewrap can run commands for this workspace, and as whom: the reason it cannot,
+ * else the user to start it as (as root: the workspace's owner, see {@link sandboxUserFor}).
+ */
+function chooseBwrap(options: SandboxOptions): { user?: SandboxUser; reason?: string } {
+  const program = options.bwrap ?? 'bwrap';
+  const probe = probeBwrap(program);
+  if (!probe.works) return { reason: probe.reason };
+  const chosen = sandboxUserFor(options.workspace);
+  if (chosen.refusal !== undefined) return { reason: chosen.refusal };
+  const user = chosen.user;
+  if (!user) return {};
+  const asUser = probeBwrap(program, user);
+  if (!asUser.works) {
+    return {
+      reason: `Rewind runs as root, so sandboxed commands run as the workspace's owner (uid ${user.uid}), and ${asUser.reason}`,
+    };
+  }
+  const refusal = workspaceRefusal(program, user, options.workspace, options.masked ?? []);
+  return refusal === undefined ? { user } : { reason: refusal };
+}
+
+/**
  * A sandbox for a workspace. `bwrap` throws `SANDBOX_UNAVAILABLE` (saying why and how to fix it)
- * when bubblewrap cannot start here; `auto` then falls back to `none` with a warning.
+ * when bubblewrap cannot start here; `auto` then falls back to `none` with a warning. Run as
+ * root, bubblewrap is started as the workspace's owner (a workspace owned by root is refused):
+ * its user namespace would otherwise make the command's uid host root.
  */
 export function createSandbox(options: SandboxOptions): Sandbox {
   const wanted = options.backend ?? 'auto';
   const warnings: string[] = [];
   let backend: SandboxBackend = wanted === 'none' ? 'none' : 'bwrap';
+  let user: SandboxUser | undefined;
   if (backend === 'bwrap') {
-    const probe = probeBwrap(options.bwrap);
-    if (!probe.works) {
+    const chosen = chooseBwrap(options);
+    user = chosen.user;
+    if (chosen.reason !== undefined) {
       if (wanted === 'bwrap') {
         throw new RewindError(
           'SANDBOX_UNAVAILABLE',
-          `The bwrap sandbox cannot start: ${probe.reason}. Fix that, or choose --sandbox none (commands then run unisolated).`,
-          { data: { backend: 'bwrap', reason: probe.reason } },
+          `The bwrap sandbox cannot start: ${chosen.reason}. Fix that, or choose --sandbox none (commands then run unisolated).`,
+          { data: { backend: 'bwrap', reason: chosen.reason } },
         );
       }
       backend = 'none';
+      user = undefined;
       warnings.push(
-        `Commands run without a sandbox (${probe.reason}): they can read and write whatever you can, outside the workspace too, and use the network.`,
+        `Commands run without a sandbox (${chosen.reason}): they can read and write whatever you can, outside the workspace too, and use the network.`,
       );
     }
   }
@@ -191,7 +293,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
       const present = hidden.filter((path) => existsSync(`${options.workspace}/${path}`));
       const result = await runProcess(
         [
-          'bwrap',
+          options.bwrap ?? 'bwrap',
           ...bwrapArgs({
             workspace: options.workspace,
             cwd,
@@ -202,7 +304,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
             ...(options.masked && { masked: options.masked }),
           }),
         ],
-        { ...runOptions, cwd, env: {} },
+        { ...runOptions, cwd, env: {}, ...(user && { user }) },
       );
       // bwrap exits 1 with "bwrap: ..." when it cannot set the sandbox up: not the command's doing.
       if (result.exitCode === 1 && /^bwrap: /.test(result.stderr.toString('utf8'))) {

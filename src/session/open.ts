@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { constants, existsSync } from 'node:fs';
-import { cp, mkdir, readdir, rm } from 'node:fs/promises';
+import { chown, cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
 import { Ledger, setCurrentSession } from '../ledger/index.js';
@@ -169,11 +169,16 @@ export async function startIsolatedContext(
 
 /**
  * Copies the workspace into a view: everything but `.rewind` and `.git`, with reflinks where the
- * filesystem has them (GNU cp), then made durable. A later version may mount an overlay instead;
- * callers only see the view's path.
+ * filesystem has them (GNU cp), then made durable. Run as root, the view belongs to the owner of
+ * the workspace, as its files do (copied with their owners): sandboxed commands run as that user.
+ * A later version may mount an overlay instead; callers only see the view's path.
  */
 async function copyIntoView(workspace: string, view: string): Promise<void> {
   await mkdir(view, { recursive: true });
+  if (process.getuid?.() === 0) {
+    const owner = await stat(workspace);
+    if (owner.uid !== 0) await chown(view, owner.uid, owner.gid);
+  }
   const names = (await readdir(workspace)).filter((name) => name !== '.rewind' && name !== '.git');
   if (names.length > 0) {
     const copied = spawnSync(

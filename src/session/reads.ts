@@ -1,6 +1,6 @@
 import { closeSync, constants, type Dirent, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { isSystemError } from '../errors.js';
+import { isSystemError, RewindError } from '../errors.js';
 import { type Digest, normalizeWorkspacePath, WorkspaceDirectories } from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
@@ -31,8 +31,27 @@ export async function listActions(context: SessionContext): Promise<ActionInfo[]
   }));
 }
 
+/** Directories no read reaches, at any depth: what snapshots, the sandbox and `write` leave out. */
+const UNREADABLE = new Set(['.rewind', '.git']);
+
+/**
+ * Refuses a path at or under `.rewind` (the store: drafts keep request headers verbatim there)
+ * or `.git`, however it is spelled, with the code `write` uses for them (`PATH_IGNORED`).
+ */
+function refuseUnreadable(path: string): void {
+  const normalized = normalizeWorkspacePath(path);
+  const inside = normalized.split('/').find((segment) => UNREADABLE.has(segment));
+  if (inside === undefined) return;
+  throw new RewindError(
+    'PATH_IGNORED',
+    `${normalized} is in ${inside}/ (${inside === '.rewind' ? "Rewind's store" : "git's repository"}), which Rewind leaves out of snapshots and never reads or lists for an agent. Read the files of the workspace instead.`,
+    { data: { path: normalized } },
+  );
+}
+
 /** A text file of the session's workspace; see `Session.read`. */
 export async function readText(context: SessionContext, path: string): Promise<string> {
+  refuseUnreadable(path);
   const relative = normalizeWorkspacePath(path);
   // Opened through its checked parent, never through a link: a directory swapped for a link
   // meanwhile cannot make it read a file outside the workspace.
@@ -56,6 +75,7 @@ export async function readText(context: SessionContext, path: string): Promise<s
 /** The entries of a directory of the session's workspace; see `Session.list`. */
 export async function listDirectory(context: SessionContext, path: string): Promise<string[]> {
   const isRoot = path === '.' || path === '';
+  if (!isRoot) refuseUnreadable(path);
   let entries: Dirent[];
   if (isRoot) {
     entries = await readdir(context.workspace, { withFileTypes: true });

@@ -3,6 +3,7 @@ import {
   chmodSync,
   closeSync,
   fchmodSync,
+  fchownSync,
   lstatSync,
   openSync,
   renameSync,
@@ -10,6 +11,7 @@ import {
 } from 'node:fs';
 import {
   type FileHandle,
+  lchown,
   mkdir,
   open,
   readlink,
@@ -227,10 +229,25 @@ async function writeSkippingZeros(
   }
 }
 
+/** A user and group that what a restore creates is given to. */
+type Owner = { uid: number; gid: number };
+
+/**
+ * Whom what a restore creates in the workspace `root` belongs to: run as root, to the owner of
+ * the workspace (the user its sandboxed commands run as, who must be able to change what comes
+ * back), not to root; otherwise undefined (to whoever creates it, as always).
+ */
+function ownerOf(root: string): Owner | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const stats = lstatSync(root);
+  return stats.uid === 0 ? undefined : { uid: stats.uid, gid: stats.gid };
+}
+
 async function writeFromStore(
   store: ObjectStore,
   absolute: string,
   entry: TreeEntry & { type: 'file' },
+  owner: Owner | undefined,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
   try {
@@ -243,6 +260,8 @@ async function writeFromStore(
         for (let written = 0; written < bytes.length; ) {
           written += writeSync(descriptor, bytes, written);
         }
+        // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
+        if (owner) fchownSync(descriptor, owner.uid, owner.gid);
         fchmodSync(descriptor, entry.mode);
       } finally {
         closeSync(descriptor);
@@ -260,6 +279,7 @@ async function writeFromStore(
         position += chunk.length;
       }
       await handle.truncate(position);
+      if (owner) await handle.chown(owner.uid, owner.gid);
       await handle.chmod(entry.mode);
     } finally {
       await handle.close();
@@ -275,12 +295,13 @@ async function writeFromStore(
  * Makes each changed path of a workspace hold its `after` state (or nothing), whatever it holds
  * now: files are written to a temporary file beside them and renamed into place (never torn);
  * directories are created or removed; modes fixed; symbolic links recreated, never followed;
- * everything written is fsynced before it returns. It is idempotent, so running it again after a
- * crash finishes the job. A path that the workspace's rules leave out (git's rules and
- * `.rewindignore`, as on disk before anything moves), or that `target`'s rules leave out (those
- * of the state the changes lead to), is never touched, nor is anything under it: a rule that
- * changes between the two states never deletes or overwrites what either side leaves out. Nor
- * are the paths of `leaveAlone` (what could not be read).
+ * everything written is fsynced before it returns; run as root, what it creates belongs to the
+ * workspace's owner. It is idempotent, so running it again after a crash finishes the job. A
+ * path that the workspace's rules leave out (git's rules and `.rewindignore`, as on disk before
+ * anything moves), or that `target`'s rules leave out (those of the state the changes lead to),
+ * is never touched, nor is anything under it: a rule that changes between the two states never
+ * deletes or overwrites what either side leaves out. Nor are the paths of `leaveAlone` (what
+ * could not be read).
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
  * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
@@ -360,6 +381,7 @@ async function applyWithin(
   options: ApplyOptions,
 ): Promise<ApplyResult> {
   const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const owner = ownerOf(root);
   const leaveAlone = options.leaveAlone ?? [];
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
     isAtOrUnder(path, leaveAlone) ||
@@ -460,6 +482,7 @@ async function applyWithin(
       if (after.type === 'directory') {
         if (type !== 'directory') {
           await mkdir(diskPath(at), { mode: 0o700 });
+          if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
           result.created += 1;
         }
         modes.push({ path: change.path, mode: after.mode, depth: depth(change.path) });
@@ -471,7 +494,7 @@ async function applyWithin(
           report(change.path);
           continue;
         }
-        await writeFromStore(store, at, after);
+        await writeFromStore(store, at, after, owner);
         written.push(real);
         if (type === undefined) result.created += 1;
         else result.written += 1;
@@ -481,10 +504,12 @@ async function applyWithin(
           if (!(await readlink(diskPath(at), { encoding: 'buffer' })).equals(Buffer.from(target))) {
             await unlink(diskPath(at));
             await symlink(target, diskPath(at));
+            if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
             result.written += 1;
           }
         } else {
           await symlink(target, diskPath(at));
+          if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
           result.created += 1;
         }
       }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { probeBwrap } from '../../src/sandbox/index.js';
 import { rewind } from '../helpers/cli.js';
+import { sandboxWorkspace } from '../helpers/nobody.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const idOf = (stdout: string): string => {
@@ -263,7 +264,7 @@ describe('rewind action commands', () => {
   });
 
   it('records a sandbox at init, shows it in status, and runs exec in it', async () => {
-    const cwd = await makeTempDirectory();
+    const cwd = await sandboxWorkspace();
     const initialized = await rewind(cwd, ['init', '--sandbox', 'auto']);
     expect(initialized.code).toBe(0);
     const status = await rewind(cwd, ['status']);
@@ -278,4 +279,25 @@ describe('rewind action commands', () => {
     expect(ran.stdout).toContain(probeBwrap().works ? 'hidden' : 'seen');
     expect((await rewind(cwd, ['init', '--sandbox', 'nope'])).code).toBe(2);
   });
+
+  it.runIf(process.getuid?.() === 0 && probeBwrap().works)(
+    'as root, refuses bwrap on a workspace owned by root, and says at every exec why auto runs commands unsandboxed',
+    async () => {
+      const cwd = await makeTempDirectory();
+      const refused = await rewind(cwd, ['init', '--sandbox', 'bwrap']);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(
+        /^rewind: The bwrap sandbox cannot start: Rewind runs as root and the workspace .* belongs to root, so a sandboxed command would be root on the host .*\[SANDBOX_UNAVAILABLE\]\n$/,
+      );
+      expect(existsSync(join(cwd, '.rewind'))).toBe(false);
+      expect((await rewind(cwd, ['init', '--sandbox', 'auto'])).stderr).toContain(
+        'rewind: warning: Commands run without a sandbox (Rewind runs as root and the workspace',
+      );
+      const ran = await rewind(cwd, ['exec', 'true']);
+      expect(ran.code).toBe(0);
+      expect(ran.stderr).toContain(
+        'rewind: warning: Commands run without a sandbox (Rewind runs as root and the workspace',
+      );
+    },
+  );
 });

@@ -57,8 +57,23 @@ export async function runAsNobody(
 export async function workspaceOfNobody(layout: Record<string, string>): Promise<string> {
   const workspace = await makeTempDirectory();
   await lay(workspace, layout);
-  await chmod(join(workspace, '..'), 0o755).catch(() => {});
+  // The user must get through the directory above (the system's temporary directory, 1777 as a
+  // rule): let it through without taking away what else that directory allows.
+  const parent = join(workspace, '..');
+  await chmod(parent, ((await stat(parent)).mode & 0o7777) | 0o005).catch(() => {});
   await chmod(workspace, 0o755);
   await giveToNobody(workspace);
+  return workspace;
+}
+
+/**
+ * A fresh workspace with the given files for sandboxed commands: run as root, owned by the
+ * unprivileged user, as Rewind requires of a workspace it runs bwrap in as root (commands run as
+ * the workspace's owner); otherwise simply this user's.
+ */
+export async function sandboxWorkspace(layout: Record<string, string> = {}): Promise<string> {
+  if (process.getuid?.() === 0) return workspaceOfNobody(layout);
+  const workspace = await makeTempDirectory();
+  await lay(workspace, layout);
   return workspace;
 }

@@ -322,10 +322,19 @@ describe('the MCP server', () => {
         });
         server.on('exit', () => reject(new Error(`the server exited: ${said}`)));
       });
+      // The launch's token: one client passes it in the URL printed, the other as a header.
+      const token = new URL(url).searchParams.get('token') as string;
+      const bare = new URL(url);
+      bare.search = '';
       const pair = await Promise.all(
-        ['one', 'two'].map(async (name) => {
-          const client = new Client({ name, version: '1.0.0' });
-          await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+        [
+          new StreamableHTTPClientTransport(new URL(url)),
+          new StreamableHTTPClientTransport(bare, {
+            requestInit: { headers: { authorization: `Bearer ${token}` } },
+          }),
+        ].map(async (transport, index) => {
+          const client = new Client({ name: `client-${index}`, version: '1.0.0' });
+          await client.connect(transport);
           clients.push(client);
           return client;
         }),

@@ -1,10 +1,17 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bwrapArgs, createSandbox, probeBwrap, type Sandbox } from '../../src/sandbox/index.js';
+import {
+  bwrapArgs,
+  createSandbox,
+  probeBwrap,
+  type RunResult,
+  type Sandbox,
+} from '../../src/sandbox/index.js';
+import { sandboxWorkspace } from '../helpers/nobody.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const servers: Server[] = [];
@@ -12,13 +19,15 @@ afterEach(async () => {
   await Promise.all(servers.splice(0).map((server) => new Promise((done) => server.close(done))));
 });
 
-async function workspaceWithStore(): Promise<string> {
-  const workspace = await makeTempDirectory();
-  await mkdir(join(workspace, '.rewind'));
-  await writeFile(join(workspace, '.rewind', 'secret.txt'), 'store content');
-  await writeFile(join(workspace, 'visible.txt'), 'workspace content');
-  return workspace;
+/** A workspace with a store, run as root owned by an unprivileged user (as Rewind requires). */
+function workspaceWithStore(): Promise<string> {
+  return sandboxWorkspace({
+    '.rewind/secret.txt': 'store content',
+    'visible.txt': 'workspace content',
+  });
 }
+
+const isRoot = process.getuid?.() === 0;
 
 const text = (buffer: Buffer): string => buffer.toString('utf8');
 
@@ -152,6 +161,71 @@ describe.runIf(probeBwrap().works)('the bwrap sandbox', () => {
     const result = await sandbox.run('head -c 100000 /dev/zero; exit 7', { maxOutputBytes: 1000 });
     expect(result).toMatchObject({ exitCode: 7, timedOut: false, stdoutTruncated: true });
     expect(result.stdout.length).toBe(1000);
+  });
+});
+
+describe.runIf(isRoot && probeBwrap().works)('the bwrap sandbox run as root', () => {
+  it('runs commands as the workspace owner in a user namespace: no root file can be read, nothing made is root', async () => {
+    const workspace = await workspaceWithStore();
+    const owner = (await stat(workspace)).uid;
+    // Outside /tmp, which the sandbox replaces: a directory anyone may enter, a file only root reads.
+    const directory = await mkdtemp('/var/tmp/rewind-test-');
+    const secret = join(directory, 'root-only.txt');
+    let result: RunResult;
+    try {
+      await chmod(directory, 0o755);
+      await writeFile(secret, 'root secret');
+      await chmod(secret, 0o600);
+      const sandbox = createSandbox({ backend: 'bwrap', workspace });
+      result = await sandbox.run(
+        `cat ${secret}; head -c 20 /etc/shadow; id -u; touch made.txt; grep CapEff /proc/self/status`,
+      );
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+    const out = text(result.stdout);
+    expect(out).not.toContain('root secret');
+    expect(out).not.toMatch(/^root:/m);
+    expect(text(result.stderr)).toMatch(/cat: .*root-only.txt: Permission denied/);
+    expect(text(result.stderr)).toMatch(/\/etc\/shadow.*Permission denied/);
+    expect(out).toMatch(/^1000$/m);
+    expect(out).toMatch(/CapEff:\s+0+$/m);
+    // The sandbox's uid 1000 is the workspace's owner on the host, not root.
+    expect((await stat(join(workspace, 'made.txt'))).uid).toBe(owner);
+    expect(owner).not.toBe(0);
+  });
+
+  it('refuses a workspace owned by root, saying why and how to fix it; auto falls back to none with that reason', async () => {
+    const workspace = await makeTempDirectory();
+    expect(() => createSandbox({ backend: 'bwrap', workspace })).toThrow(
+      expect.objectContaining({
+        code: 'SANDBOX_UNAVAILABLE',
+        message: expect.stringMatching(
+          /Rewind runs as root and the workspace .* belongs to root, so a sandboxed command would be root on the host.*chown -R USER: DIRECTORY/,
+        ),
+      }),
+    );
+    const fallback = createSandbox({ backend: 'auto', workspace });
+    expect(fallback.backend).toBe('none');
+    expect(fallback.warnings[0]).toMatch(
+      /^Commands run without a sandbox \(Rewind runs as root and the workspace .* belongs to root/,
+    );
+  });
+
+  it('refuses a workspace its owner cannot reach, saying so', async () => {
+    const closed = await makeTempDirectory();
+    await chmod(closed, 0o700);
+    const workspace = join(closed, 'ws');
+    await mkdir(workspace);
+    await chown(workspace, 65534, 65534);
+    expect(() => createSandbox({ backend: 'bwrap', workspace })).toThrow(
+      expect.objectContaining({
+        code: 'SANDBOX_UNAVAILABLE',
+        message: expect.stringContaining(
+          "sandboxed commands run as the workspace's owner (uid 65534), who cannot reach the workspace",
+        ),
+      }),
+    );
   });
 });
 

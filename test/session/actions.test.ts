@@ -8,6 +8,7 @@ import { Ledger, listSessions, readLedgerFile } from '../../src/ledger/index.js'
 import { probeBwrap } from '../../src/sandbox/index.js';
 import { init, log, openSession } from '../../src/session/index.js';
 import { snapshot } from '../../src/workspace/index.js';
+import { sandboxWorkspace } from '../helpers/nobody.js';
 import { runNode } from '../helpers/processes.js';
 import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -348,7 +349,7 @@ describe('exec', () => {
   it.runIf(probeBwrap().works)(
     'runs in the session sandbox: file effects journaled, nothing outside the workspace, .rewind unseen',
     async () => {
-      const workspace = await makeTempDirectory();
+      const workspace = await sandboxWorkspace();
       await init({ workspace, sandbox: 'bwrap' });
       const session = await openSession({ workspace });
       expect(await session.sandbox()).toMatchObject({ backend: 'bwrap', network: false });
@@ -365,6 +366,17 @@ describe('exec', () => {
       expect(completed.evidence.sandbox).toBe('bwrap');
       await session.undo(result.id);
       expect(existsSync(join(workspace, 'in.txt'))).toBe(false);
+      // What Rewind writes and puts back (a file in a new folder, then an undone delete) belongs
+      // to whoever owns the workspace, so the sandboxed commands can still change it.
+      await session.write('made/by-rewind.txt', 'one');
+      const deleted = await session.exec('rm -r made');
+      await session.undo(deleted.id);
+      const owner = (await stat(workspace)).uid;
+      expect((await stat(join(workspace, 'made'))).uid).toBe(owner);
+      expect((await stat(join(workspace, 'made/by-rewind.txt'))).uid).toBe(owner);
+      const changed = await session.exec('echo two > made/by-rewind.txt && touch made/new.txt');
+      expect(changed.exitCode).toBe(0);
+      expect(changed.created).toEqual(['made/new.txt']);
       await session.close();
     },
   );

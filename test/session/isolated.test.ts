@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { probeBwrap } from '../../src/sandbox/index.js';
@@ -13,6 +13,7 @@ import {
   startIsolatedSession,
   withIsolatedSession,
 } from '../../src/session/index.js';
+import { sandboxWorkspace } from '../helpers/nobody.js';
 import { runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { type Layout, lay } from '../helpers/workspace.js';
@@ -154,8 +155,7 @@ describe('isolated sessions', () => {
   it.runIf(probeBwrap().works)(
     'runs sandboxed commands in the view, with the host store out of sight',
     async () => {
-      const workspace = await makeTempDirectory();
-      await lay(workspace, { 'a.txt': 'one' });
+      const workspace = await sandboxWorkspace({ 'a.txt': 'one' });
       await init({ workspace });
       const session = await startIsolatedSession({ workspace, sandbox: 'bwrap' });
       const result = await session.exec(
@@ -165,6 +165,12 @@ describe('isolated sessions', () => {
       // Only the way down to the view is there: no sessions, objects or caches.
       expect(result.stdout.trim()).toBe('views');
       expect(await read(workspace, 'a.txt')).toBe('one');
+      // What Rewind puts back in the view (here by undo) stays the commands' to change.
+      await session.undo(result.id);
+      expect((await session.exec('echo three > a.txt')).modified).toEqual(['a.txt']);
+      expect((await session.commit()).status).toBe('committed');
+      expect(await read(workspace, 'a.txt')).toBe('three\n');
+      expect((await stat(join(workspace, 'a.txt'))).uid).toBe((await stat(workspace)).uid);
       await session.close();
     },
   );

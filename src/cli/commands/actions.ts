@@ -121,6 +121,9 @@ export const ACTION_PRESENTER: CliPresenter<ActionResult> = {
   passthrough: commandOutput,
   text: (result, globals) =>
     `${renderOutcome(result, globals)}${globals.quiet ? '' : renderActionLine(result)}`,
+  // What did not go as asked, on stderr: a command run without the sandbox the session asked
+  // for (and why), what a snapshot left out.
+  warnings: (result) => result.warnings,
   exitCode: actionExitCode,
 };
 

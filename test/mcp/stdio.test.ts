@@ -1,0 +1,75 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+describe('rewind mcp over stdio', () => {
+  it('answers a line that is not JSON with a parse error and JSON that is no message with an invalid request, then serves on', async () => {
+    const root = await makeTempDirectory();
+    const server = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    let stderr = '';
+    server.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const answers: Record<string, unknown>[] = [];
+    const nextAnswer = () =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        const take = () => {
+          const newline = stdout.indexOf('\n');
+          if (newline === -1) return false;
+          resolve(JSON.parse(stdout.slice(0, newline)));
+          stdout = stdout.slice(newline + 1);
+          return true;
+        };
+        if (take()) return;
+        const onData = (chunk: Buffer) => {
+          stdout += chunk.toString();
+          if (take()) server.stdout.off('data', onData);
+        };
+        server.stdout.on('data', onData);
+        setTimeout(() => reject(new Error(`no answer; stderr: ${stderr}`)), 10_000).unref();
+      });
+    try {
+      server.stdin.write('this is not json\n');
+      answers.push(await nextAnswer());
+      server.stdin.write('\n   \n{"jsonrpc": "2.0", "id": 7, "method": 5}\n');
+      answers.push(await nextAnswer());
+      server.stdin.write('[1, 2\r\n');
+      answers.push(await nextAnswer());
+      server.stdin.write(
+        `${JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'initialize',
+          params: {
+            protocolVersion: '2025-06-18',
+            capabilities: {},
+            clientInfo: { name: 'raw', version: '1.0.0' },
+          },
+        })}\n`,
+      );
+      answers.push(await nextAnswer());
+    } finally {
+      server.stdin.end();
+      await new Promise((done) => server.on('exit', done));
+    }
+    expect(answers[0]).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32700 } });
+    expect(answers[1]).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32600 } });
+    expect(answers[2]).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32700 } });
+    expect(answers[3]).toMatchObject({
+      jsonrpc: '2.0',
+      id: 1,
+      result: { serverInfo: { name: 'rewind' } },
+    });
+    expect(stderr).toContain('Parse error: the line is not JSON');
+    expect(server.exitCode).toBe(0);
+  });
+});
