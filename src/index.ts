@@ -42,6 +42,7 @@ export {
   type Digest,
   digestBytes,
   digestFile,
+  displayPath,
   normalizeWorkspacePath,
   REWIND_VERSION,
   resolveWorkspacePath,

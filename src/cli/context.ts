@@ -4,7 +4,7 @@
  */
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { locateWorkspace, openSession, type Session } from '../index.js';
+import { displayPath, locateWorkspace, openSession, type Session } from '../index.js';
 import {
   type AnyOperation,
   checkInput,
@@ -213,11 +213,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         if (passed?.stdout) io.stdout(passed.stdout);
         if (passed?.stderr) io.stderr(passed.stderr);
         const text = presenter.text(output, { ...globals, isColor: isColorWanted(io) });
-        if (text) io.stdout(text);
+        // A name that is not UTF-8 shows its odd bytes as \xHH, not as replacement characters.
+        if (text) io.stdout(displayPath(text));
       }
       if (!globals.quiet) {
         for (const warning of presenter.warnings?.(output) ?? []) {
-          io.stderr(`rewind: warning: ${warning}\n`);
+          io.stderr(`rewind: warning: ${displayPath(warning)}\n`);
         }
       }
       const exitCode = presenter.exitCode?.(output);

@@ -1,6 +1,6 @@
 /** The `rewind` command line: the program built from the operation table, and its exit codes. */
 import { Command, CommanderError, Option } from 'commander';
-import { REWIND_VERSION } from '../index.js';
+import { displayPath, REWIND_VERSION } from '../index.js';
 import { registerActionCommands } from './commands/actions.js';
 import { registerApprovalCommands } from './commands/approval.js';
 import { registerConversationCommands } from './commands/conversation.js';
@@ -126,7 +126,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return EXIT_USAGE;
     }
     if (isJson) io.stdout(`${JSON.stringify(errorDocument(error), null, 2)}\n`);
-    io.stderr(describeError(error, isDebug));
+    io.stderr(displayPath(describeError(error, isDebug)));
     return EXIT_FAILED;
   }
 }

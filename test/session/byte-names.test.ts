@@ -10,7 +10,9 @@ import {
 } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { rewind } from '../helpers/cli.js';
 import { sessionOn } from '../helpers/session.js';
+import { makeTempDirectory } from '../helpers/temp.js';
 
 // File names on Linux are bytes. Latin-1 names (from old archives, Windows shares, test data)
 // are not valid UTF-8; they were left out of every snapshot without a word.
@@ -74,5 +76,15 @@ describe('file names that are not UTF-8', () => {
     expect(await namesIn(workspace)).toEqual(
       [Buffer.from('.rewind'), Buffer.from('plain.txt')].map((name) => name.toString('hex')).sort(),
     );
+  });
+
+  it('the CLI shows their odd bytes as \\xHH, and --json keeps them exactly', async () => {
+    const workspace = await makeTempDirectory();
+    expect((await rewind(workspace, ['init', '--sandbox', 'none'])).code).toBe(0);
+    const script = 'printf x > "$(printf \'na\\351ve\')"';
+    const ran = await rewind(workspace, ['exec', '--', 'sh', '-c', script]);
+    expect(ran.stdout).toContain('created  na\\xe9ve');
+    const json = await rewind(workspace, ['--json', 'exec', '--', 'sh', '-c', `${script}y`]);
+    expect(json.stdout).toContain('na\\udce9ve');
   });
 });
