@@ -171,6 +171,10 @@ export class IgnoreRules {
   /** True when the entry at `relative` (a directory when `isDirectory`) is left out. */
   isIgnored(relative: string, name: string, isDirectory: boolean): boolean {
     if (ALWAYS_EXCLUDED.has(name)) return true;
+    // The rules themselves are always kept: a rule can never hide a change to the rules (an
+    // agent writing `*` to .rewindignore would otherwise make every later change invisible,
+    // and no rollback or undo would take the rule back).
+    if (!isDirectory && (IGNORE_FILES as readonly string[]).includes(name)) return false;
     for (let index = this.#sets.length - 1; index >= 0; index--) {
       const set = this.#sets[index];
       if (!set) continue;

@@ -109,6 +109,30 @@ describe('rules that change between checkpoints', () => {
     }
   });
 
+  it('a rule that leaves out everything cannot hide itself: undo and rollback take it back', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'src/a.ts': 'a', 'README.md': 'r', 'sub/.gitignore': '*\n' });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      await session.checkpoint('base');
+      const ran = await session.exec("printf '*\\n' > .rewindignore && rm -rf src README.md");
+      expect(ran.created).toEqual(['.rewindignore']);
+      expect(ran.deleted.sort()).toEqual(['README.md', 'src/a.ts']);
+      await session.undo(ran.id);
+      expect(existsSync(join(workspace, '.rewindignore'))).toBe(false);
+      expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('a');
+      await session.exec("printf '*\\n' > .rewindignore && rm -rf src sub/.gitignore");
+      await session.rollback('base');
+      expect(existsSync(join(workspace, '.rewindignore'))).toBe(false);
+      expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('a');
+      // A rule file that leaves out its own directory is kept too.
+      expect(await readFile(join(workspace, 'sub/.gitignore'), 'utf8')).toBe('*\n');
+    } finally {
+      await session.close();
+    }
+  });
+
   it('an undo of a rollback that brought back a path the rules now leave out removes it again', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'a.txt': 'a', '.env': 'secret' });
