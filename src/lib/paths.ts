@@ -66,6 +66,11 @@ export async function resolveWorkspacePath(root: string, path: string): Promise<
 const DESCRIPTOR_PATHS = '/proc/self/fd';
 let canUseDescriptorPaths: boolean | undefined;
 
+function usesDescriptorPaths(): boolean {
+  canUseDescriptorPaths ??= process.platform === 'linux' && existsSync(DESCRIPTOR_PATHS);
+  return canUseDescriptorPaths;
+}
+
 function symlinkRefused(path: string, link: string): RewindError {
   return new RewindError(
     'SYMLINK_REFUSED',
@@ -85,10 +90,11 @@ const MAX_OPEN_DIRECTORIES = 128;
  * Paths inside a workspace that cannot be redirected out of it, even by a process changing the
  * workspace at the same time. Each directory is opened one component at a time, relative to the
  * one above it, never following a symbolic link (O_PATH | O_NOFOLLOW | O_DIRECTORY, as openat
- * would; O_PATH needs only the right to pass through it), and kept open; {@link locate} then names a path through its open parent
- * (`/proc/self/fd/N/name`), so swapping a directory for a link after the check changes nothing:
- * the kernel resolves the name in the directory that was checked. Where `/proc` is missing (not
- * Linux), each component is checked with lstat instead (which a concurrent writer could race).
+ * would; O_PATH needs only the right to pass through it), and kept open; {@link locate} then
+ * names a path through its open parent (`/proc/self/fd/N/name`), so swapping a directory for a
+ * link after the check changes nothing: the kernel resolves the name in the directory that was
+ * checked. Elsewhere than Linux, each component is checked with lstat instead (which a
+ * concurrent writer could race).
  *
  * The caller must {@link forget} a directory it removes or replaces, and {@link close} at the end.
  */
@@ -96,7 +102,7 @@ export class WorkspaceDirectories {
   private readonly open = new Map<string, number>();
 
   constructor(private readonly root: string) {
-    canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
+    usesDescriptorPaths();
   }
 
   /**
@@ -266,8 +272,7 @@ export class WorkspaceDirectories {
  * was moved or deleted since. Always true where `/proc` is missing.
  */
 export function isOpenedAt(descriptor: number, path: string): boolean {
-  canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
-  if (!canUseDescriptorPaths) return true;
+  if (!usesDescriptorPaths()) return true;
   try {
     return readlinkSync(`${DESCRIPTOR_PATHS}/${descriptor}`, { encoding: 'buffer' }).equals(
       nameBytes(path),
@@ -279,8 +284,7 @@ export function isOpenedAt(descriptor: number, path: string): boolean {
 
 /** A path that opens the same file as `descriptor` while it is open (Linux), else `path`. */
 export function pathOfDescriptor(descriptor: number, path: string): string {
-  canUseDescriptorPaths ??= existsSync(DESCRIPTOR_PATHS);
-  return canUseDescriptorPaths ? `${DESCRIPTOR_PATHS}/${descriptor}` : path;
+  return usesDescriptorPaths() ? `${DESCRIPTOR_PATHS}/${descriptor}` : path;
 }
 
 function isSymbolicLink(path: string): boolean {
