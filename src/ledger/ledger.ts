@@ -316,7 +316,18 @@ export class Ledger {
         };
         if (refs && refs.length > 0)
           entry.refs = refs.map(({ type, digest }) => ({ type, digest }));
-        if (this.isHashChained && tail.last) entry.prev = digestEntry(tail.last);
+        if (this.isHashChained && tail.last) {
+          const prev = digestEntry(tail.last);
+          if (prev === undefined) {
+            throw new RewindError(
+              'LEDGER_CORRUPT',
+              `The last entry of ${this.session.file} (#${tail.last.seq}) cannot be hashed for the chain: it holds a number or a nesting that canonical JSON cannot encode, so it was damaged. ` +
+                'Nothing was written. Run `rewind verify`, and restore the file from a backup or move the damaged line aside.',
+              { data: { file: this.session.file, seq: tail.last.seq } },
+            );
+          }
+          entry.prev = prev;
+        }
         let line: string;
         try {
           line = `${tail.endsMidLine ? '\n' : ''}${encodeEntry(entry)}\n`;
