@@ -26,9 +26,9 @@ export const ENTRY_KINDS = {
   'undo-completed':
     'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `skippedCount`, `isRecovery`.',
   'rollback-failed':
-    'The restore announced by a rollback-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
+    'The restore announced by a rollback-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `error` (`code`, `message`; NOT_APPLIED when recovery found it had changed no path, so closed it without performing it), `isReverted`, `isRecovery`.',
   'undo-failed':
-    'The undo announced by an undo-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `undoes`, `error` (`code`, `message`), `isReverted`, `isRecovery`.',
+    'The undo announced by an undo-started entry failed; the paths it touched were put back when `isReverted`. Body: `startedSeq`, `undoes`, `error` (`code`, `message`; NOT_APPLIED as for rollback-failed), `isReverted`, `isRecovery`.',
   'undo-refused':
     'An undo was refused because paths the action touched changed since. Body: `undoes`, `paths` (up to 50), `conflicts` (the same paths with `expected` and `found`), `pathCount`.',
   'action-started':
@@ -53,7 +53,7 @@ export const ENTRY_KINDS = {
     'A draft was approved and is about to run. Body: `startedSeq` (the draft), `digest` (the content approved), and for exec `beforeTree`.',
   'action-discarded': 'A draft was discarded: it never runs. Body: `startedSeq`.',
   'action-failed':
-    'The action announced by action-started failed. Body: `startedSeq`, `error` (`code`, `message`; INTERRUPTED when the process running it ended first; DRIFTED for a commit that recovery did not finish because the workspace changed since, with `drifted` and `driftedCount`), and for exec `afterTree` and the fields of action-completed; a file action adds `isReverted`.',
+    'The action announced by action-started failed. Body: `startedSeq`, `error` (`code`, `message`; INTERRUPTED when the process running it ended first; NOT_APPLIED when recovery found it had changed no path, so closed it without performing it; DRIFTED for a commit that recovery did not finish because the workspace changed since, with `drifted` and `driftedCount`), and for exec `afterTree` and the fields of action-completed; a file action adds `isReverted`.',
 } as const;
 
 /** A ledger entry kind that this Rewind knows. */

@@ -96,7 +96,9 @@ export async function syncPaths(paths: Iterable<string>, fileSystemPath: string)
   if (unique.length > SYNC_ALL_THRESHOLD && (await syncFileSystem(fileSystemPath))) return;
   await forEachConcurrently(unique, SYNC_CONCURRENCY, (path) =>
     syncPath(path).catch((error: unknown) => {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      // Gone since (removed, or a directory above it became a file): nothing left to sync.
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
     }),
   );
 }

@@ -9,7 +9,9 @@ import {
   type ApplyResult,
   diffTrees,
   fileChangeKind,
+  isAtOrUnder,
   isSameEntry,
+  type SnapshotResult,
   type TreeChange,
 } from '../workspace/index.js';
 import { type SessionContext, sandboxFor, snapshotHost, snapshotWorkspace } from './context.js';
@@ -153,6 +155,34 @@ function baseTree(context: SessionContext, journal: Journal): Digest {
   return base;
 }
 
+/**
+ * The session's changes that touch a path one side could not read: what is there is unknown, so
+ * committing could overwrite it (on the host) or would carry a change that was not made (a file of
+ * the view that could not be read looks deleted).
+ */
+function unreadableConflicts(
+  sessionChanges: readonly TreeChange[],
+  view: SnapshotResult,
+  host: SnapshotResult,
+): CommitConflict[] {
+  const conflicts: CommitConflict[] = [];
+  for (const change of sessionChanges) {
+    const touches = (unreadable: SnapshotResult['unreadable']) =>
+      unreadable.find(
+        ({ path }) => isAtOrUnder(change.path, [path]) || path.startsWith(`${change.path}/`),
+      );
+    const inView = touches(view.unreadable);
+    const onHost = touches(host.unreadable);
+    if (!inView && !onHost) continue;
+    conflicts.push({
+      path: change.path,
+      session: inView ? `could not read ${inView.path} (${inView.reason})` : 'changed it',
+      host: onHost ? `could not read ${onHost.path} (${onHost.reason})` : 'left it as it was',
+    });
+  }
+  return conflicts;
+}
+
 /** Applies an isolated session's net change to the host, three-way checked; see `Session.commit`. */
 export function commitToHost(
   context: SessionContext,
@@ -163,10 +193,21 @@ export function commitToHost(
     const current = await snapshotWorkspace(context);
     const host = await snapshotHost(context);
     const sessionChanges = await diffTrees(context.store, base, current.tree);
+    // What the host could not read is unknown, not deleted: its own conflicts say so.
+    const hostUnreadable = host.unreadable.map(({ path }) => path);
     const hostChanges = new Map(
-      (await diffTrees(context.store, base, host.tree)).map((change) => [change.path, change]),
+      (await diffTrees(context.store, base, host.tree))
+        .filter((change) => !isAtOrUnder(change.path, hostUnreadable))
+        .map((change) => [change.path, change]),
     );
-    const conflicts = findCommitConflicts(sessionChanges, hostChanges);
+    const unreadable = unreadableConflicts(sessionChanges, current, host);
+    const conflicts = [
+      ...findCommitConflicts(
+        sessionChanges.filter((change) => !unreadable.some(({ path }) => path === change.path)),
+        hostChanges,
+      ),
+      ...unreadable,
+    ];
     const result: CommitResult = {
       status: 'dry-run',
       id: undefined,
@@ -225,6 +266,7 @@ export function commitToHost(
     const changes = await changesOf(context, { type: 'paths', paths });
     const applied = await applyAnnounced(context, journal, started, changes, {
       isRecovery: false,
+      leaveAlone: hostUnreadable,
       ...(options.onProgress && { onProgress: options.onProgress }),
     });
     return { ...result, status: 'committed', id: started.seq, applied };

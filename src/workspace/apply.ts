@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, lstatSync, renameSync, writeFileSync } from 'node:fs';
 import {
   chmod,
+  type FileHandle,
   mkdir,
   open,
   readdir,
@@ -12,7 +13,7 @@ import {
   unlink,
 } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { isSystemError, RewindError } from '../errors.js';
+import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
@@ -53,9 +54,15 @@ function currentType(absolute: string): Current {
     if (stats.isSymbolicLink()) return 'symlink';
     return 'other';
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return undefined;
+    // Under a file (a directory that became one): nothing is there.
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
     throw error;
   }
+}
+
+/** True when `path` is one of `roots` or under one of them. */
+export function isAtOrUnder(path: string, roots: readonly string[]): boolean {
+  return roots.some((root) => path === root || path.startsWith(`${root}/`));
 }
 
 function depth(path: string): number {
@@ -114,7 +121,7 @@ async function removeEntry(
     else await unlink(absolute);
     return 'removed';
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return 'absent';
     if (isSystemError(error, 'ENOTEMPTY') || isSystemError(error, 'EEXIST')) return 'not-empty';
     throw error;
   }
@@ -154,6 +161,34 @@ async function holdsFile(absolute: string, entry: TreeEntry & { type: 'file' }):
   }
 }
 
+const BLOCK_BYTES = 4096;
+const ZERO_BLOCK = Buffer.alloc(BLOCK_BYTES);
+
+/** Writes `chunk` at `position`, leaving out the whole blocks of it that hold only zeros. */
+async function writeSkippingZeros(
+  handle: FileHandle,
+  chunk: Buffer,
+  position: number,
+): Promise<void> {
+  let start = 0;
+  while (start < chunk.length) {
+    // Runs of data end where a whole block of zeros begins.
+    let end = start;
+    while (end < chunk.length) {
+      const block = chunk.subarray(end, end + BLOCK_BYTES);
+      if (block.length === BLOCK_BYTES && block.equals(ZERO_BLOCK)) break;
+      end += block.length;
+    }
+    if (end > start) await handle.write(chunk, start, end - start, position + start);
+    while (end < chunk.length) {
+      const block = chunk.subarray(end, end + BLOCK_BYTES);
+      if (block.length !== BLOCK_BYTES || !block.equals(ZERO_BLOCK)) break;
+      end += BLOCK_BYTES;
+    }
+    start = end;
+  }
+}
+
 async function writeFromStore(
   store: ObjectStore,
   absolute: string,
@@ -171,7 +206,14 @@ async function writeFromStore(
     }
     const handle = await open(temporary, 'wx', 0o600);
     try {
-      for await (const chunk of store.read(entry.digest)) await handle.write(chunk);
+      // Blocks of zeros are skipped, not written: a sparse file (a disk image, a database) comes
+      // back sparse rather than at its full size on disk.
+      let position = 0;
+      for await (const chunk of store.read(entry.digest)) {
+        await writeSkippingZeros(handle, chunk, position);
+        position += chunk.length;
+      }
+      await handle.truncate(position);
       await handle.chmod(entry.mode);
     } finally {
       await handle.close();
@@ -191,7 +233,8 @@ async function writeFromStore(
  * crash finishes the job. A path that the workspace's rules leave out (git's rules and
  * `.rewindignore`, as on disk before anything moves), or that `target`'s rules leave out (those
  * of the state the changes lead to), is never touched, nor is anything under it: a rule that
- * changes between the two states never deletes or overwrites what either side leaves out.
+ * changes between the two states never deletes or overwrites what either side leaves out. Nor
+ * are the paths of `leaveAlone` (what could not be read).
  *
  * Throws `SYMLINK_REFUSED` when a parent of a changed path has become a symbolic link,
  * `OBJECT_NOT_FOUND` / `OBJECT_CORRUPT` when a file's content is missing from the store (nothing
@@ -201,20 +244,81 @@ export async function applyChanges(
   workspace: string,
   store: ObjectStore,
   changes: readonly TreeChange[],
-  options: {
-    onProgress?: (progress: ApplyProgress) => void;
-    /** After a crash: also remove temporary files an interrupted run left beside its paths. */
-    isRecovery?: boolean;
-    /** The rules from outside the workspace (default: read from around it). */
-    outside?: OutsideRules;
-    /** What the rules of the state the changes lead to leave out (see `treeRules`). */
-    target?: LeftOutCheck;
-  } = {},
+  options: ApplyOptions = {},
 ): Promise<ApplyResult> {
   const root = checkWorkspace(workspace);
+  // A folder the person made read-only (or a checkpoint held as such) must not block putting
+  // paths back in it: it is opened for writing for the time of the restore, then closed again.
+  const unlocked = unlockParents(root, changes);
+  try {
+    return await applyWithin(root, store, changes, options);
+  } finally {
+    relock(root, unlocked, changes);
+  }
+}
+
+/** The options of {@link applyChanges}. */
+export interface ApplyOptions {
+  onProgress?: (progress: ApplyProgress) => void;
+  /** After a crash: also remove temporary files an interrupted run left beside its paths. */
+  isRecovery?: boolean;
+  /** The rules from outside the workspace (default: read from around it). */
+  outside?: OutsideRules;
+  /** What the rules of the state the changes lead to leave out (see `treeRules`). */
+  target?: LeftOutCheck;
+  /**
+   * Paths never touched, nor anything under them: those the snapshot of the workspace could
+   * not read (see `SnapshotResult.unreadable`), whose content nothing holds.
+   */
+  leaveAlone?: readonly string[];
+}
+
+/**
+ * The directories that hold a changed path and that this process may not write in but owns, made
+ * writable (with their modes before), so that a read-only folder does not block a restore.
+ */
+function unlockParents(root: string, changes: readonly TreeChange[]): Map<string, number> {
+  const unlocked = new Map<string, number>();
+  if (process.getuid?.() === 0) return unlocked; // root writes anywhere
+  const parents = new Set(changes.map((change) => posix.dirname(change.path)));
+  for (const parent of parents) {
+    const absolute = parent === '.' ? root : `${root}/${parent}`;
+    try {
+      const stats = lstatSync(absolute);
+      if (!stats.isDirectory() || stats.uid !== process.getuid?.()) continue;
+      if ((stats.mode & 0o300) === 0o300) continue;
+      chmodSync(absolute, (stats.mode & 0o7777) | 0o300);
+      unlocked.set(parent, stats.mode & 0o7777);
+    } catch {
+      // Absent, or not ours: the restore reports what it cannot do.
+    }
+  }
+  return unlocked;
+}
+
+/** Gives the directories {@link unlockParents} opened their modes back, unless the restore set one. */
+function relock(root: string, unlocked: Map<string, number>, changes: readonly TreeChange[]): void {
+  for (const [parent, mode] of unlocked) {
+    const change = changes.find((candidate) => candidate.path === parent);
+    if (change?.after?.type === 'directory') continue;
+    try {
+      chmodSync(parent === '.' ? root : `${root}/${parent}`, mode);
+    } catch {}
+  }
+}
+
+async function applyWithin(
+  root: string,
+  store: ObjectStore,
+  changes: readonly TreeChange[],
+  options: ApplyOptions,
+): Promise<ApplyResult> {
   const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const leaveAlone = options.leaveAlone ?? [];
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
-    isIgnoredNow(path, isDirectory) || ((await options.target?.(path, isDirectory)) ?? false);
+    isAtOrUnder(path, leaveAlone) ||
+    isIgnoredNow(path, isDirectory) ||
+    ((await options.target?.(path, isDirectory)) ?? false);
   const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [], skippedCount: 0 };
   const skip = (path: string): void => {
     result.skippedCount += 1;
@@ -265,12 +369,29 @@ export async function applyChanges(
 
   for (const change of placements) {
     const after = change.after as TreeEntry;
-    if (await isIgnored(change.path, after.type === 'directory')) {
-      skip(change.path);
-      report(change.path);
-      continue;
+    const isDirectory = after.type === 'directory';
+    let absolute: string | undefined;
+    if (await isIgnored(change.path, isDirectory)) {
+      // What the workspace leaves out now is never overwritten; but where nothing is, putting
+      // the path back tramples nothing (a rule written just before deleting it must not keep
+      // it from coming back).
+      if (
+        !isAtOrUnder(change.path, leaveAlone) &&
+        !((await options.target?.(change.path, isDirectory)) ?? false)
+      ) {
+        absolute = await locate(change.path).catch((error: unknown) => {
+          if (isRewindError(error, 'SYMLINK_REFUSED')) return undefined;
+          throw error;
+        });
+        if (absolute !== undefined && currentType(absolute) !== undefined) absolute = undefined;
+      }
+      if (absolute === undefined) {
+        skip(change.path);
+        report(change.path);
+        continue;
+      }
     }
-    const absolute = await locate(change.path);
+    absolute ??= await locate(change.path);
     let type = currentType(absolute);
     // A file is renamed over whatever non-directory is there; anything else must go first.
     if (

@@ -2,6 +2,7 @@ export {
   type ApplyProgress,
   type ApplyResult,
   applyChanges,
+  isAtOrUnder,
   MAX_LISTED_SKIPPED,
   workspaceRules,
 } from './apply.js';

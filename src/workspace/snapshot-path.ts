@@ -60,6 +60,11 @@ export interface PathSnapshot {
    * the path does not hold them, so an action that removes them could not bring them back.
    */
   ignored: string[];
+  /**
+   * Paths under it that are not files, directories or links (FIFOs, sockets, devices): no
+   * snapshot holds them either.
+   */
+  special: string[];
   warnings: string[];
 }
 
@@ -79,12 +84,13 @@ export async function snapshotPath(
   const root = checkWorkspace(workspace);
   const name = relative.split('/').at(-1) as string;
   const rules = rulesAbove(root, relative, outside ?? readOutsideRules(root));
-  if (rules === undefined) return { entry: undefined, ignored: [relative], warnings: [] };
+  if (rules === undefined)
+    return { entry: undefined, ignored: [relative], special: [], warnings: [] };
   const absolute = `${root}/${relative}`;
   const stats = lstatEntry(absolute, relative);
-  if (stats === undefined) return { entry: undefined, ignored: [], warnings: [] };
+  if (stats === undefined) return { entry: undefined, ignored: [], special: [], warnings: [] };
   if (rules.isIgnored(relative, name, stats.isDirectory())) {
-    return { entry: undefined, ignored: [relative], warnings: [] };
+    return { entry: undefined, ignored: [relative], special: [], warnings: [] };
   }
   const mode = Number(stats.mode) & 0o7777;
   if (stats.isSymbolicLink()) {
@@ -92,6 +98,7 @@ export async function snapshotPath(
       return {
         entry: { name, type: 'symlink', target: readlinkSync(absolute) },
         ignored: [],
+        special: [],
         warnings: [],
       };
     } catch (error) {
@@ -103,6 +110,7 @@ export async function snapshotPath(
     warnings: [],
     ignoreDirectories: [],
     ignored: [],
+    special: [],
   };
   if (stats.isDirectory()) {
     const entries = scanDirectory(absolute, relative, rules, context);
@@ -110,6 +118,7 @@ export async function snapshotPath(
     return {
       entry: { name, type: 'directory', mode, digest },
       ignored: context.ignored ?? [],
+      special: context.special ?? [],
       warnings: context.warnings,
     };
   }
@@ -131,6 +140,7 @@ export async function snapshotPath(
       digest: entry.payload as Digest,
     },
     ignored: [],
+    special: [],
     warnings: [],
   };
 }

@@ -2,11 +2,16 @@
 import { realpathSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, sep } from 'node:path';
-import { RewindError } from '../errors.js';
-import type { Digest } from '../lib/index.js';
+import { isRewindError, RewindError } from '../errors.js';
+import { type Digest, namedAndMore } from '../lib/index.js';
 import type { ObjectBatch, ObjectStore } from '../store/index.js';
 import { changeWindowOf, snapshotChanges } from './changed-since.js';
-import { loadChangeRecord, readSnapshotClock, saveChangeRecord } from './changes.js';
+import {
+  clearChangeRecord,
+  loadChangeRecord,
+  readSnapshotClock,
+  saveChangeRecord,
+} from './changes.js';
 import {
   digestOutsideRules,
   encodeOutsideRules,
@@ -83,6 +88,20 @@ export interface SnapshotResult {
    * `encodeOutsideRules`); undefined when there were none.
    */
   rules: Digest | undefined;
+  /**
+   * Paths that could not be read (no permission, a path too long, a file that kept changing):
+   * left out of the snapshot, each with why. A rollback or an undo must leave them alone.
+   */
+  unreadable: { path: string; reason: string }[];
+}
+
+/** The warnings that say which paths a snapshot could not read (the first few, and a count). */
+function unreadableWarnings(unreadable: readonly { path: string; reason: string }[]): string[] {
+  if (unreadable.length === 0) return [];
+  const named = namedAndMore(unreadable.map(({ path, reason }) => `${path} (${reason})`));
+  return [
+    `Could not read ${named}: left out of this snapshot, and no rollback or undo will touch them. Make them readable to keep them.`,
+  ];
 }
 
 const DEFAULT_MAX_BYTES = 2 * 1024 ** 3;
@@ -143,9 +162,14 @@ export function checkWorkspace(workspace: string): string {
  * (`!.env`), and what `.rewindignore` files list. Symbolic links are recorded as links, never
  * followed.
  *
- * Throws `WORKSPACE_INVALID`, `WORKSPACE_REFUSED` (see {@link checkWorkspace}) and
- * `PATH_UNREADABLE` naming the first file or directory that cannot be read; the store then holds
- * only objects nothing refers to yet, which `rewind gc` reclaims.
+ * A path that cannot be read (no permission, a path longer than the system allows, a file that
+ * changes every time it is read) is left out, listed in `unreadable` and warned about: one such
+ * path never stops a checkpoint, a rollback or an undo, and none of them touches it.
+ *
+ * Throws `WORKSPACE_INVALID`, `WORKSPACE_REFUSED` (see {@link checkWorkspace}),
+ * `PATH_UNREADABLE` when the workspace itself cannot be listed, and `IO_FAILED` when the disk or
+ * the store fails (full, read-only, an I/O error); the store then holds only objects nothing
+ * refers to yet, which `rewind gc` reclaims.
  */
 export async function snapshot(
   workspace: string,
@@ -171,6 +195,10 @@ export async function snapshot(
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
       result = await snapshotChanges(root, outside, record, clock, options.store, batch, windowNs);
+    } catch (error) {
+      // A path the shortcut cannot read: the full walk below lists it with the others.
+      if (!isRewindError(error, 'PATH_UNREADABLE')) throw error;
+      result = undefined;
     } finally {
       await batch.commit();
     }
@@ -192,6 +220,7 @@ export async function snapshot(
         warnings,
         strategy: 'changed-since',
         rules: outsideRules,
+        unreadable: [],
       };
     }
   }
@@ -203,15 +232,17 @@ export async function snapshot(
   const directoryIdentities = new Map([
     ['', directoryIdentityOf(statSync(root, { bigint: true }))],
   ]);
+  const unreadable: { path: string; reason: string }[] = [];
   const entries = scanDirectory(root, '', rules, {
     cache,
     warnings,
     ignoreDirectories,
     directoryIdentities,
+    unreadable,
   });
-  const totals = summarize(entries);
+  const scanned = summarize(entries);
   if (cache.isEmpty) {
-    const warning = budgetWarning(entries, totals, {
+    const warning = budgetWarning(entries, scanned, {
       maxBytes: options.budget?.maxBytes ?? DEFAULT_MAX_BYTES,
       maxFiles: options.budget?.maxFiles ?? DEFAULT_MAX_FILES,
     });
@@ -229,12 +260,17 @@ export async function snapshot(
       cache,
       batch,
       options.onProgress,
+      unreadable,
     ));
   } finally {
     await batch.commit();
   }
+  const totals = summarize(entries);
+  warnings.push(...unreadableWarnings(unreadable));
   await cache.save(options.storeDirectory, startedAtNs);
-  if (clock) {
+  // With paths left out unread the next snapshot walks everything again, to list them again.
+  if (unreadable.length > 0) await clearChangeRecord(options.storeDirectory);
+  else if (clock) {
     await saveChangeRecord(options.storeDirectory, {
       root,
       clock,
@@ -245,5 +281,13 @@ export async function snapshot(
       directories: Object.fromEntries(directoryIdentities),
     });
   }
-  return { tree: digest, ...totals, readCount, warnings, strategy: 'walk', rules: outsideRules };
+  return {
+    tree: digest,
+    ...totals,
+    readCount,
+    warnings,
+    strategy: 'walk',
+    rules: outsideRules,
+    unreadable,
+  };
 }

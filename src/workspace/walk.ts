@@ -35,6 +35,8 @@ export interface ScannedEntry {
   payload: string | undefined;
   /** True when nothing about this entry changed since the cached snapshot. */
   isUnchanged: boolean;
+  /** True when its content could not be read: the snapshot leaves it out. */
+  isUnreadable?: boolean;
   children: ScannedEntry[] | undefined;
 }
 
@@ -48,17 +50,43 @@ function changedAtOf(stats: BigIntStats): bigint {
   return stats.ctimeNs;
 }
 
+/** System errors that say the disk or the system failed, not the file: never a reason to skip it. */
+const SYSTEM_FAILURES = new Set(['ENOSPC', 'EDQUOT', 'EROFS', 'EIO', 'ENOMEM', 'EMFILE', 'ENFILE']);
+
+/**
+ * The error for a path that cannot be snapshotted: `IO_FAILED` when the disk or the system
+ * failed (full, read-only, an I/O error: nothing about the file, so leaving it out would hide the
+ * real problem), else `PATH_UNREADABLE` (no permission, a name too long, a file that keeps
+ * changing), which a snapshot that lists what it cannot read leaves out.
+ */
 export function unreadable(path: string, error: unknown): RewindError {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code === 'string' && SYSTEM_FAILURES.has(code)) {
+    return new RewindError(
+      'IO_FAILED',
+      `Snapshotting ${path} failed: ${code === 'ENOSPC' || code === 'EDQUOT' ? 'the disk is full' : String(error)}. ` +
+        'That is the disk or the system, not the file: free space or fix it, then retry. Nothing was recorded.',
+      { data: { path, code }, cause: error },
+    );
+  }
   const reason =
     isSystemError(error, 'EACCES') || isSystemError(error, 'EPERM')
       ? 'permission denied'
-      : String(error);
+      : isSystemError(error, 'ENAMETOOLONG')
+        ? 'its path is too long for the system'
+        : error instanceof Error
+          ? error.message
+          : String(error);
   return new RewindError(
     'PATH_UNREADABLE',
-    `Cannot read ${path} (${reason}), so the workspace cannot be snapshotted. ` +
-      'Make it readable, or list it in .rewindignore (or .gitignore) to leave it out.',
-    { data: { path }, cause: error },
+    `Cannot read ${path} (${reason}). Make it readable; until then checkpoints leave it out, and no rollback or undo touches it.`,
+    { data: { path, reason }, cause: error },
   );
+}
+
+/** True for what {@link unreadable} says of a path that a snapshot can leave out. */
+function isUnreadablePath(error: unknown): error is RewindError {
+  return isRewindError(error, 'PATH_UNREADABLE');
 }
 
 /**
@@ -79,6 +107,25 @@ export interface ScanContext {
   ignored?: string[];
   /** When given, receives the identity of every directory scanned, by path. */
   directoryIdentities?: Map<string, string>;
+  /** When given, receives the paths of what is not a file, directory or link (a FIFO, a socket). */
+  special?: string[];
+  /**
+   * When given, a path that cannot be read (no permission, too long, changing all the time) is
+   * left out and listed here, with why, instead of failing the scan.
+   */
+  unreadable?: { path: string; reason: string }[];
+}
+
+/** Runs `read` for `path`; an unreadable path is listed and skipped when the context allows. */
+function readOrSkip<T>(context: ScanContext, read: () => T): T | undefined {
+  try {
+    return read();
+  } catch (error) {
+    if (!context.unreadable || !isUnreadablePath(error)) throw error;
+    const { path, reason } = error.data as { path: string; reason: string };
+    context.unreadable.push({ path, reason });
+    return undefined;
+  }
 }
 
 export function scanDirectory(
@@ -102,7 +149,7 @@ export function scanDirectory(
   for (const name of names) {
     const childRelative = relative === '' ? name : `${relative}/${name}`;
     const childAbsolute = `${absolute}/${name}`;
-    const stats = lstatEntry(childAbsolute, childRelative);
+    const stats = readOrSkip(context, () => lstatEntry(childAbsolute, childRelative));
     if (stats === undefined) continue;
     const kind: Kind | undefined = stats.isFile()
       ? 'file'
@@ -116,6 +163,7 @@ export function scanDirectory(
       continue;
     }
     if (kind === undefined) {
+      context.special?.push(childRelative);
       warnings.push(
         `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
       );
@@ -138,16 +186,24 @@ export function scanDirectory(
     };
     if (kind === 'directory') {
       context.directoryIdentities?.set(childRelative, directoryIdentityOf(stats));
-      entry.children = scanDirectory(childAbsolute, childRelative, inner, context);
+      const children = readOrSkip(context, () =>
+        scanDirectory(childAbsolute, childRelative, inner, context),
+      );
+      if (children === undefined) continue;
+      entry.children = children;
     } else {
       entry.payload = cache.lookup(childRelative, fingerprint, changedAtNs);
       entry.isUnchanged = entry.payload !== undefined;
       if (kind === 'symlink' && entry.payload === undefined) {
-        try {
-          entry.payload = readlinkSync(childAbsolute);
-        } catch (error) {
-          throw unreadable(childRelative, error);
-        }
+        const target = readOrSkip(context, () => {
+          try {
+            return readlinkSync(childAbsolute);
+          } catch (error) {
+            throw unreadable(childRelative, error);
+          }
+        });
+        if (target === undefined) continue;
+        entry.payload = target;
       }
     }
     entries.push(entry);
@@ -201,31 +257,33 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
   for (let attempt = 1; ; attempt++) {
     let before: BigIntStats;
     let after: BigIntStats;
-    let digest: Digest;
-    let readBytes: number;
+    let content: Buffer | { file: string };
     try {
       before = lstatSync(entry.absolute, { bigint: true });
       if (!before.isFile())
         throw Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
-      if (before.size <= SMALL_FILE_BYTES) {
+      // Opened here, so a file that cannot be read is told apart from a store that cannot write.
+      const descriptor = openSync(entry.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
         // Small files are read synchronously: a thread-pool round trip costs more than the read.
-        const descriptor = openSync(entry.absolute, constants.O_RDONLY | constants.O_NOFOLLOW);
-        let bytes: Buffer;
-        try {
-          bytes = readFileSync(descriptor);
-          after = fstatSync(descriptor, { bigint: true });
-        } finally {
-          closeSync(descriptor);
-        }
-        ({ digest, sizeBytes: readBytes } = await batch.put(bytes));
-      } else {
-        ({ digest, sizeBytes: readBytes } = await batch.put({ file: entry.absolute }));
-        after = lstatSync(entry.absolute, { bigint: true });
+        content =
+          before.size <= SMALL_FILE_BYTES ? readFileSync(descriptor) : { file: entry.absolute };
+        after = fstatSync(descriptor, { bigint: true });
+      } finally {
+        closeSync(descriptor);
       }
     } catch (error) {
-      if (isRewindError(error)) throw error;
       if (isSystemError(error, 'ENOENT') && attempt < READ_ATTEMPTS) continue;
       throw unreadable(entry.relative, error);
+    }
+    let digest: Digest;
+    let readBytes: number;
+    try {
+      ({ digest, sizeBytes: readBytes } = await batch.put(content));
+      if (!Buffer.isBuffer(content)) after = lstatSync(entry.absolute, { bigint: true });
+    } catch (error) {
+      if (isRewindError(error)) throw error;
+      throw storeFailed(entry.relative, error);
     }
     if (sameStats(before, after) && BigInt(readBytes) === after.size) {
       entry.payload = digest;
@@ -236,14 +294,25 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
       return;
     }
     if (attempt >= READ_ATTEMPTS) {
-      throw new RewindError(
-        'PATH_UNREADABLE',
-        `${entry.relative} changed every time it was read (${READ_ATTEMPTS} times), so no consistent copy could be taken. ` +
-          'Stop whatever is writing it, or list it in .rewindignore, then retry.',
-        { data: { path: entry.relative } },
+      throw unreadable(
+        entry.relative,
+        Object.assign(new Error(`it changed every time it was read (${READ_ATTEMPTS} times)`), {
+          code: 'ECHANGED',
+        }),
       );
     }
   }
+}
+
+/** The error for a copy into the store that failed: the disk or the store, never the file. */
+function storeFailed(path: string, error: unknown): RewindError {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return new RewindError(
+    'IO_FAILED',
+    `Storing a copy of ${path} in .rewind failed: ${code === 'ENOSPC' || code === 'EDQUOT' ? 'the disk is full' : String(error)}. ` +
+      'Free space (or fix the store), then retry. Nothing was recorded.',
+    { data: { path, code }, cause: error },
+  );
 }
 
 function collectFilesToRead(entries: readonly ScannedEntry[], into: ScannedEntry[]): void {
@@ -262,7 +331,9 @@ async function buildTree(
   batch: ObjectBatch,
 ): Promise<{ digest: Digest; isUnchanged: boolean }> {
   let isUnchanged = true;
-  for (const entry of entries) {
+  const kept = entries.filter((entry) => !entry.isUnreadable);
+  if (kept.length !== entries.length) isUnchanged = false;
+  for (const entry of kept) {
     if (entry.children) {
       const sub = await buildTree(entry.relative, entry.mode, entry.children, cache, batch);
       entry.payload = sub.digest;
@@ -274,13 +345,13 @@ async function buildTree(
   }
   // A directory's own mode is part of its parent's listing, so it is part of what must match.
   const key = `${relative}/`;
-  const fingerprint = `${entries.length}:${mode}`;
+  const fingerprint = `${kept.length}:${mode}`;
   const cached = cache.lookup(key, fingerprint, 0n);
   if (isUnchanged && cached !== undefined) {
     cache.record(key, fingerprint, cached);
     return { digest: cached as Digest, isUnchanged: true };
   }
-  const tree: TreeEntry[] = entries.map((entry) => {
+  const tree: TreeEntry[] = kept.map((entry) => {
     if (entry.kind === 'file') {
       return {
         name: entry.name,
@@ -324,6 +395,7 @@ export async function storeScannedTree(
   cache: StatCache,
   batch: ObjectBatch,
   onProgress?: (progress: SnapshotProgress) => void,
+  unreadablePaths?: { path: string; reason: string }[],
 ): Promise<{ digest: Digest; readCount: number }> {
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
@@ -334,7 +406,13 @@ export async function storeScannedTree(
     bytesToRead: toRead.reduce((sum, entry) => sum + entry.sizeBytes, 0),
   };
   await forEachConcurrently(toRead, CONCURRENCY, async (entry) => {
-    await storeFile(entry, batch);
+    try {
+      await storeFile(entry, batch);
+    } catch (error) {
+      if (!unreadablePaths || !isUnreadablePath(error)) throw error;
+      entry.isUnreadable = true;
+      unreadablePaths.push(error.data as { path: string; reason: string });
+    }
     if (!onProgress) return;
     progress.filesRead += 1;
     progress.bytesRead += entry.sizeBytes;
@@ -351,6 +429,7 @@ export function summarize(entries: readonly ScannedEntry[]): {
 } {
   const totals = { fileCount: 0, directoryCount: 0, sizeBytes: 0 };
   for (const entry of entries) {
+    if (entry.isUnreadable) continue;
     if (entry.children) {
       const inner = summarize(entry.children);
       totals.fileCount += inner.fileCount;

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +8,13 @@ const created: string[] = [];
 
 afterEach(async () => {
   await Promise.all(
-    created.splice(0).map((directory) => rm(directory, { recursive: true, force: true })),
+    created.splice(0).map((directory) =>
+      // Node cannot remove a tree deeper than the system's longest path; rm -rf (which works
+      // relative to open directories) can.
+      rm(directory, { recursive: true, force: true }).catch(() =>
+        execFileSync('rm', ['-rf', directory]),
+      ),
+    ),
   );
 });
 

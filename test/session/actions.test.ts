@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, lstat, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -159,6 +160,15 @@ describe('file actions', () => {
       data: { ignored: ['real/build'] },
     });
     expect(await read(workspace, 'real/f.txt')).toBe('f');
+    // A FIFO has no content to keep: deleting its folder could not be undone, so it is refused.
+    await lay(workspace, { 'pipes/a.txt': 'a' });
+    execFileSync('mkfifo', [join(workspace, 'pipes/queue')]);
+    await expect(session.delete('pipes')).rejects.toMatchObject({
+      code: 'PATH_CONFLICT',
+      data: { special: ['pipes/queue'] },
+    });
+    expect(await read(workspace, 'pipes/a.txt')).toBe('a');
+    expect((await lstat(join(workspace, 'pipes/queue'))).isFIFO()).toBe(true);
     expect((await log({ workspace })).entries).toHaveLength(entriesBefore);
     await expect(session.undo(999)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });
   });
@@ -186,7 +196,20 @@ describe('file actions', () => {
     const ledger = await Ledger.open(file);
     await ledger.append('action-started', started?.entry.body ?? {}, started?.entry.refs);
     await ledger.close();
-    expect(await read(workspace, 'a.txt')).toBe('old');
+    // Killed before it changed anything: closed as not performed, nothing overwritten.
+    await lay(workspace, { 'a.txt': 'edited since' });
+    const first = await openSession({ workspace });
+    expect(await read(workspace, 'a.txt')).toBe('edited since');
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'action-failed',
+      entry: { body: { error: { code: 'NOT_APPLIED' }, isReverted: true, isRecovery: true } },
+    });
+    await first.close();
+    // Killed after it changed a path: finished.
+    const again = await Ledger.open(file);
+    await again.append('action-started', started?.entry.body ?? {}, started?.entry.refs);
+    await again.close();
+    await lay(workspace, { 'a.txt': 'new' });
     const reopened = await openSession({ workspace });
     expect(await read(workspace, 'a.txt')).toBe('new');
     const last = (await log({ workspace })).entries.at(-1);

@@ -141,6 +141,7 @@ describe('conversation checkpoints', () => {
     const ledger = await Ledger.open(file);
     await ledger.append('rollback-started', intent.entry.body, intent.entry.refs);
     await ledger.close();
+    await lay(workspace, { 'a.txt': 'one' }); // the files moved
     const reopened = await openSession({ workspace });
     expect((await reopened.conversation())?.messages).toEqual(expected);
     await reopened.close();

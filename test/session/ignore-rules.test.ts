@@ -77,6 +77,38 @@ describe('rules that change between checkpoints', () => {
     expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('SECRET=1\n');
   });
 
+  it('cannot hide a deletion: an agent that writes a rule first and then deletes gets it all back', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'src/a.ts': 'a', 'src/lib/b.ts': 'b', 'README.md': 'r' });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      await session.checkpoint('base');
+      const rule = await session.exec('echo src > .rewindignore');
+      expect(rule.deleted).toEqual([]);
+      expect(rule.warnings).toEqual([
+        expect.stringMatching(/^src\/a\.ts, src\/lib\/b\.ts are still there but now left out/),
+      ]);
+      const removal = await session.exec('rm -rf src');
+      expect(removal.deleted).toEqual([]); // left out by then: nothing recorded
+      // Undoing the rule brings back what it hid and the deletion took.
+      await session.undo(rule.id);
+      expect(existsSync(join(workspace, '.rewindignore'))).toBe(false);
+      expect(await readFile(join(workspace, 'src/lib/b.ts'), 'utf8')).toBe('b');
+      // And so does a rollback, with the rule still there.
+      await session.exec('echo src > .rewindignore && rm -rf src');
+      await session.rollback('base');
+      expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('a');
+      expect(await readFile(join(workspace, 'src/lib/b.ts'), 'utf8')).toBe('b');
+      // What is there and left out is still never overwritten.
+      await session.exec('echo src > .rewindignore && echo mine > src/a.ts');
+      await session.rollback('base');
+      expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('mine\n');
+    } finally {
+      await session.close();
+    }
+  });
+
   it("leave a git repository's ignored files alone through rollbacks and undos, and keep the secret out of the store", async () => {
     const workspace = await makeTempDirectory();
     git(workspace, ['init', '-q']);

@@ -409,6 +409,53 @@ describe('a rollback killed midway', () => {
     await reopened.close();
   }, 60_000);
 
+  it('closes, and never performs, a rollback that failed and was put back but could not say so (a full disk)', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one', 'b.txt': 'b1' });
+    await session.checkpoint('base');
+    await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2' });
+    await session.rollback('base');
+    await session.close();
+    // The rollback failed, put every path back, and the disk was too full for its closing line.
+    const file = (await log({ workspace })).session.file;
+    const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+    expect(lines.at(-1)).toContain('"rollback-completed"');
+    await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+    await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2' });
+    // Space is freed; the person edits on, then runs a command.
+    await writeFile(join(workspace, 'a.txt'), 'three');
+    expect((await log({ workspace })).session.interrupted).toMatchObject({ kind: 'rollback' });
+    const reopened = await openSession({ workspace });
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('three');
+    expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('b2');
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'rollback-failed',
+      entry: { body: { error: { code: 'NOT_APPLIED' }, isReverted: true, isRecovery: true } },
+    });
+    expect((await log({ workspace })).session.interrupted).toBeUndefined();
+    expect((await reopened.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual(['base']);
+    await reopened.close();
+  });
+
+  it('finishes a rollback that turned a directory into a file, interrupted once the file was there', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ x: 'a file' });
+    const base = await session.checkpoint('base');
+    await rm(join(workspace, 'x'));
+    await lay(workspace, { 'x/inner/y.txt': 'y', 'x/z.txt': 'z' });
+    const rolled = await session.rollback('base');
+    await session.close();
+    // Killed after the last path moved, before its closing line.
+    const file = (await log({ workspace })).session.file;
+    const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+    await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+    const reopened = await openSession({ workspace });
+    expect(await stateOf()).toBe(base.tree);
+    expect((await log({ workspace })).entries.at(-1)).toMatchObject({
+      kind: 'rollback-completed',
+      entry: { body: { startedSeq: rolled.id, isRecovery: true } },
+    });
+    await reopened.close();
+  });
+
   it('never replays an older rollback whose closing line was damaged', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
     await session.checkpoint('c1');

@@ -1,4 +1,14 @@
-import { lstat, mkdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  lstat,
+  mkdir,
+  open,
+  readFile,
+  readlink,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { applyChanges, diffTrees, renderDiff, snapshot } from '../../src/workspace/index.js';
@@ -64,6 +74,75 @@ describe('diffTrees and applyChanges', () => {
     await applyChanges(workspace, store, changes);
     expect((await lstat(join(workspace, 'a.txt'))).ino).toBe(untouched);
     expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
+
+  it('finishes, or puts back, from wherever it was cut short: type changes included (a directory that became a file)', async () => {
+    const from = {
+      'dir-to-file/inner/x.txt': 'x',
+      'dir-to-file/y.txt': 'y',
+      'file-to-dir': 'a file',
+      'link-to-file': { link: 'keep.txt' },
+      'keep.txt': 'same',
+      'edit.txt': 'before',
+      'deep/a/b/c.txt': 'c',
+    } as const;
+    const { workspace, storeDirectory, store } = await makeWorkspace(from);
+    const options = { store, storeDirectory };
+    const before = (await snapshot(workspace, options)).tree;
+    await rm(join(workspace, 'dir-to-file'), { recursive: true });
+    await writeFile(join(workspace, 'dir-to-file'), 'now a file');
+    await rm(join(workspace, 'file-to-dir'));
+    await lay(workspace, { 'file-to-dir/child/z.txt': 'z', 'edit.txt': 'after' });
+    await rm(join(workspace, 'link-to-file'));
+    await writeFile(join(workspace, 'link-to-file'), 'a file now');
+    await rm(join(workspace, 'deep'), { recursive: true });
+    await writeFile(join(workspace, 'deep'), 'flat');
+    const after = (await snapshot(workspace, options)).tree;
+    const forward = await diffTrees(store, before, after);
+    const backward = forward.map((change) => ({
+      ...change,
+      before: change.after,
+      after: change.before,
+    }));
+    for (let cut = 1; cut < forward.length; cut++) {
+      for (const [finish, expected] of [
+        [forward, after],
+        [backward, before],
+      ] as const) {
+        await restoreTo(workspace, options, before);
+        const stop = new Error('cut short');
+        await expect(
+          applyChanges(workspace, store, forward, {
+            onProgress: ({ done }) => {
+              if (done === cut) throw stop;
+            },
+          }),
+        ).rejects.toBe(stop);
+        await applyChanges(workspace, store, finish, { isRecovery: true });
+        // Twice: running it again after it finished changes nothing.
+        await applyChanges(workspace, store, finish, { isRecovery: true });
+        expect((await snapshot(workspace, options)).tree, `cut after ${cut}`).toBe(expected);
+      }
+    }
+  });
+
+  it('brings a sparse file back sparse, byte for byte', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({});
+    const path = join(workspace, 'disk.img');
+    const handle = await open(path, 'w');
+    await handle.write('header', 0);
+    await handle.write('middle', 20 * 1024 * 1024 + 5);
+    await handle.truncate(48 * 1024 * 1024);
+    await handle.close();
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    const original = await readFile(path);
+    await rm(path);
+    await restoreTo(workspace, options, target);
+    const restored = await stat(path);
+    expect(restored.size).toBe(48 * 1024 * 1024);
+    expect((await readFile(path)).equals(original)).toBe(true);
+    expect(restored.blocks * 512).toBeLessThan(1024 * 1024);
   });
 
   it('never touches ignored paths, even inside a directory it removes', async () => {

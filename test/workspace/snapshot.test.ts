@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { appendFile, chmod, chown, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -137,47 +137,70 @@ describe('snapshot', () => {
     ).toEqual([]);
   });
 
-  it('fails with PATH_UNREADABLE naming a file it may not read', async () => {
-    const { workspace, storeDirectory, store } = await makeWorkspace({
+  it('leaves out a file it may not read, listing it with why, and warns', async () => {
+    const { workspace, storeDirectory } = await makeWorkspace({
       'ok.txt': 'fine',
       'secret.txt': 'hidden',
     });
     await chmod(join(workspace, 'secret.txt'), 0o000);
-    if (process.getuid?.() !== 0) {
-      await expect(snapshot(workspace, { store, storeDirectory })).rejects.toMatchObject({
-        code: 'PATH_UNREADABLE',
-        data: { path: 'secret.txt' },
-      });
-      return;
-    }
-    // Root reads anything: run the snapshot as an unprivileged user instead.
+    // Root reads anything: the snapshot runs as an unprivileged user.
     const nobody = 65534;
     await chmod(workspace, 0o755);
     await chmod(join(workspace, '..'), 0o755).catch(() => {});
     for (const path of ['.', '.rewind', '.rewind/objects', '.rewind/sessions', 'ok.txt']) {
       await chown(join(workspace, path), nobody, nobody);
     }
-    const script = `import('${ROOT}dist/index.js').then(async ({ snapshot, createObjectStore }) => {
-      try { await snapshot(${JSON.stringify(workspace)}, { store: createObjectStore(${JSON.stringify(storeDirectory)}), storeDirectory: ${JSON.stringify(storeDirectory)} }); console.log('no error'); }
-      catch (error) { console.log(JSON.stringify({ code: error.code, data: error.data, message: error.message })); }
+    const script = `import('${ROOT}dist/index.js').then(async ({ snapshot, createObjectStore, readTree }) => {
+      const store = createObjectStore(${JSON.stringify(storeDirectory)});
+      const result = await snapshot(${JSON.stringify(workspace)}, { store, storeDirectory: ${JSON.stringify(storeDirectory)} });
+      const names = (await readTree(store, result.tree)).entries.map((entry) => entry.name);
+      console.log(JSON.stringify({ ...result, names }));
     });`;
     const result = await new Promise<string>((resolve) => {
       const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-        uid: nobody,
-        gid: nobody,
+        ...(process.getuid?.() === 0 && { uid: nobody, gid: nobody }),
         cwd: '/',
       });
       let out = '';
       child.stdout.on('data', (chunk: Buffer) => {
         out += chunk;
       });
+      child.stderr.on('data', (chunk: Buffer) => {
+        out += chunk;
+      });
       child.on('close', () => resolve(out));
     });
-    expect(JSON.parse(result)).toMatchObject({
-      code: 'PATH_UNREADABLE',
-      data: { path: 'secret.txt' },
-    });
-    expect(JSON.parse(result).message).toContain('permission denied');
+    const parsed = JSON.parse(result);
+    expect(parsed.names).toEqual(['ok.txt']);
+    expect(parsed.fileCount).toBe(1);
+    expect(parsed.unreadable).toEqual([{ path: 'secret.txt', reason: 'permission denied' }]);
+    expect(parsed.warnings).toEqual([
+      expect.stringMatching(
+        /Could not read secret\.txt \(permission denied\).*no rollback or undo will touch/,
+      ),
+    ]);
+  });
+
+  it('leaves out a path too long for the system (as root too), and lists it at every snapshot until it is gone', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({ 'ok.txt': 'fine' });
+    // Built one level at a time (relative names), as a tool that works with openat() does.
+    execFileSync('bash', [
+      '-c',
+      `cd ${JSON.stringify(workspace)} && for i in $(seq 1 40); do mkdir ${'d'.repeat(120)} && cd ${'d'.repeat(120)}; done && echo deep > file.txt`,
+    ]);
+    const result = await snapshot(workspace, { store, storeDirectory });
+    expect(result.unreadable).toHaveLength(1);
+    expect(result.unreadable[0]?.reason).toBe('its path is too long for the system');
+    expect(result.fileCount).toBe(1);
+    expect(result.warnings.join('\n')).toMatch(/too long/);
+    // A second snapshot (the shortcut has no record to start from) lists it again.
+    const again = await snapshot(workspace, { store, storeDirectory });
+    expect(again.unreadable).toEqual(result.unreadable);
+    expect(again.tree).toBe(result.tree);
+    execFileSync('rm', ['-rf', join(workspace, 'd'.repeat(120))]);
+    const clean = await snapshot(workspace, { store, storeDirectory });
+    expect(clean.unreadable).toEqual([]);
+    expect(clean.warnings).toEqual([]);
   });
 
   it('never stores a torn copy of a file that is rewritten while it is read (stat before and after agree)', async () => {
@@ -200,7 +223,14 @@ describe('snapshot', () => {
           const entry = (await readTree(store, result.tree)).entries.find(
             (candidate) => candidate.name === 'hot.txt',
           );
-          if (entry?.type !== 'file') throw new Error('hot.txt missing');
+          if (entry === undefined) {
+            // Changing every time it was read: left out, and said so.
+            expect(result.unreadable).toEqual([
+              { path: 'hot.txt', reason: expect.stringMatching(/changed every time/) },
+            ]);
+            continue;
+          }
+          if (entry.type !== 'file') throw new Error('hot.txt is not a file');
           const text = (await store.get(entry.digest)).toString();
           // The writer truncates, then writes: empty, or part of a version, are real states of
           // the file (any reader could see them). A torn copy is one that no instant had: two

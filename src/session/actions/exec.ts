@@ -1,4 +1,7 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
+import { namedAndMore } from '../../lib/index.js';
 import type { Command, RunResult } from '../../sandbox/index.js';
 import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
 import { type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
@@ -144,10 +147,22 @@ export async function runCommandAction(
   const changes = await diffTrees(context.store, before.tree, after.tree);
   const files = { created: [] as string[], modified: [] as string[], deleted: [] as string[] };
   const keys = { added: 'created', modified: 'modified', deleted: 'deleted' } as const;
+  // A file gone from the snapshot but still on disk was not deleted: rules this command wrote
+  // (a .gitignore, a .rewindignore) now leave it out.
+  const hidden: string[] = [];
   for (const change of changes) {
     const kind = fileChangeKind(change);
-    if (kind) files[keys[kind]].push(change.path);
+    if (kind === 'deleted' && existsSync(join(context.workspace, change.path))) {
+      hidden.push(change.path);
+    } else if (kind) files[keys[kind]].push(change.path);
   }
+  const hiddenWarning =
+    hidden.length === 0
+      ? []
+      : [
+          `${namedAndMore(hidden)} ${hidden.length === 1 ? 'is' : 'are'} still there but now left out by the ignore rules this command changed: ` +
+            'Rewind no longer records changes to them. Undo this command to track them again.',
+        ];
   const isDone = run.exitCode === 0 && !run.timedOut;
   const sandbox = sandboxFor(context);
   const redacted = [
@@ -204,7 +219,7 @@ export async function runCommandAction(
     changes: changes
       .filter((change) => fileChangeKind(change) !== undefined)
       .map((change) => ({ path: change.path, before: change.before, after: change.after })),
-    warnings: [...sandbox.warnings, ...before.warnings, ...after.warnings],
+    warnings: [...sandbox.warnings, ...before.warnings, ...after.warnings, ...hiddenWarning],
     exitCode: run.exitCode,
     signal: run.signal,
     timedOut: run.timedOut,

@@ -1,7 +1,7 @@
 import { lstat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../../errors.js';
-import { normalizeWorkspacePath, resolveWorkspacePath } from '../../lib/index.js';
+import { namedAndMore, normalizeWorkspacePath, resolveWorkspacePath } from '../../lib/index.js';
 import { encodeTree, type ObjectBatch, type TreeEntry } from '../../store/index.js';
 import { isIgnoredPath, snapshotPath } from '../../workspace/index.js';
 import { outsideRulesOf, type SessionContext } from '../context.js';
@@ -45,7 +45,7 @@ async function storePreImage(
   relative: string,
   batch: ObjectBatch,
 ): Promise<TreeEntry | undefined> {
-  const { entry, ignored } = await snapshotPath(
+  const { entry, ignored, special } = await snapshotPath(
     context.workspace,
     relative,
     batch,
@@ -54,9 +54,17 @@ async function storePreImage(
   if (ignored.length > 0) {
     throw new RewindError(
       'PATH_IGNORED',
-      `${relative} holds ${ignored.slice(0, 5).join(', ')}${ignored.length > 5 ? ` and ${ignored.length - 5} more` : ''}, ` +
+      `${relative} holds ${namedAndMore(ignored)}, ` +
         'which snapshots leave out (.gitignore, .rewindignore, .git, .rewind): Rewind could not bring them back. Move them out first, or act without Rewind.',
       { data: { path: relative, ignored: ignored.slice(0, 50) } },
+    );
+  }
+  if (special.length > 0) {
+    throw new RewindError(
+      'PATH_CONFLICT',
+      `${relative} holds ${namedAndMore(special)}, ` +
+        'which are not files, directories or links (a FIFO, a socket, a device): Rewind cannot keep a copy, so could not bring them back. Move them out first, or act without Rewind.',
+      { data: { path: relative, special: special.slice(0, 50) } },
     );
   }
   return entry;

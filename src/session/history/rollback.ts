@@ -6,6 +6,7 @@ import {
   type ApplyResult,
   diffTrees,
   fileChangeKind,
+  isAtOrUnder,
   isSameEntry,
   type SnapshotResult,
   type TreeChange,
@@ -117,7 +118,11 @@ export async function rollbackWithin(
   if (options.paths !== undefined) {
     return restorePaths(context, journal, target, snapshot, options.paths, options);
   }
-  const changes = await diffTrees(context.store, snapshot.tree, target.tree);
+  const leaveAlone = snapshot.unreadable.map(({ path }) => path);
+  // What could not be read is left as it is (the snapshot's warnings say so).
+  const changes = (await diffTrees(context.store, snapshot.tree, target.tree)).filter(
+    (change) => !isAtOrUnder(change.path, leaveAlone),
+  );
   const isDryRun = options.dryRun === true;
   const result: RollbackResult = {
     isDryRun,
@@ -158,6 +163,7 @@ export async function rollbackWithin(
   );
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
+    leaveAlone,
     ...(options.onProgress && { onProgress: options.onProgress }),
   });
   return { ...result, id: started.seq, applied };
@@ -253,8 +259,11 @@ async function restorePaths(
   paths: readonly string[],
   options: RollbackOptions,
 ): Promise<RollbackResult> {
+  const leaveAlone = snapshot.unreadable.map(({ path }) => path);
   const pathChanges = await pathChangesTo(context, snapshot.tree, target, paths);
-  const changes = await changesOf(context, { type: 'paths', paths: pathChanges });
+  const changes = (await changesOf(context, { type: 'paths', paths: pathChanges })).filter(
+    (change) => !isAtOrUnder(change.path, leaveAlone),
+  );
   const isDryRun = options.dryRun === true;
   const result: RollbackResult = {
     isDryRun,
@@ -287,6 +296,7 @@ async function restorePaths(
   );
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
+    leaveAlone,
     ...(options.onProgress && { onProgress: options.onProgress }),
   });
   return { ...result, id: started.seq, applied };

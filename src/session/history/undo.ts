@@ -1,8 +1,9 @@
-import { RewindError } from '../../errors.js';
+import { isRewindError, RewindError } from '../../errors.js';
 import type { TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
   diffTrees,
+  isAtOrUnder,
   isSameEntry,
   type LeftOutCheck,
   snapshotPath,
@@ -118,18 +119,33 @@ const isDirectoryChange = (change: TreeChange): boolean =>
 /**
  * The touched paths that no longer hold what the action left there, leaving out those the undo
  * leaves alone anyway (which the action may have left alone too: a rollback skips what either
- * side's rules leave out).
+ * side's rules leave out). Collects in `unreadable` the paths the workspace's snapshot could not
+ * read, which the undo must leave alone.
  */
 async function findUndoConflicts(
   context: SessionContext,
   effect: Effect,
   touched: readonly TreeChange[],
   target: string,
+  unreadable: string[],
 ): Promise<UndoConflict[]> {
   const conflicts: UndoConflict[] = [];
   const isLeftOut = leftOutByUndo(context, effect, target);
   if (effect.type === 'trees') {
     const snapshot = await snapshotWorkspace(context);
+    // What cannot be read is unknown: undoing could overwrite it. (A directory above it that the
+    // undo would remove is left in place, still holding it, as a rollback does.)
+    for (const { path, reason } of snapshot.unreadable) {
+      const change = touched.find((change) => isAtOrUnder(change.path, [path]));
+      if (change) {
+        conflicts.push({
+          path: change.path,
+          expected: describeState(change.after),
+          found: `unreadable (${reason})`,
+        });
+      }
+    }
+    unreadable.push(...snapshot.unreadable.map(({ path }) => path));
     const drift = new Map(
       (await diffTrees(context.store, snapshot.tree, effect.afterTree)).map((change) => [
         change.path,
@@ -138,6 +154,7 @@ async function findUndoConflicts(
     );
     for (const change of touched) {
       const drifted = drift.get(change.path);
+      if (isAtOrUnder(change.path, unreadable)) continue;
       if (drifted && !(await isLeftOut(change.path, isDirectoryChange(drifted)))) {
         conflicts.push({
           path: change.path,
@@ -153,7 +170,19 @@ async function findUndoConflicts(
   try {
     for (const change of effect.paths) {
       if (await isLeftOut(change.path, isDirectoryChange(change))) continue;
-      const { entry: current } = await snapshotPath(target, change.path, batch, outside);
+      let current: TreeEntry | undefined;
+      try {
+        ({ entry: current } = await snapshotPath(target, change.path, batch, outside));
+      } catch (error) {
+        if (!isRewindError(error, 'PATH_UNREADABLE')) throw error;
+        const { path, reason } = error.data as { path: string; reason: string };
+        conflicts.push({
+          path,
+          expected: describeState(change.after),
+          found: `unreadable (${reason})`,
+        });
+        continue;
+      }
       if (isSameState(current, change.after)) continue;
       if (current?.type === 'directory' && change.after?.type === 'directory') {
         for (const inner of await diffTrees(context.store, current.digest, change.after.digest)) {
@@ -195,11 +224,13 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
     const effect = checkUndoable(action);
     const touched = await changesOf(context, effect);
+    const unreadable: string[] = [];
     const conflicts = await findUndoConflicts(
       context,
       effect,
       touched,
       workspaceFor(context, action.started.body),
+      unreadable,
     );
     if (conflicts.length > 0) {
       await journal.append('undo-refused', {
@@ -248,6 +279,7 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
           );
     const applied = await applyAnnounced(context, journal, started, reverseChanges(touched), {
       isRecovery: false,
+      leaveAlone: unreadable,
     });
     return { status: 'undone', id: started.seq, undoes: action.id, applied };
   });

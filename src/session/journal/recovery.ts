@@ -80,6 +80,8 @@ export async function applyAnnounced(
     onProgress?: (progress: ApplyProgress) => void;
     /** More fields for the completion entry (what recovery saved first). */
     completion?: Record<string, unknown>;
+    /** Paths the workspace's snapshot could not read: never touched (see `applyChanges`). */
+    leaveAlone?: readonly string[];
   },
 ): Promise<ApplyResult> {
   const kind = started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
@@ -93,6 +95,7 @@ export async function applyAnnounced(
   const rules = {
     outside: outsideRulesOf(context),
     target: await targetRulesOf(context, started.body),
+    ...(options.leaveAlone && { leaveAlone: options.leaveAlone }),
   };
   try {
     const applied = await applyChanges(target, context.store, changes, {
@@ -137,27 +140,31 @@ async function findDrift(
   context: SessionContext,
   started: LedgerEntry,
   changes: readonly TreeChange[],
-): Promise<{ snapshot: SnapshotResult; paths: string[] }> {
+): Promise<{ snapshot: SnapshotResult; paths: string[]; applied: number }> {
   const isOnHost = started.body.on === 'host';
   const snapshot = isOnHost ? await snapshotHost(context) : await snapshotWorkspace(context);
   const now = workspaceRules(workspaceFor(context, started.body), outsideRulesOf(context));
   const then = await targetRulesOf(context, started.body);
   const trees = new Map<Digest, Promise<TreeEntry[]>>();
   const paths: string[] = [];
+  let applied = 0;
   for (const { path, before, after } of changes) {
     const current = await findEntryAt(context.store, snapshot.tree, path, trees);
-    if (
-      current?.type === 'directory' &&
-      (before?.type === 'directory' || after?.type === 'directory')
-    ) {
+    if (current?.type === 'directory' && after?.type === 'directory') {
+      if (before?.type !== 'directory') applied += 1;
       continue;
     }
-    if (sameState(current, before) || sameState(current, after)) continue;
+    if (current?.type === 'directory' && before?.type === 'directory') continue;
+    if (sameState(current, before)) continue;
+    if (sameState(current, after)) {
+      applied += 1;
+      continue;
+    }
     const isDirectory = [current, before, after].some((entry) => entry?.type === 'directory');
     if ((await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false)) continue;
     paths.push(path);
   }
-  return { snapshot, paths };
+  return { snapshot, paths, applied };
 }
 
 /** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
@@ -173,8 +180,9 @@ function savedLabelFor(journal: Journal, id: number): string {
  * Finishes what a killed process left between intent and completion. Operations run one at a
  * time under the workspace lock, and this runs before each, so only the newest action can have
  * been interrupted: an older one that looks open lost its closing entry (a damaged line) and is
- * never replayed. A rollback, an undo, a commit or a file action is applied again (all are
- * idempotent) and journaled as completed; but first, any path edited since the crash (holding
+ * never replayed. A rollback, an undo, a commit or a file action that had changed no path yet is
+ * closed as failed (`NOT_APPLIED`), not performed: it was never reported done. One that had is
+ * applied again (all are idempotent) and journaled as completed; but first, any path edited since the crash (holding
  * neither the state it started from nor the one it leads to) is saved in a checkpoint
  * (`saved-before-recovery-<id>`, named in the completion), or, for a commit to the host, the
  * commit is closed as failed and nothing is overwritten. A command cannot be finished: the
@@ -189,8 +197,30 @@ export async function recover(context: SessionContext, journal: Journal): Promis
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
     const drift = await findDrift(context, action.started, changes);
+    // Not one path was changed: it failed and was put back (its closing entry could not be
+    // written: a full disk), or it was cut short before it began. It is closed, not performed: it
+    // was never reported done, and edits made since must not be overwritten by it.
+    if (drift.applied === 0 && changes.length > 0) {
+      const kind = action.started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
+      await journal.append(`${kind}-failed`, {
+        startedSeq: action.id,
+        ...(kind === 'undo' && { undoes: action.started.body.undoes }),
+        error: {
+          code: 'NOT_APPLIED',
+          message:
+            'It was cut short before it changed any path (or failed and was put back), so it was not performed. Run it again if it is still wanted.',
+        },
+        isReverted: true,
+        isRecovery: true,
+      });
+      return;
+    }
+    const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
     if (drift.paths.length === 0) {
-      await applyAnnounced(context, journal, action.started, changes, { isRecovery: true });
+      await applyAnnounced(context, journal, action.started, changes, {
+        isRecovery: true,
+        leaveAlone,
+      });
       return;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
@@ -215,6 +245,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
     await applyAnnounced(context, journal, action.started, changes, {
       isRecovery: true,
       completion: { savedAs, ...listed },
+      leaveAlone,
     });
     return;
   }
