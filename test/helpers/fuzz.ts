@@ -407,8 +407,25 @@ export function randomBytes(maxLength = 2_000): fc.Arbitrary<Buffer> {
   );
 }
 
-/** How many inputs each property tries: enough to find the bugs above, within the time budget. */
-export const RUNS = { quick: 300, normal: 120, slow: 30 } as const;
+/**
+ * How many times more inputs each property tries than by default: `REWIND_FUZZ_RUNS=50 npx vitest
+ * run test/fuzz` fuzzes for longer (the test timeout grows with it, see vitest.config.ts).
+ */
+export const FUZZ_SCALE = Math.max(1, Number(process.env.REWIND_FUZZ_RUNS) || 1);
+
+// `REWIND_FUZZ_SEED=<seed>` replays the inputs of a failure, as fast-check printed its seed.
+if (process.env.REWIND_FUZZ_SEED)
+  fc.configureGlobal({ seed: Number(process.env.REWIND_FUZZ_SEED) });
+
+/**
+ * How many inputs each property tries: by default enough to find the bugs above within a few
+ * seconds per file on a shared machine; {@link FUZZ_SCALE} times as many when asked.
+ */
+export const RUNS = {
+  quick: 300 * FUZZ_SCALE,
+  normal: 120 * FUZZ_SCALE,
+  slow: 30 * FUZZ_SCALE,
+} as const;
 
 /** What {@link makeRealStore} leaves: a workspace whose store holds every kind of thing Rewind writes. */
 export interface RealStore {
