@@ -1,4 +1,4 @@
-import { appendFile, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -301,6 +301,24 @@ describe('what fuzzing the ledger found', () => {
         await ledger.close();
       }
     }
+  });
+
+  it('appending after an entry whose seq is 2^53 - 1 is refused as LEDGER_CORRUPT, not written where no reader finds it', async () => {
+    const store = join(directory, 'store-last-seq');
+    await mkdir(join(store, 'sessions'), { recursive: true });
+    const session = sessionFileOf(store, '2026-11-29_lastseq') as SessionFile;
+    const last = `{"at":"2026-11-29T09:00:03.702Z","body":{},"kind":"session-started","seq":${2 ** 53 - 1},"v":1}\n`;
+    await writeFile(session.file, last);
+    const ledger = await Ledger.open(session);
+    try {
+      await expect(ledger.append('note-added', { text: 'x' })).rejects.toMatchObject({
+        code: 'LEDGER_CORRUPT',
+        message: expect.stringContaining('too large'),
+      });
+    } finally {
+      await ledger.close();
+    }
+    expect((await readFile(session.file)).toString()).toBe(last);
   });
 });
 
