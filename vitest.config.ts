@@ -7,7 +7,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
-    testTimeout: 30_000,
+    // The fuzz tests try REWIND_FUZZ_RUNS times more inputs when asked: their time grows with it.
+    testTimeout: 30_000 * Math.max(1, Number(process.env.REWIND_FUZZ_RUNS) || 1),
     hookTimeout: 30_000,
     reporters: report ? ['default', 'json'] : ['default'],
     ...(report && { outputFile: { json: report } }),

@@ -1,5 +1,5 @@
 // The Vercel AI SDK format (ModelMessage).
-import { type Adapter, contentPartsOf, isObject } from './format-adapter.js';
+import { type Adapter, contentPartsOf, isObject, textOf } from './format-adapter.js';
 
 const AI_SDK_PARTS = new Set([
   'text',
@@ -24,19 +24,19 @@ export const aiSdk: Adapter = {
     (typeof value.content === 'string'
       ? value.role !== 'tool'
       : Array.isArray(value.content) &&
-        value.content.every((part) => isObject(part) && AI_SDK_PARTS.has(String(part.type)))),
-  roleOf: (message) => String(message.role),
+        value.content.every((part) => isObject(part) && AI_SDK_PARTS.has(textOf(part.type)))),
+  roleOf: (message) => textOf(message.role),
   callsOf: (message) =>
     message.role === 'assistant'
       ? contentPartsOf(message)
           .filter((part) => part.type === 'tool-call' && part.providerExecuted !== true)
-          .map((part) => ({ id: String(part.toolCallId), name: String(part.toolName) }))
+          .map((part) => ({ id: textOf(part.toolCallId), name: textOf(part.toolName) }))
       : [],
   resultsOf: (message) =>
     message.role === 'tool'
       ? contentPartsOf(message)
           .filter((part) => part.type === 'tool-result')
-          .map((part) => ({ id: String(part.toolCallId), name: String(part.toolName) }))
+          .map((part) => ({ id: textOf(part.toolCallId), name: textOf(part.toolName) }))
       : [],
   isOnlyResults: (message) => message.role === 'tool',
   withoutResults: (message, drop) => {
@@ -45,7 +45,7 @@ export const aiSdk: Adapter = {
     const kept = contentPartsOf(message).filter((part) => {
       if (part.type !== 'tool-result') return true;
       index += 1;
-      return !drop({ id: String(part.toolCallId), name: String(part.toolName) }, index);
+      return !drop({ id: textOf(part.toolCallId), name: textOf(part.toolName) }, index);
     });
     if (kept.length === contentPartsOf(message).length) return message;
     return kept.some((part) => part.type === 'tool-result')
@@ -71,7 +71,7 @@ export const aiSdk: Adapter = {
       (part) =>
         part.type !== 'tool-call' ||
         part.providerExecuted === true ||
-        !drop({ id: String(part.toolCallId), name: String(part.toolName) }),
+        !drop({ id: textOf(part.toolCallId), name: textOf(part.toolName) }),
     );
     if (kept.length === parts.length) return message;
     if (aiSdk.hasSignedReasoning(message)) return undefined;

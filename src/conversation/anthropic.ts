@@ -1,5 +1,5 @@
 // The Anthropic Messages format.
-import { type Adapter, arrayOf, contentPartsOf, isObject } from './format-adapter.js';
+import { type Adapter, arrayOf, contentPartsOf, isObject, textOf } from './format-adapter.js';
 
 const ANTHROPIC_BLOCKS = new Set([
   'text',
@@ -32,20 +32,20 @@ export const anthropic: Adapter = {
     (typeof value.content === 'string' ||
       (Array.isArray(value.content) &&
         value.content.every(
-          (block) => isObject(block) && ANTHROPIC_BLOCKS.has(String(block.type)),
+          (block) => isObject(block) && ANTHROPIC_BLOCKS.has(textOf(block.type)),
         ))),
-  roleOf: (message) => String(message.role),
+  roleOf: (message) => textOf(message.role),
   callsOf: (message) =>
     message.role === 'assistant'
       ? contentPartsOf(message)
           .filter((block) => block.type === 'tool_use')
-          .map((block) => ({ id: String(block.id), name: String(block.name) }))
+          .map((block) => ({ id: textOf(block.id), name: textOf(block.name) }))
       : [],
   resultsOf: (message) =>
     message.role === 'user'
       ? contentPartsOf(message)
           .filter((block) => block.type === 'tool_result')
-          .map((block) => ({ id: String(block.tool_use_id), name: undefined }))
+          .map((block) => ({ id: textOf(block.tool_use_id), name: undefined }))
       : [],
   isOnlyResults: (message) =>
     message.role === 'user' &&
@@ -57,7 +57,7 @@ export const anthropic: Adapter = {
     const kept = contentPartsOf(message).filter((block) => {
       if (block.type !== 'tool_result') return true;
       index += 1;
-      return !drop({ id: String(block.tool_use_id), name: undefined }, index);
+      return !drop({ id: textOf(block.tool_use_id), name: undefined }, index);
     });
     if (kept.length === arrayOf(message.content).length) return message;
     return kept.length > 0 ? { ...message, content: kept } : undefined;
@@ -82,7 +82,7 @@ export const anthropic: Adapter = {
     const blocks = contentPartsOf(message);
     const kept = blocks.filter(
       (block) =>
-        block.type !== 'tool_use' || !drop({ id: String(block.id), name: String(block.name) }),
+        block.type !== 'tool_use' || !drop({ id: textOf(block.id), name: textOf(block.name) }),
     );
     if (kept.length === blocks.length) return message;
     // Signed thinking belongs to the turn that made the call: never edited, so the turn goes whole.

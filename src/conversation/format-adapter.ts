@@ -78,6 +78,9 @@ export interface Adapter {
 export const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** `String(value)`, for a value from a message list of any shape (see the lib's `textOf`). */
+export { textOf } from '../lib/index.js';
+
 /** `value` when it is an array, else an empty one: an absent list reads as empty. */
 export const arrayOf = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
 

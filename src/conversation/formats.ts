@@ -1,8 +1,16 @@
 // The adapter of each format, detecting a list's format, and checking a list against one.
 import { RewindError } from '../errors.js';
+import { jsonPreview } from '../lib/index.js';
 import { aiSdk } from './ai-sdk.js';
 import { anthropic } from './anthropic.js';
-import { type Adapter, FORMATS, type Format, isObject, type Message } from './format-adapter.js';
+import {
+  type Adapter,
+  FORMATS,
+  type Format,
+  isObject,
+  type Message,
+  textOf,
+} from './format-adapter.js';
 import { gemini } from './gemini.js';
 import { langchain } from './langchain.js';
 import { openaiChat, openaiResponses, RESPONSES_TYPES } from './openai.js';
@@ -18,12 +26,34 @@ const ADAPTERS: Record<Format, Adapter> = {
 
 /** The adapter of a format. Throws `INVALID_ARGUMENT` for a name that is not a format. */
 export function adapterOf(format: string): Adapter {
-  const adapter = ADAPTERS[format as Format];
-  if (adapter) return adapter;
+  // An own key only: "constructor" or "__proto__" is no format, whatever a plain object holds.
+  if (Object.hasOwn(ADAPTERS, format)) return ADAPTERS[format as Format];
   throw new RewindError(
     'INVALID_ARGUMENT',
     `"${format}" is not a message format Rewind knows. Use one of: ${FORMATS.join(', ')}.`,
     { data: { format } },
+  );
+}
+
+/**
+ * Throws `code` unless `messages` is a list: a conversation given as anything else (an object, a
+ * string of JSON) is refused, saying what it is.
+ */
+export function checkIsList(
+  messages: unknown,
+  code: 'CONVERSATION_FORMAT_UNKNOWN' | 'CONVERSATION_FORMAT_MISMATCH',
+): void {
+  if (Array.isArray(messages)) return;
+  const kind =
+    messages === null
+      ? 'null'
+      : typeof messages === 'object'
+        ? 'an object'
+        : `a ${typeof messages}`;
+  throw new RewindError(
+    code,
+    `A conversation is a JSON array of messages, not ${kind} (${jsonPreview(messages, 60)}). Pass the list of messages itself, such as [{"role":"user","content":"hi"}].`,
+    { data: { kind } },
   );
 }
 
@@ -43,12 +73,12 @@ function specificFormat(messages: readonly unknown[]): Format | undefined {
     if (Array.isArray(value.content)) {
       for (const part of value.content) {
         if (!isObject(part)) continue;
-        if (['tool-call', 'tool-result', 'reasoning'].includes(String(part.type))) return 'ai-sdk';
+        if (['tool-call', 'tool-result', 'reasoning'].includes(textOf(part.type))) return 'ai-sdk';
         if (
-          ['tool_use', 'tool_result', 'thinking', 'redacted_thinking'].includes(String(part.type))
+          ['tool_use', 'tool_result', 'thinking', 'redacted_thinking'].includes(textOf(part.type))
         )
           return 'anthropic';
-        if (/^(input|output)_/.test(String(part.type))) return 'openai-responses';
+        if (/^(input|output)_/.test(textOf(part.type))) return 'openai-responses';
         if (part.type === 'image_url') return 'openai-chat';
       }
     }
@@ -65,12 +95,7 @@ function specificFormat(messages: readonly unknown[]): Format | undefined {
  * message, naming the first that does not.
  */
 export function detectFormat(messages: readonly unknown[]): Format {
-  if (!Array.isArray(messages)) {
-    throw new RewindError(
-      'CONVERSATION_FORMAT_UNKNOWN',
-      'A conversation is a JSON array of messages; this is not an array.',
-    );
-  }
+  checkIsList(messages, 'CONVERSATION_FORMAT_UNKNOWN');
   const candidate = specificFormat(messages) ?? 'openai-chat';
   const candidates: Format[] = [candidate, ...FORMATS.filter((format) => format !== candidate)];
   for (const format of candidates) {
@@ -81,7 +106,7 @@ export function detectFormat(messages: readonly unknown[]): Format {
   throw new RewindError(
     'CONVERSATION_FORMAT_UNKNOWN',
     `The messages are in no format Rewind knows (${FORMATS.join(', ')}): message ${bad} ` +
-      `(${JSON.stringify(messages[bad])?.slice(0, 120)}) does not fit ${candidate}, the closest. Check the list, or pass its format.`,
+      `(${jsonPreview(messages[bad])}) does not fit ${candidate}, the closest. Check the list, or pass its format.`,
     { data: { index: bad } },
   );
 }
@@ -92,12 +117,7 @@ export function detectFormat(messages: readonly unknown[]): Format {
  */
 export function checkFormat(messages: readonly unknown[], format: Format): Message[] {
   const adapter = adapterOf(format);
-  if (!Array.isArray(messages)) {
-    throw new RewindError(
-      'CONVERSATION_FORMAT_MISMATCH',
-      'A conversation is a JSON array of messages.',
-    );
-  }
+  checkIsList(messages, 'CONVERSATION_FORMAT_MISMATCH');
   const bad = messages.findIndex((message) => !adapter.isMessage(message));
   if (bad >= 0) {
     let detected: string | undefined;

@@ -1,5 +1,12 @@
 // The Gemini format (Google GenAI contents).
-import { type Adapter, arrayOf, type Call, isObject, type Message } from './format-adapter.js';
+import {
+  type Adapter,
+  arrayOf,
+  type Call,
+  isObject,
+  type Message,
+  textOf,
+} from './format-adapter.js';
 
 const geminiParts = (message: Message): Record<string, unknown>[] =>
   arrayOf(message.parts).filter(isObject);
@@ -7,7 +14,7 @@ const geminiParts = (message: Message): Record<string, unknown>[] =>
 /** The id (absent in some calls and results) and name of a `functionCall` or `functionResponse`. */
 const identityOf = (value: Record<string, unknown>): Call => ({
   id: typeof value.id === 'string' ? value.id : undefined,
-  name: String(value.name),
+  name: textOf(value.name),
 });
 
 /** Gemini contents. */
@@ -20,7 +27,7 @@ export const gemini: Adapter = {
     (value.role === 'user' || value.role === 'model' || value.role === undefined) &&
     Array.isArray(value.parts) &&
     value.parts.every(isObject),
-  roleOf: (message) => String(message.role ?? 'user'),
+  roleOf: (message) => textOf(message.role ?? 'user'),
   callsOf: (message) =>
     message.role === 'model'
       ? geminiParts(message)

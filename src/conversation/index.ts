@@ -1,7 +1,6 @@
 export { type Call, FORMATS, type Format, type Message, type Result } from './format-adapter.js';
 export { adapterOf, checkFormat, detectFormat } from './formats.js';
 export {
-  type ConversationProblem,
   DEFAULT_RESULT_TEXT,
   type NoteOptions,
   type RepairOptions,
@@ -10,9 +9,8 @@ export {
   repair,
   resumeNote,
   syntheticResult,
-  type ValidationReport,
-  validate,
   withResumeNote,
 } from './repair.js';
 export { readConversation, type StoredConversation, storeConversation } from './store.js';
 export type { LangChainSerialized, NoteOf, SyntheticResultOf } from './types.js';
+export { type ConversationProblem, type ValidationReport, validate } from './validate.js';

@@ -1,5 +1,5 @@
 // The LangChain format: messages serialized by `toJSON()` or as `{ type, data }`.
-import { type Adapter, arrayOf, isObject, type Message } from './format-adapter.js';
+import { type Adapter, arrayOf, isObject, type Message, textOf } from './format-adapter.js';
 
 const LANGCHAIN_KINDS: Record<string, string> = {
   HumanMessage: 'human',
@@ -14,13 +14,20 @@ const LANGCHAIN_KINDS: Record<string, string> = {
   FunctionMessage: 'function',
 };
 
+/** The kind of a serialized class name (`AIMessage` is `ai`); undefined for any other name. */
+function kindOfClass(name: unknown): string | undefined {
+  const key = textOf(name);
+  // An own key only: "constructor" or "toString" names no message class.
+  return Object.hasOwn(LANGCHAIN_KINDS, key) ? LANGCHAIN_KINDS[key] : undefined;
+}
+
 /** The kind (`human`, `ai`, `system`, `tool`...) and fields of a serialized LangChain message. */
 function langchainView(message: Message): { kind: string; fields: Record<string, unknown> } {
   if (message.lc === 1 && message.type === 'constructor' && Array.isArray(message.id)) {
-    const kind = LANGCHAIN_KINDS[String(message.id.at(-1))] ?? 'unknown';
+    const kind = kindOfClass(message.id.at(-1)) ?? 'unknown';
     return { kind, fields: isObject(message.kwargs) ? message.kwargs : {} };
   }
-  return { kind: String(message.type), fields: isObject(message.data) ? message.data : {} };
+  return { kind: textOf(message.type), fields: isObject(message.data) ? message.data : {} };
 }
 
 function langchainWith(message: Message, fields: Record<string, unknown>): Message {
@@ -54,7 +61,7 @@ export const langchain: Adapter = {
       return (
         value.type === 'constructor' &&
         Array.isArray(value.id) &&
-        LANGCHAIN_KINDS[String(value.id.at(-1))] !== undefined &&
+        kindOfClass(value.id.at(-1)) !== undefined &&
         isObject(value.kwargs)
       );
     }
@@ -70,11 +77,11 @@ export const langchain: Adapter = {
     if (kind !== 'ai') return [];
     return arrayOf(fields.tool_calls)
       .filter(isObject)
-      .map((call) => ({ id: String(call.id), name: String(call.name) }));
+      .map((call) => ({ id: textOf(call.id), name: textOf(call.name) }));
   },
   resultsOf: (message) => {
     const { kind, fields } = langchainView(message);
-    return kind === 'tool' ? [{ id: String(fields.tool_call_id), name: undefined }] : [];
+    return kind === 'tool' ? [{ id: textOf(fields.tool_call_id), name: undefined }] : [];
   },
   isOnlyResults: (message) => langchainView(message).kind === 'tool',
   withoutResults: (message, drop) =>
@@ -99,7 +106,7 @@ export const langchain: Adapter = {
     const { kind, fields } = langchainView(message);
     if (kind !== 'ai') return message;
     const calls = arrayOf(fields.tool_calls).filter(isObject);
-    const kept = calls.filter((call) => !drop({ id: String(call.id), name: String(call.name) }));
+    const kept = calls.filter((call) => !drop({ id: textOf(call.id), name: textOf(call.name) }));
     if (kept.length === calls.length) return message;
     const hasContent =
       (typeof fields.content === 'string' && fields.content !== '') ||

@@ -1,5 +1,12 @@
 // The OpenAI formats: Chat Completions messages and Responses items.
-import { type Adapter, arrayOf, type Call, isObject, type Message } from './format-adapter.js';
+import {
+  type Adapter,
+  arrayOf,
+  type Call,
+  isObject,
+  type Message,
+  textOf,
+} from './format-adapter.js';
 
 /** OpenAI Chat Completions messages. */
 export const openaiChat: Adapter = {
@@ -17,16 +24,16 @@ export const openaiChat: Adapter = {
       arrayOf(value.content).every(
         (part) =>
           isObject(part) &&
-          ['text', 'image_url', 'input_audio', 'file', 'refusal'].includes(String(part.type)),
+          ['text', 'image_url', 'input_audio', 'file', 'refusal'].includes(textOf(part.type)),
       )),
-  roleOf: (message) => String(message.role),
+  roleOf: (message) => textOf(message.role),
   callsOf: (message) =>
     message.role === 'assistant'
       ? arrayOf(message.tool_calls)
           .filter(isObject)
           .map((call) => ({
-            id: String(call.id),
-            name: String(
+            id: textOf(call.id),
+            name: textOf(
               (call.function as Record<string, unknown> | undefined)?.name ??
                 (call.custom as Record<string, unknown> | undefined)?.name ??
                 '',
@@ -34,10 +41,10 @@ export const openaiChat: Adapter = {
           }))
       : [],
   resultsOf: (message) =>
-    message.role === 'tool' ? [{ id: String(message.tool_call_id), name: undefined }] : [],
+    message.role === 'tool' ? [{ id: textOf(message.tool_call_id), name: undefined }] : [],
   isOnlyResults: (message) => message.role === 'tool',
   withoutResults: (message, drop) =>
-    message.role === 'tool' && drop({ id: String(message.tool_call_id), name: undefined }, 0)
+    message.role === 'tool' && drop({ id: textOf(message.tool_call_id), name: undefined }, 0)
       ? undefined
       : message,
   resultParts: (message) => (message.role === 'tool' ? [message] : []),
@@ -97,22 +104,22 @@ export const openaiResponses: Adapter = {
   roles: ['system', 'developer', 'user', 'assistant', 'item'],
   isMessage: (value) =>
     isObject(value) &&
-    (RESPONSES_TYPES.has(String(value.type)) ||
+    (RESPONSES_TYPES.has(textOf(value.type)) ||
       (value.type === undefined &&
         typeof value.role === 'string' &&
         ['system', 'developer', 'user', 'assistant'].includes(value.role) &&
         (typeof value.content === 'string' ||
           arrayOf(value.content).every(
-            (part) => isObject(part) && /^(input|output)_/.test(String(part.type)),
+            (part) => isObject(part) && /^(input|output)_/.test(textOf(part.type)),
           )))),
   roleOf: (message) => (typeof message.role === 'string' ? message.role : 'item'),
   callsOf: (message) =>
-    isResponsesCall(message) ? [{ id: String(message.call_id), name: String(message.name) }] : [],
+    isResponsesCall(message) ? [{ id: textOf(message.call_id), name: textOf(message.name) }] : [],
   resultsOf: (message) =>
-    isResponsesOutput(message) ? [{ id: String(message.call_id), name: undefined }] : [],
+    isResponsesOutput(message) ? [{ id: textOf(message.call_id), name: undefined }] : [],
   isOnlyResults: isResponsesOutput,
   withoutResults: (message, drop) =>
-    isResponsesOutput(message) && drop({ id: String(message.call_id), name: undefined }, 0)
+    isResponsesOutput(message) && drop({ id: textOf(message.call_id), name: undefined }, 0)
       ? undefined
       : message,
   resultParts: (message) => (isResponsesOutput(message) ? [message] : []),
@@ -124,7 +131,7 @@ export const openaiResponses: Adapter = {
     output: text,
   }),
   withoutCalls: (message, drop) =>
-    isResponsesCall(message) && drop({ id: String(message.call_id), name: String(message.name) })
+    isResponsesCall(message) && drop({ id: textOf(message.call_id), name: textOf(message.name) })
       ? undefined
       : message,
   hasSignedReasoning: (message) => message.type === 'reasoning',

@@ -1,19 +1,7 @@
 import type { Adapter, Call, Format, Message, Result } from './format-adapter.js';
 import { adapterOf, checkFormat } from './formats.js';
 import type { NoteOf, SyntheticResultOf } from './types.js';
-
-/** One rule of the provider that a history breaks. */
-export interface ConversationProblem {
-  /** The index of the message at fault. */
-  index: number;
-  message: string;
-}
-
-/** What {@link validate} found. */
-export interface ValidationReport {
-  isValid: boolean;
-  problems: ConversationProblem[];
-}
+import { validate } from './validate.js';
 
 /** What {@link repair} does with a tool call that has no result. */
 export type RepairStrategy =
@@ -68,30 +56,50 @@ function enumerate<T>(
 
 const keyOf = (located: Located<unknown>): string => `${located.message}:${located.position}`;
 
+/** A call's id and name as one key (an absent id differs from every id). */
+const identityOf = (call: Call): string => JSON.stringify([call.id ?? null, call.name]);
+
 /**
  * Pairs each call with the first result after it that answers it: by id, or, for a Gemini call
- * without an id, by name in the very next turn.
+ * without an id, by name in the very next turn. Linear in the calls and results: a long history
+ * (or one a client made up, with thousands of calls sharing an id) never takes quadratic time.
  */
 function matchResults(
   adapter: Adapter,
   calls: readonly Located<Call>[],
   results: readonly Located<Result>[],
 ): Map<string, Located<Result>> {
-  const claimed = new Set<string>();
+  // The results each call may take, in order; what a call skips no later call can take (calls
+  // come in order, and each takes the first result it may), so one cursor per key suffices.
+  const queues = new Map<string, { results: Located<Result>[]; next: number }>();
+  const keyOfCall = (call: Located<Call>): string | undefined => {
+    if (call.item.id !== undefined) return `id\0${call.item.id}`;
+    if (adapter.placement !== 'next-user-turn') return undefined;
+    return `name\0${call.message + 1}\0${call.item.name}`;
+  };
+  for (const result of results) {
+    const key =
+      result.item.id !== undefined
+        ? `id\0${result.item.id}`
+        : `name\0${result.message}\0${result.item.name}`;
+    const queue = queues.get(key);
+    if (queue) queue.results.push(result);
+    else queues.set(key, { results: [result], next: 0 });
+  }
   const matches = new Map<string, Located<Result>>();
   for (const call of calls) {
-    const found = results.find((result) => {
-      if (claimed.has(keyOf(result)) || result.message <= call.message) return false;
-      if (call.item.id !== undefined) return result.item.id === call.item.id;
-      return (
-        result.item.id === undefined &&
-        result.item.name === call.item.name &&
-        result.message === call.message + 1 &&
-        adapter.placement === 'next-user-turn'
-      );
-    });
+    const key = keyOfCall(call);
+    const queue = key === undefined ? undefined : queues.get(key);
+    if (!queue) continue;
+    while (
+      queue.next < queue.results.length &&
+      (queue.results[queue.next] as Located<Result>).message <= call.message
+    ) {
+      queue.next += 1;
+    }
+    const found = queue.results[queue.next];
     if (found) {
-      claimed.add(keyOf(found));
+      queue.next += 1;
       matches.set(keyOf(call), found);
     }
   }
@@ -157,12 +165,8 @@ export function repair(
         report.dropped.push(...before);
         working.push({ __removed: true });
       } else {
-        const after = adapter.callsOf(kept);
-        report.dropped.push(
-          ...before.filter(
-            (call) => !after.some((other) => other.id === call.id && other.name === call.name),
-          ),
-        );
+        const after = new Set(adapter.callsOf(kept).map(identityOf));
+        report.dropped.push(...before.filter((call) => !after.has(identityOf(call))));
         working.push(kept);
       }
     });
@@ -203,6 +207,12 @@ function assemble(
     });
     return parts.length > 0 ? adapter.withoutResults(message, () => true) : message;
   });
+  const callsByMessage = new Map<number, Located<Call>[]>();
+  for (const call of calls) {
+    const own = callsByMessage.get(call.message);
+    if (own) own.push(call);
+    else callsByMessage.set(call.message, [call]);
+  }
   const out: Message[] = [];
   const consumed = new Set<number>();
   for (let index = 0; index < list.length; index++) {
@@ -210,7 +220,7 @@ function assemble(
     const message = stripped[index];
     if (message === undefined) continue;
     out.push(message);
-    const own = calls.filter((call) => call.message === index);
+    const own = callsByMessage.get(index) ?? [];
     if (own.length === 0) continue;
     const answered = own
       .map((call) => ({ call, result: matches.get(keyOf(call)) }))
@@ -219,11 +229,11 @@ function assemble(
           pair.result !== undefined,
       )
       .sort((a, b) => a.result.message - b.result.message || a.result.position - b.result.position);
+    const end =
+      adapter.placement === 'next-user-turn' ? index + 1 : endOfResults(list, index, adapter);
     const parts: unknown[] = answered.map(({ result }) => {
       const isInPlace =
-        result.message === index + 1 ||
-        (adapter.placement !== 'next-user-turn' &&
-          isRightAfter(list, index, result.message, adapter));
+        result.message === index + 1 || (result.message > index && result.message <= end);
       if (!isInPlace) report.movedResults += 1;
       return partsByKey.get(keyOf(result));
     });
@@ -314,174 +324,14 @@ function repairItems(
   return report;
 }
 
-/** True when message `at` is among the result messages that directly follow message `call`. */
-function isRightAfter(
-  list: readonly Message[],
-  call: number,
-  at: number,
-  adapter: Adapter,
-): boolean {
-  for (let index = call + 1; index < at; index++) {
-    if (!adapter.isOnlyResults(list[index] as Message)) return false;
-  }
-  return at > call;
-}
-
 /**
- * Checks a history against its provider's rules: only roles the provider accepts; every tool
- * call answered, where the provider requires (the tool messages right after it for OpenAI Chat,
- * the AI SDK and LangChain; the start of the very next user turn for Anthropic and Gemini,
- * with as many Gemini responses as calls; any later item for OpenAI Responses); no result
- * without its call; no call id used twice.
+ * The index of the first message after message `call` that holds more than results (the length of
+ * the list when there is none): results up to it directly follow the call.
  */
-export function validate(messages: readonly unknown[], format: Format): ValidationReport {
-  const adapter = adapterOf(format);
-  const problems: ConversationProblem[] = [];
-  const list = messages as Message[];
-  const seenIds = new Set<string>();
-  list.forEach((message, index) => {
-    if (!adapter.isMessage(message)) {
-      problems.push({ index, message: `message ${index} is not a ${format} message` });
-      return;
-    }
-    if (!adapter.roles.includes(adapter.roleOf(message))) {
-      problems.push({
-        index,
-        message: `role "${adapter.roleOf(message)}" is not accepted by ${format}`,
-      });
-    }
-    for (const call of adapter.callsOf(message)) {
-      if (call.id === undefined) continue;
-      if (seenIds.has(call.id))
-        problems.push({ index, message: `tool call id ${call.id} is used twice` });
-      seenIds.add(call.id);
-    }
-  });
-  if (problems.length > 0) return { isValid: false, problems };
-  if (adapter.placement === 'items') validateItems(adapter, list, problems);
-  else if (adapter.placement === 'tool-messages') validateToolMessages(adapter, list, problems);
-  else validateNextTurn(adapter, list, problems);
-  return { isValid: problems.length === 0, problems };
-}
-
-function validateItems(
-  adapter: Adapter,
-  list: readonly Message[],
-  problems: ConversationProblem[],
-): void {
-  const open = new Set<string>();
-  const callAt = new Map<string, number>();
-  list.forEach((message, index) => {
-    for (const call of adapter.callsOf(message)) {
-      open.add(String(call.id));
-      callAt.set(String(call.id), index);
-    }
-    for (const result of adapter.resultsOf(message)) {
-      if (!open.has(String(result.id))) {
-        problems.push({
-          index,
-          message: `No tool call found for function call output with call_id ${result.id}.`,
-        });
-      }
-      open.delete(String(result.id));
-    }
-  });
-  for (const id of open) {
-    problems.push({
-      index: callAt.get(id) ?? 0,
-      message: `No tool output found for function call ${id}.`,
-    });
-  }
-}
-
-function validateToolMessages(
-  adapter: Adapter,
-  list: readonly Message[],
-  problems: ConversationProblem[],
-): void {
-  let expected: Call[] = [];
-  let expectedFrom = -1;
-  const close = (index: number): void => {
-    if (expected.length > 0) {
-      problems.push({
-        index: expectedFrom,
-        message: `An assistant message with tool calls must be followed by tool messages responding to each call. These ids had none: ${expected.map((call) => call.id).join(', ')}.`,
-      });
-    }
-    expected = [];
-    void index;
-  };
-  list.forEach((message, index) => {
-    if (adapter.isOnlyResults(message)) {
-      for (const result of adapter.resultsOf(message)) {
-        const position = expected.findIndex((call) => call.id === result.id);
-        if (position < 0) {
-          problems.push({
-            index,
-            message: `A tool result for ${result.id} does not follow an assistant message with that call.`,
-          });
-        } else {
-          expected.splice(position, 1);
-        }
-      }
-      return;
-    }
-    close(index);
-    expected = [...adapter.callsOf(message)];
-    expectedFrom = index;
-  });
-  close(list.length);
-}
-
-function validateNextTurn(
-  adapter: Adapter,
-  list: readonly Message[],
-  problems: ConversationProblem[],
-): void {
-  list.forEach((message, index) => {
-    const calls = adapter.callsOf(message);
-    const previous = index > 0 ? adapter.callsOf(list[index - 1] as Message) : [];
-    const results = adapter.resultsOf(message);
-    // Results answer only the calls of the turn right before them.
-    const remaining = [...previous];
-    for (const result of results) {
-      const position = remaining.findIndex((call) =>
-        call.id !== undefined
-          ? call.id === result.id
-          : result.id === undefined && call.name === result.name,
-      );
-      if (position < 0) {
-        problems.push({
-          index,
-          message: `A tool result for ${result.id ?? result.name} does not answer a call of the turn before it.`,
-        });
-      } else {
-        remaining.splice(position, 1);
-      }
-    }
-    if (previous.length > 0 && remaining.length > 0) {
-      problems.push({
-        index: index - 1,
-        message: `Tool call ids were found without results immediately after: ${remaining.map((call) => call.id ?? call.name).join(', ')}. Each call must have its result in the next message.`,
-      });
-    }
-    if (results.length > 0) {
-      const parts = adapter.resultParts(message);
-      const firstOther = adapter.withResultsFirst(message, parts);
-      if (JSON.stringify(firstOther) !== JSON.stringify(message)) {
-        problems.push({
-          index,
-          message: 'Tool results must come first in their message, before any other content.',
-        });
-      }
-    }
-    if (calls.length > 0 && index === list.length - 1) {
-      problems.push({
-        index,
-        message: `Tool call ids were found without results immediately after: ${calls.map((call) => call.id ?? call.name).join(', ')}.`,
-      });
-    }
-  });
+function endOfResults(list: readonly Message[], call: number, adapter: Adapter): number {
+  let index = call + 1;
+  while (index < list.length && adapter.isOnlyResults(list[index] as Message)) index += 1;
+  return index;
 }
 
 /** Options of {@link resumeNote} and {@link withResumeNote}. */

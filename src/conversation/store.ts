@@ -52,12 +52,25 @@ export async function storeConversation(
   return { tree: digest, messageCount: messages.length };
 }
 
-/** Reads back a stored conversation, every message exactly as stored. */
+/**
+ * Reads back a stored conversation, every message exactly as stored. Throws `TREE_INVALID` when
+ * a message is not JSON (the tree is not a conversation: a damaged entry may name another tree),
+ * and what reading its objects throws.
+ */
 export async function readConversation(store: ObjectStore, tree: Digest): Promise<Message[]> {
   const messages: Message[] = [];
   for (const entry of (await readTree(store, tree)).entries) {
     if (entry.type !== 'file') continue;
-    messages.push(JSON.parse((await store.get(entry.digest)).toString('utf8')) as Message);
+    const text = (await store.get(entry.digest)).toString('utf8');
+    try {
+      messages.push(JSON.parse(text) as Message);
+    } catch (error) {
+      throw new RewindError(
+        'TREE_INVALID',
+        `Tree ${tree} is not a conversation: its ${entry.name} is not JSON. The entry that names it may be damaged; run \`rewind verify\`.`,
+        { data: { digest: tree, name: entry.name }, cause: error },
+      );
+    }
   }
   return messages;
 }

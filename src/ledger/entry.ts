@@ -117,9 +117,26 @@ export function encodeEntry(entry: LedgerEntry): string {
   return canonicalJson(entry);
 }
 
-/** The digest the next entry of a hash-chained session carries as `prev`. */
-export function digestEntry(entry: LedgerEntry): Digest {
-  return digestBytes(encodeEntry(entry));
+/**
+ * The digest the next entry of a hash-chained session carries as `prev`. Undefined for an entry
+ * read from a damaged line whose content has no canonical JSON (a number beyond a double's range,
+ * nesting deeper than the encoder goes): Rewind never writes one, so no `prev` can match it.
+ */
+export function digestEntry(entry: LedgerEntry): Digest | undefined {
+  try {
+    return digestBytes(encodeEntry(entry));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A body field as `rewind log` words it. A damaged or hand-edited line may hold anything there,
+ * and `String()` throws on some objects (`{"toString": 1}`), so objects are named, not converted.
+ */
+function shown(value: unknown): string {
+  if (typeof value !== 'object' || value === null) return String(value);
+  return Array.isArray(value) ? '(a list)' : '(an object)';
 }
 
 /** A one-line, human summary of an entry, as `rewind log` prints it. */
@@ -140,27 +157,27 @@ export function describeEntry(entry: LedgerEntry): string {
       const attachments = Array.isArray(body.attachments) ? body.attachments.length : 0;
       const suffix =
         attachments > 0 ? ` (${attachments} attachment${attachments === 1 ? '' : 's'})` : '';
-      return `note: ${String(body.text)}${suffix}`;
+      return `note: ${shown(body.text)}${suffix}`;
     }
     case 'checkpoint-created': {
       const conversation = body.conversation as { messageCount?: number } | undefined;
-      const messages = conversation ? ` and ${String(conversation.messageCount)} messages` : '';
-      return `checkpoint ${String(body.label)}: ${String(body.fileCount)} files${messages}, ${String(body.added)} added, ${String(body.modified)} modified, ${String(body.deleted)} deleted since the previous one`;
+      const messages = conversation ? ` and ${shown(conversation.messageCount)} messages` : '';
+      return `checkpoint ${shown(body.label)}: ${shown(body.fileCount)} files${messages}, ${shown(body.added)} added, ${shown(body.modified)} modified, ${shown(body.deleted)} deleted since the previous one`;
     }
     case 'conversation-synced': {
       const conversation = (body.conversation ?? {}) as { messageCount?: number; format?: string };
-      return `conversation recorded: ${String(conversation.messageCount)} ${String(conversation.format)} messages`;
+      return `conversation recorded: ${shown(conversation.messageCount)} ${shown(conversation.format)} messages`;
     }
     case 'rollback-started':
-      return `rollback to ${String(body.label)} started: ${String(body.changeCount)} paths to restore (undo with \`rewind undo ${entry.seq}\`)`;
+      return `rollback to ${shown(body.label)} started: ${shown(body.changeCount)} paths to restore (undo with \`rewind undo ${entry.seq}\`)`;
     case 'rollback-completed':
     case 'undo-completed': {
       const what =
         entry.kind === 'rollback-completed'
-          ? `rollback #${String(body.startedSeq)}`
-          : `undo #${String(body.startedSeq)} (of #${String(body.undoes)})`;
+          ? `rollback #${shown(body.startedSeq)}`
+          : `undo #${shown(body.startedSeq)} (of #${shown(body.undoes)})`;
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
-      return `${what} completed: ${String(body.written)} written, ${String(body.created)} created, ${String(body.deleted)} deleted${recovery}`;
+      return `${what} completed: ${shown(body.written)} written, ${shown(body.created)} created, ${shown(body.deleted)} deleted${recovery}`;
     }
     case 'rollback-failed':
     case 'undo-failed': {
@@ -170,17 +187,17 @@ export function describeEntry(entry: LedgerEntry): string {
         body.isReverted === true
           ? 'workspace put back as it was'
           : 'workspace left partly restored';
-      return `${what} #${String(body.startedSeq)} failed (${String(error.code)}): ${state}`;
+      return `${what} #${shown(body.startedSeq)} failed (${shown(error.code)}): ${state}`;
     }
     case 'undo-started':
-      return `undo of #${String(body.undoes)} started (redo with \`rewind undo ${entry.seq}\`)`;
+      return `undo of #${shown(body.undoes)} started (redo with \`rewind undo ${entry.seq}\`)`;
     case 'undo-refused':
-      return `undo of #${String(body.undoes)} refused: ${String(body.pathCount)} ${body.pathCount === 1 ? 'path it touched has' : 'paths it touched have'} changed since`;
+      return `undo of #${shown(body.undoes)} refused: ${shown(body.pathCount)} ${body.pathCount === 1 ? 'path it touched has' : 'paths it touched have'} changed since`;
     case 'action-started': {
       const draft = body.draft === true ? ' drafted' : '';
       const compensates =
         typeof body.compensates === 'number' ? `, compensating #${body.compensates}` : '';
-      return `${String(body.action)} ${String(body.target)}${draft} (${String(body.class)}${compensates})`;
+      return `${shown(body.action)} ${shown(body.target)}${draft} (${shown(body.class)}${compensates})`;
     }
     case 'action-completed': {
       const counts = body.counts as
@@ -188,10 +205,10 @@ export function describeEntry(entry: LedgerEntry): string {
         | undefined;
       const evidence = body.evidence as { exitCode?: unknown } | undefined;
       const detail = counts
-        ? `: exit ${String(evidence?.exitCode)}, ${counts.created} created, ${counts.modified} modified, ${counts.deleted} deleted`
+        ? `: exit ${shown(evidence?.exitCode)}, ${shown(counts.created)} created, ${shown(counts.modified)} modified, ${shown(counts.deleted)} deleted`
         : '';
       const recovery = body.isRecovery === true ? ', finished after an interruption' : '';
-      return `#${String(body.startedSeq)} done${detail}${recovery}`;
+      return `#${shown(body.startedSeq)} done${detail}${recovery}`;
     }
     case 'verification-recorded': {
       const summary = typeof body.summary === 'string' ? `: ${body.summary}` : '';
@@ -199,7 +216,7 @@ export function describeEntry(entry: LedgerEntry): string {
         Array.isArray(body.attempts) && body.attempts.length > 1
           ? ` after ${body.attempts.length} attempts`
           : '';
-      return `verification ${String(body.status)}${attempts}${summary}`;
+      return `verification ${shown(body.status)}${attempts}${summary}`;
     }
     case 'checkpoint-pruned': {
       const reasons: Record<string, string> = {
@@ -207,27 +224,30 @@ export function describeEntry(entry: LedgerEntry): string {
         'older-than': 'older than the age kept',
         'max-size': 'beyond the size kept',
       };
-      return typeof body.reason === 'string'
-        ? `checkpoint ${String(body.label)} pruned (${reasons[body.reason] ?? body.reason})`
-        : `automatic checkpoint ${String(body.label)} pruned (keepLast)`;
+      if (typeof body.reason !== 'string') {
+        return `automatic checkpoint ${shown(body.label)} pruned (keepLast)`;
+      }
+      // Looked up as an own key: a damaged reason such as "constructor" is shown as it is.
+      const reason = Object.hasOwn(reasons, body.reason) ? reasons[body.reason] : body.reason;
+      return `checkpoint ${shown(body.label)} pruned (${reason})`;
     }
     case 'escalation-resolved':
-      return `unknown verdict escalated: ${String(body.resolution)}${body.checkpoint ? ` (checkpoint ${String(body.checkpoint)})` : ''}`;
+      return `unknown verdict escalated: ${shown(body.resolution)}${body.checkpoint ? ` (checkpoint ${shown(body.checkpoint)})` : ''}`;
     case 'rollback-skipped':
-      return `rollback to ${String(body.label)} skipped: ${String(body.reason)}`;
+      return `rollback to ${shown(body.label)} skipped: ${shown(body.reason)}`;
     case 'view-created':
-      return `isolated view created: ${String(body.fileCount)} files copied from the host`;
+      return `isolated view created: ${shown(body.fileCount)} files copied from the host`;
     case 'commit-refused':
-      return `commit refused: ${String(body.conflictCount)} conflicting ${body.conflictCount === 1 ? 'path' : 'paths'} (changed on the host too)`;
+      return `commit refused: ${shown(body.conflictCount)} conflicting ${body.conflictCount === 1 ? 'path' : 'paths'} (changed on the host too)`;
     case 'session-destroyed':
-      return `session destroyed (${String(body.pendingCount)} uncommitted changes dropped)`;
+      return `session destroyed (${shown(body.pendingCount)} uncommitted changes dropped)`;
     case 'action-approved':
-      return `draft #${String(body.startedSeq)} approved (${String(body.digest).slice(0, 19)})`;
+      return `draft #${shown(body.startedSeq)} approved (${shown(body.digest).slice(0, 19)})`;
     case 'action-discarded':
-      return `draft #${String(body.startedSeq)} discarded`;
+      return `draft #${shown(body.startedSeq)} discarded`;
     case 'action-failed': {
       const error = (body.error ?? {}) as { code?: unknown; message?: unknown };
-      return `#${String(body.startedSeq)} failed (${String(error.code)}): ${String(error.message)}`;
+      return `#${shown(body.startedSeq)} failed (${shown(error.code)}): ${shown(error.message)}`;
     }
   }
 }

@@ -44,7 +44,13 @@ export function checkLedger(
     }
     if (isHashChained && previous) {
       const expected = digestEntry(previous);
-      if (entry.prev !== expected) {
+      if (expected === undefined) {
+        problems.push({
+          type: 'chain-broken',
+          seq: entry.seq,
+          message: `entry #${entry.seq} follows entry #${previous.seq}, which cannot be hashed (it holds a number or a nesting that canonical JSON cannot encode): entry #${previous.seq} was damaged`,
+        });
+      } else if (entry.prev !== expected) {
         problems.push({
           type: 'chain-broken',
           seq: entry.seq,

@@ -48,5 +48,5 @@ export {
   type Redactor,
   SENSITIVE_HEADERS,
 } from './redact.js';
-export { namedAndMore } from './text.js';
+export { jsonPreview, namedAndMore, textOf } from './text.js';
 export { REWIND_VERSION } from './version.js';

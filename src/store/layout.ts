@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { writeFileAtomic } from '../lib/index.js';
@@ -61,6 +61,42 @@ function notOurs(directory: string, why: string): RewindError {
   );
 }
 
+/**
+ * What is at the store's path when it is not a directory (`a file`, `a symbolic link to nothing`,
+ * ...); undefined when nothing is there or a directory is (a link to one included).
+ */
+async function nonDirectoryAt(path: string): Promise<string | undefined> {
+  try {
+    const stats = await stat(path);
+    if (stats.isDirectory()) return undefined;
+    if (stats.isFile()) return 'a file';
+    if (stats.isFIFO()) return 'a named pipe';
+    if (stats.isSocket()) return 'a socket';
+    return 'a device';
+  } catch (error) {
+    if (isSystemError(error, 'ELOOP')) return 'a symbolic link that loops';
+    if (!isSystemError(error, 'ENOENT') && !isSystemError(error, 'ENOTDIR')) throw error;
+  }
+  // Absent, unless it is a link to nothing: lstat sees the link itself.
+  const link = await lstat(path).catch(() => undefined);
+  return link?.isSymbolicLink() ? 'a symbolic link to nothing' : undefined;
+}
+
+/**
+ * Throws `STORE_NOT_OURS` when something other than a directory is at the store's path: Rewind
+ * would otherwise report no store, and an init would fail to create one there.
+ */
+async function checkIsDirectory(directory: string): Promise<void> {
+  const kind = await nonDirectoryAt(directory);
+  if (kind === undefined) return;
+  throw new RewindError(
+    'STORE_NOT_OURS',
+    `${directory} is ${kind}, not a directory: Rewind keeps its store in a directory of that name, and will not touch what is there. ` +
+      `Move it aside (mv ${directory} ${directory}.bak) and run \`rewind init\`, or run Rewind in another directory.`,
+    { data: { directory, kind } },
+  );
+}
+
 async function checkMarker(directory: string): Promise<boolean> {
   const marker = await readMarker(directory);
   if (marker === 'missing') {
@@ -89,7 +125,8 @@ const STORE_GITIGNORE = '# Written by Rewind: the store is never committed.\n*\n
 /**
  * Creates the store `.rewind/` in `workspace` (created too if missing), or checks the one that
  * is there, and writes its `.gitignore` so git leaves it out. Returns whether it was created.
- * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make, and
+ * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make (or a `.rewind` that
+ * is not a directory), and
  * `STORE_VERSION_UNSUPPORTED` when a newer Rewind made it.
  */
 export async function initStore(
@@ -98,6 +135,7 @@ export async function initStore(
 ): Promise<StoreLocation & { isNew: boolean }> {
   const root = resolve(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
+  await checkIsDirectory(directory);
   await mkdir(directory, { recursive: true });
   const exists = await checkMarker(directory);
   if (!exists) {
@@ -124,7 +162,8 @@ export async function initStore(
 
 /**
  * Opens the store of `workspace` exactly (no search upward). Throws `STORE_NOT_FOUND` when there
- * is none, and the errors of {@link initStore} when it is not a usable one.
+ * is none, and the errors of {@link initStore} when it is not a usable one (`STORE_NOT_OURS` for
+ * a `.rewind` that is a file).
  */
 export async function openStore(workspace: string): Promise<StoreLocation> {
   const root = resolve(workspace);
@@ -137,6 +176,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
       { data: { path: root } },
     );
   }
+  await checkIsDirectory(directory);
   let isDirectory = false;
   try {
     isDirectory = (await stat(directory)).isDirectory();
@@ -155,17 +195,16 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
 
 /**
  * Finds the nearest directory at or above `start` that holds a `.rewind/`, like git finds `.git`.
- * Returns undefined when there is none up to the filesystem root.
+ * Returns undefined when there is none up to the filesystem root. The nearest `.rewind` of any
+ * kind ends the search: one that is not a usable store is refused as {@link openStore} does.
  */
 export async function findStore(start: string): Promise<StoreLocation | undefined> {
   let current = resolve(start);
   for (;;) {
-    try {
-      if ((await stat(join(current, STORE_DIRECTORY_NAME))).isDirectory())
-        return openStore(current);
-    } catch (error) {
-      if (!isSystemError(error, 'ENOENT') && !isSystemError(error, 'ENOTDIR')) throw error;
-    }
+    // Anything of the store's name stops the search: a directory is the store (or is refused as
+    // not ours), and anything else is refused as such, never passed over for a store further up.
+    if (await lstat(join(current, STORE_DIRECTORY_NAME)).catch(() => undefined))
+      return openStore(current);
     const parent = dirname(current);
     if (parent === current) return undefined;
     current = parent;

@@ -26,6 +26,15 @@ function invalid(message: string, data: Record<string, unknown>): RewindError {
   );
 }
 
+/**
+ * A value read from a damaged tree, as a message or an error's `data` shows it: scalars as they
+ * are, and only the kind of a list or an object, which may nest too deep to write out.
+ */
+function shown(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  return Array.isArray(value) ? '(a list)' : '(an object)';
+}
+
 function checkName(name: unknown): string {
   if (
     typeof name !== 'string' ||
@@ -35,16 +44,18 @@ function checkName(name: unknown): string {
     name.includes('/') ||
     name.includes('\0')
   ) {
-    throw invalid(`A tree entry has the invalid name ${JSON.stringify(name)}.`, { name });
+    throw invalid(`A tree entry has the invalid name ${JSON.stringify(shown(name))}.`, {
+      name: shown(name),
+    });
   }
   return name;
 }
 
 function checkMode(mode: unknown, name: string): number {
   if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o7777) {
-    throw invalid(`The tree entry "${name}" has the invalid mode ${JSON.stringify(mode)}.`, {
+    throw invalid(`The tree entry "${name}" has the invalid mode ${JSON.stringify(shown(mode))}.`, {
       name,
-      mode,
+      mode: shown(mode),
     });
   }
   return mode;
@@ -52,9 +63,12 @@ function checkMode(mode: unknown, name: string): number {
 
 function checkDigest(digest: unknown, name: string): Digest {
   if (!isDigest(digest)) {
-    throw invalid(`The tree entry "${name}" has the invalid digest ${JSON.stringify(digest)}.`, {
-      name,
-    });
+    throw invalid(
+      `The tree entry "${name}" has the invalid digest ${JSON.stringify(shown(digest))}.`,
+      {
+        name,
+      },
+    );
   }
   return digest;
 }
@@ -89,9 +103,12 @@ function checkEntry(value: unknown): TreeEntry {
       }
       return { name, type: 'symlink', target: raw.target };
     default:
-      throw invalid(`The tree entry "${name}" has the unknown type ${JSON.stringify(raw.type)}.`, {
-        name,
-      });
+      throw invalid(
+        `The tree entry "${name}" has the unknown type ${JSON.stringify(shown(raw.type))}.`,
+        {
+          name,
+        },
+      );
   }
 }
 

@@ -1,4 +1,5 @@
 import { RewindError } from '../errors.js';
+import { jsonPreview } from '../lib/index.js';
 
 /** A verifier's verdict. `unknown` is never treated as `pass`. */
 export type VerificationStatus = 'pass' | 'fail' | 'unknown';
@@ -41,7 +42,8 @@ const STATUSES = new Set<string>(['pass', 'fail', 'unknown']);
 
 /**
  * Reads a verdict from a verifier's output: the JSON object it prints on stdout (`status`: pass,
- * fail or unknown; optional `summary` and `errors`). The exit code is recorded but never decides.
+ * fail or unknown; optional `summary` and `errors`, an error that is not a string kept as its
+ * JSON). The exit code is recorded but never decides.
  * Output that carries no valid verdict (no JSON, an array, several objects, a status not one of
  * the three, a timeout) is `unknown`, with a note saying why.
  */
@@ -89,10 +91,13 @@ export function parseVerdict(output: VerifierOutput): Verdict {
   const record = value as Record<string, unknown>;
   if (typeof record.status !== 'string' || !STATUSES.has(record.status)) {
     return unknown(
-      `The verifier's status ${JSON.stringify(record.status)} is not pass, fail or unknown.`,
+      `The verifier's status ${jsonPreview(record.status)} is not pass, fail or unknown.`,
     );
   }
-  const errors = Array.isArray(record.errors) ? record.errors.map((error) => String(error)) : [];
+  // An error that is not a string (an object naming a file and a line) is kept as its JSON.
+  const errors = Array.isArray(record.errors)
+    ? record.errors.map((error) => (typeof error === 'string' ? error : jsonPreview(error, 2_000)))
+    : [];
   return {
     status: record.status as VerificationStatus,
     summary: typeof record.summary === 'string' ? record.summary : undefined,

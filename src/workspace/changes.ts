@@ -3,7 +3,14 @@ import { readFileSync, statfsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { type Digest, decodeName, isDigest, writeFileAtomic } from '../lib/index.js';
+import {
+  canonicalJson,
+  type Digest,
+  decodeName,
+  digestBytes,
+  isDigest,
+  writeFileAtomic,
+} from '../lib/index.js';
 
 const RECORD_FILE = join('cache', 'changes-v2.json');
 
@@ -75,11 +82,49 @@ export function readSnapshotClock(): SnapshotClock | undefined {
   return { bootId, wallNs, offsetNs: wallNs - monotonicNs };
 }
 
+/** The change record as its file holds it (clock values as decimal strings). */
+interface RecordFile {
+  v: number;
+  root: string;
+  clock: { bootId: string; wallNs: string; offsetNs: string };
+  tree: string;
+  totals: TreeTotals;
+  ignoreDirectories: string[];
+  outsideRules?: string;
+  directories: Record<string, string>;
+}
+
+/**
+ * The members of the change record file, when its `digest` (of the canonical JSON of the other
+ * members) vouches for them; undefined when it is absent, not JSON, damaged, or written by an
+ * older Rewind. A damaged record is never used: a later `wallNs` or another `tree` would make the
+ * next snapshot miss changes. Throws what reading the file throws, but ENOENT.
+ */
+function readRecord(storeDirectory: string): RecordFile | undefined {
+  let text: string;
+  try {
+    text = readFileSync(join(storeDirectory, RECORD_FILE), 'utf8');
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return undefined;
+    throw error;
+  }
+  try {
+    const raw: unknown = JSON.parse(text);
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
+    // Once the digest vouches for them, the members are those saveChangeRecord wrote.
+    const { digest, ...members } = raw as RecordFile & { digest: unknown };
+    return digest === digestBytes(canonicalJson(members)) ? members : undefined;
+  } catch {
+    // Not JSON, or nesting too deep or a number too large for canonical JSON: damaged.
+    return undefined;
+  }
+}
+
 /** Loads the change record of a store; undefined when absent, unreadable or for another root. */
 export function loadChangeRecord(storeDirectory: string, root: string): ChangeRecord | undefined {
   try {
-    const raw = JSON.parse(readFileSync(join(storeDirectory, RECORD_FILE), 'utf8'));
-    if (raw.v !== 2 || raw.root !== root || !isDigest(raw.tree)) return undefined;
+    const raw = readRecord(storeDirectory);
+    if (raw?.v !== 2 || raw.root !== root || !isDigest(raw.tree)) return undefined;
     return {
       root,
       clock: {
@@ -93,13 +138,10 @@ export function loadChangeRecord(storeDirectory: string, root: string): ChangeRe
         directoryCount: Number(raw.totals.directoryCount),
         sizeBytes: Number(raw.totals.sizeBytes),
       },
-      ignoreDirectories: (raw.ignoreDirectories as unknown[]).map(String),
+      ignoreDirectories: raw.ignoreDirectories.map(String),
       outsideRules: isDigest(raw.outsideRules) ? raw.outsideRules : undefined,
       directories: Object.fromEntries(
-        Object.entries(raw.directories as Record<string, unknown>).map(([path, identity]) => [
-          path,
-          String(identity),
-        ]),
+        Object.entries(raw.directories).map(([path, identity]) => [path, String(identity)]),
       ),
     };
   } catch {
@@ -113,7 +155,7 @@ export async function saveChangeRecord(
   record: ChangeRecord,
 ): Promise<void> {
   await mkdir(join(storeDirectory, 'cache'), { recursive: true });
-  const text = JSON.stringify({
+  const members = {
     v: 2,
     root: record.root,
     clock: {
@@ -124,9 +166,10 @@ export async function saveChangeRecord(
     tree: record.tree,
     totals: record.totals,
     ignoreDirectories: record.ignoreDirectories,
-    outsideRules: record.outsideRules,
+    ...(record.outsideRules !== undefined && { outsideRules: record.outsideRules }),
     directories: record.directories,
-  });
+  };
+  const text = JSON.stringify({ ...members, digest: digestBytes(canonicalJson(members)) });
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
 }
 
@@ -137,13 +180,8 @@ export async function clearChangeRecord(storeDirectory: string): Promise<void> {
 
 /** The tree the change record names, for garbage collection to keep. */
 export function recordedTree(storeDirectory: string): Digest | undefined {
-  try {
-    const raw = JSON.parse(readFileSync(join(storeDirectory, RECORD_FILE), 'utf8'));
-    return isDigest(raw.tree) ? raw.tree : undefined;
-  } catch (error) {
-    if (error instanceof SyntaxError || isSystemError(error, 'ENOENT')) return undefined;
-    throw error;
-  }
+  const tree = readRecord(storeDirectory)?.tree;
+  return isDigest(tree) ? tree : undefined;
 }
 
 let isFindUsable = true;

@@ -2,13 +2,37 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { type Digest, isDigest, writeFileAtomic } from '../lib/index.js';
+import { type Digest, digestBytes, isDigest, writeFileAtomic } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import { clearChangeRecord, recordedTree } from './changes.js';
 
 const CACHE_FILE = join('cache', 'snapshot-v1');
 const HEADER = 'rewind-snapshot-cache 1';
 const RECORD_SEPARATOR = '\0\n';
+/** The last record: `end`, NUL, and the digest of every byte before it. */
+const END = 'end\0';
+const END_BYTES = END.length + digestBytes('').length;
+
+/** The cache file's text: the header, the records, and the digest that vouches for them. */
+function encodeCache(header: string, records: Iterable<string>): string {
+  const body = `${[header, ...records].join(RECORD_SEPARATOR)}${RECORD_SEPARATOR}`;
+  return `${body}${END}${digestBytes(body)}`;
+}
+
+/**
+ * The header and records of a cache file, or undefined when its digest does not vouch for them:
+ * damaged (a flipped bit, a block of zeros left by a crash, since the cache is not written
+ * durably) or written by an older Rewind. A record is never read from such a file: a damaged
+ * payload would put a wrong digest in a snapshot.
+ */
+function decodeCache(bytes: Buffer): string[] | undefined {
+  const bodyBytes = bytes.length - END_BYTES;
+  if (bodyBytes < RECORD_SEPARATOR.length) return undefined;
+  if (bytes.toString('latin1', bodyBytes, bodyBytes + END.length) !== END) return undefined;
+  const digest = bytes.toString('latin1', bodyBytes + END.length);
+  if (digest !== digestBytes(bytes.subarray(0, bodyBytes))) return undefined;
+  return bytes.toString('utf8', 0, bodyBytes - RECORD_SEPARATOR.length).split(RECORD_SEPARATOR);
+}
 
 /**
  * A file whose timestamps fall this close to when the cache was recorded may have changed again
@@ -55,23 +79,26 @@ export class StatCache {
     return new StatCache(new Map(), 0n);
   }
 
-  /** Loads the cache of a store; an absent or unreadable cache is an empty one. */
+  /**
+   * Loads the cache of a store; an absent cache, or one whose digest does not vouch for it
+   * (damaged, or written by an older Rewind), is an empty one.
+   */
   static async load(storeDirectory: string): Promise<StatCache> {
-    let text: string;
+    let bytes: Buffer;
     try {
       // One native read and decode: the asynchronous read decodes chunk by chunk, much slower here.
-      text = readFileSync(join(storeDirectory, CACHE_FILE), 'utf8');
+      bytes = readFileSync(join(storeDirectory, CACHE_FILE));
     } catch (error) {
       if (isSystemError(error, 'ENOENT')) return new StatCache(new Map(), 0n);
       throw error;
     }
-    const records = text.split(RECORD_SEPARATOR);
-    const [header, recordedAt] = (records[0] ?? '').split('\0');
-    if (header !== HEADER || !/^\d+$/.test(recordedAt ?? '') || records.at(-1) !== 'end') {
+    const records = decodeCache(bytes);
+    const [header, recordedAt] = (records?.[0] ?? '').split('\0');
+    if (!records || header !== HEADER || !/^\d+$/.test(recordedAt ?? '')) {
       return new StatCache(new Map(), 0n);
     }
     const entries = new Map<string, string>();
-    for (let index = 1; index < records.length - 1; index++) {
+    for (let index = 1; index < records.length; index++) {
       const record = records[index] as string;
       const separator = record.indexOf('\0');
       entries.set(record.slice(0, separator), record.slice(separator + 1));
@@ -145,12 +172,10 @@ export class StatCache {
       }
     }
     if (forgotten === 0) return 0;
-    const parts: string[] = [`${HEADER}\0${this.#recordedAtNs}`];
-    for (const [key, value] of this.#entries) parts.push(`${key}\0${value}`);
-    parts.push('end');
-    await writeFileAtomic(join(storeDirectory, CACHE_FILE), parts.join(RECORD_SEPARATOR), {
-      isDurable: false,
-    });
+    const records: string[] = [];
+    for (const [key, value] of this.#entries) records.push(`${key}\0${value}`);
+    const text = encodeCache(`${HEADER}\0${this.#recordedAtNs}`, records);
+    await writeFileAtomic(join(storeDirectory, CACHE_FILE), text, { isDurable: false });
     return forgotten;
   }
 
@@ -158,14 +183,12 @@ export class StatCache {
   async save(storeDirectory: string, recordedAtNs: bigint): Promise<void> {
     const isSame = this.#changes.size === 0 && this.#keys.length === this.#entries.size;
     if (isSame && !this.#hasRacyEntries) return;
-    const parts: string[] = [`${HEADER}\0${recordedAtNs}`];
+    const records: string[] = [];
     for (const key of this.#keys)
-      parts.push(`${key}\0${this.#changes.get(key) ?? this.#entries.get(key)}`);
-    parts.push('end');
+      records.push(`${key}\0${this.#changes.get(key) ?? this.#entries.get(key)}`);
+    const text = encodeCache(`${HEADER}\0${recordedAtNs}`, records);
     await mkdir(join(storeDirectory, 'cache'), { recursive: true });
-    await writeFileAtomic(join(storeDirectory, CACHE_FILE), parts.join(RECORD_SEPARATOR), {
-      isDurable: false,
-    });
+    await writeFileAtomic(join(storeDirectory, CACHE_FILE), text, { isDurable: false });
   }
 }
 

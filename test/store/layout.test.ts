@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findStore, initStore, openStore } from '../../src/store/index.js';
@@ -35,6 +35,30 @@ describe('store layout', () => {
 
     await writeFile(join(workspace, '.rewind', 'rewind.json'), '{"format":"something-else"}');
     await expect(initStore(workspace)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
+  });
+
+  it('refuses a .rewind that is a file or a link to nothing, saying what it is and what to do, and leaves it as it was', async () => {
+    const workspace = await makeTempDirectory();
+    const path = join(workspace, '.rewind');
+    await writeFile(path, 'my notes');
+    await mkdir(join(workspace, 'sub'));
+    const refusal = {
+      code: 'STORE_NOT_OURS',
+      message: expect.stringMatching(/\.rewind is a file, not a directory: .*Move it aside/),
+    };
+    await expect(initStore(workspace)).rejects.toMatchObject(refusal);
+    await expect(openStore(workspace)).rejects.toMatchObject(refusal);
+    // The search upward stops at it: never "no store", never a store further up.
+    await expect(findStore(join(workspace, 'sub'))).rejects.toMatchObject(refusal);
+    expect(await readFile(path, 'utf8')).toBe('my notes');
+
+    await rm(path);
+    await symlink('nowhere', path);
+    await expect(initStore(workspace)).rejects.toMatchObject({
+      code: 'STORE_NOT_OURS',
+      message: expect.stringContaining('is a symbolic link to nothing'),
+    });
+    expect(await readlink(path)).toBe('nowhere');
   });
 
   it('refuses a store written in a newer format', async () => {
