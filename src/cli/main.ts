@@ -40,7 +40,7 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
     .option('--debug', 'add stack traces and cause chains to errors')
     .option(
       '--redact',
-      'strip credential headers (Authorization, Cookie, X-Api-Key...) before anything is stored',
+      'strip credentials (Authorization, Cookie, X-Api-Key... headers; URL passwords) before anything is stored',
     )
     .addOption(
       repeatable(

@@ -28,6 +28,8 @@ export { normalizeWorkspacePath, resolveWorkspacePath } from './paths.js';
 export {
   createRedactor,
   REDACTED,
+  REDACTION_LOOKAHEAD_BYTES,
+  type Redacted,
   type RedactionOptions,
   type Redactor,
   SENSITIVE_HEADERS,
