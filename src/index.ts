@@ -44,6 +44,7 @@ export {
   digestFile,
   normalizeWorkspacePath,
   REWIND_VERSION,
+  type RedactionOptions,
   resolveWorkspacePath,
   writeFileAtomic,
 } from './lib/index.js';
@@ -103,6 +104,7 @@ export {
   openSession,
   type PathChange,
   type PlannedChange,
+  type Protections,
   type PruneOptions,
   type PruneResult,
   previewWorkspace,
