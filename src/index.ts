@@ -45,6 +45,7 @@ export {
   displayPath,
   normalizeWorkspacePath,
   REWIND_VERSION,
+  type RedactionOptions,
   resolveWorkspacePath,
   writeFileAtomic,
 } from './lib/index.js';
@@ -104,6 +105,7 @@ export {
   openSession,
   type PathChange,
   type PlannedChange,
+  type Protections,
   type PruneOptions,
   type PruneResult,
   previewWorkspace,

@@ -167,6 +167,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         (globals.dir !== undefined ? resolve(io.cwd, globals.dir) : await locateWorkspace(io.cwd));
       const session = sessionOf(command);
       const patterns = globals.redactPattern ?? [];
+      const protections = {
+        ...((globals.redact || patterns.length > 0) && {
+          redact: { headers: globals.redact === true, patterns },
+        }),
+        ...(globals.blockPrivate && { blockPrivate: true }),
+      };
       let opened: Promise<Session> | undefined;
       const progressLine =
         io.isErrorTerminal === true && !globals.quiet && !globals.json
@@ -178,14 +184,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
           opened ??= openSession({
             workspace: root,
             ...(session !== undefined && { session }),
-            ...((globals.redact || patterns.length > 0) && {
-              redact: { headers: globals.redact === true, patterns },
-            }),
-            ...(globals.blockPrivate && { blockPrivate: true }),
+            ...protections,
           });
           return opened;
         },
         sessionId: async () => session,
+        protections,
         resolveFile: async (path) => resolve(io.cwd, path),
         defaults: {},
         ...(progressLine && { progress: progressLine.report }),

@@ -40,17 +40,20 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
     .option('--debug', 'add stack traces and cause chains to errors')
     .option(
       '--redact',
-      'strip credential headers (Authorization, Cookie, X-Api-Key...) before anything is stored',
+      'strip credentials (Authorization, Cookie, X-Api-Key... headers; URL passwords) before anything is stored; the session keeps it',
     )
     .addOption(
       repeatable(
         new Option(
           '--redact-pattern <re>',
-          'strip every match of this regular expression from what is stored (repeatable)',
+          'strip every match of this regular expression from what is stored (repeatable); the session keeps it',
         ),
       ),
     )
-    .option('--block-private', 'refuse HTTP requests to loopback and private addresses too')
+    .option(
+      '--block-private',
+      'refuse HTTP requests to loopback and private addresses too; the session keeps it',
+    )
     .showHelpAfterError('(run `rewind --help` for usage)')
     .exitOverride()
     .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });

@@ -10,7 +10,9 @@ export const LEDGER_FORMAT_VERSION = 1;
  */
 export const ENTRY_KINDS = {
   'session-started':
-    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init; `isolation` (`isolated`) for an isolated session.',
+    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init; `isolation` (`isolated`) for an isolated session; `redact` (`headers`: true to redact credentials, `patterns`) and `blockPrivate` (true) when the session was started with them: every process that opens the session applies them.',
+  'settings-tightened':
+    'A process opened the session with protections it did not have yet; from here on every process applies them too. Body: what was added: `redact` (`headers`: true, `patterns`), `blockPrivate` (true).',
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':
@@ -152,6 +154,17 @@ export function describeEntry(entry: LedgerEntry): string {
         typeof body.rewindVersion === 'string' ? ` by rewind ${body.rewindVersion}` : '';
       const where = typeof body.workspace === 'string' ? ` in ${body.workspace}` : '';
       return `session started${where}${version}${chain}`;
+    }
+    case 'settings-tightened': {
+      const redact = (body.redact ?? {}) as { headers?: unknown; patterns?: unknown };
+      const added = [
+        ...(redact.headers === true ? ['redaction of credentials'] : []),
+        ...(Array.isArray(redact.patterns)
+          ? redact.patterns.map((pattern) => `redaction of /${String(pattern)}/`)
+          : []),
+        ...(body.blockPrivate === true ? ['refusal of private addresses'] : []),
+      ];
+      return `session protections added: ${added.join(', ')}`;
     }
     case 'note-added': {
       const attachments = Array.isArray(body.attachments) ? body.attachments.length : 0;

@@ -44,6 +44,8 @@ export {
 export {
   createRedactor,
   REDACTED,
+  REDACTION_LOOKAHEAD_BYTES,
+  type Redacted,
   type RedactionOptions,
   type Redactor,
   SENSITIVE_HEADERS,

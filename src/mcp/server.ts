@@ -60,11 +60,18 @@ export function whenIdle(server: McpServer): Promise<void> {
 export function createMcpServer(options: McpServerOptions): McpServer {
   const server = new McpServer({ name: 'rewind', version: REWIND_VERSION });
   let stored: Promise<unknown> | undefined;
+  // What protects the session (redaction, private addresses refused) is recorded in a session
+  // init starts, and added to one the server opens: it belongs to the session from then on.
+  const protections = {
+    ...(options.session?.redact && { redact: options.session.redact }),
+    ...(options.session?.blockPrivate === true && { blockPrivate: true }),
+  };
   // init is idempotent: a workspace with a store keeps it and its current session.
-  const ready = () => (stored ??= init({ workspace: options.root }));
+  const ready = () => (stored ??= init({ workspace: options.root, ...protections }));
   let opened: Promise<Session> | undefined;
   const target: OperationTarget = {
     workspace: options.root,
+    protections,
     session: () => {
       opened ??= ready().then(() => openSession({ workspace: options.root, ...options.session }));
       return opened;

@@ -3,7 +3,7 @@
  * framework adapters' tools), with its input schema and the one call it makes.
  */
 import { z } from 'zod';
-import type { Session } from '../index.js';
+import type { RedactionOptions, Session } from '../index.js';
 
 /** What an operation acts on, as the edge that runs it provides it. */
 export interface OperationTarget {
@@ -23,6 +23,12 @@ export interface OperationTarget {
    * it inside the workspace.
    */
   resolveFile(path: string): Promise<string>;
+  /**
+   * What the edge was asked to protect sessions with (`--redact`, `--redact-pattern`,
+   * `--block-private`): recorded in a session it starts, added to one it opens. They belong to
+   * the session from then on; nothing takes them away.
+   */
+  readonly protections?: { readonly redact?: RedactionOptions; readonly blockPrivate?: boolean };
   /** Defaults the edge was started with; undefined leaves the library's (120 s, 30 s). */
   readonly defaults: { readonly execTimeoutMs?: number; readonly httpTimeoutMs?: number };
   /** Where a long operation says how it is going, when the edge shows progress. */

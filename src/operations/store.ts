@@ -8,6 +8,8 @@ import {
   type LogReport,
   log,
   note,
+  openSession,
+  type Protections,
   previewWorkspace,
   type SessionStatus,
   type SessionSummary,
@@ -62,6 +64,46 @@ function checkSandbox(sandbox: 'bwrap' | 'none' | 'auto' | undefined, workspace:
     : [];
 }
 
+/** The protections `from` has and `to` lacks, in words: `redaction of credentials`. */
+function missingProtections(from: Protections, to: Protections): string[] {
+  return [
+    ...(from.redact.headers && !to.redact.headers ? ['redaction of credentials'] : []),
+    ...from.redact.patterns
+      .filter((pattern) => !to.redact.patterns.includes(pattern))
+      .map((pattern) => `redaction of /${pattern}/`),
+    ...(from.blockPrivate && !to.blockPrivate ? ['refusal of private addresses'] : []),
+  ];
+}
+
+/**
+ * The warning for a new session that lacks protections the current one has: a session records
+ * only what it is started with, so starting one is how a person works without them, and it is
+ * said, never silent.
+ */
+function looserWarnings(
+  previous: SessionSummary | undefined,
+  started: SessionSummary | undefined,
+): string[] {
+  if (!previous || !started || previous.id === started.id) return [];
+  const missing = missingProtections(previous.protections, started.protections);
+  if (missing.length === 0) return [];
+  return [
+    `The new session ${started.id} does not have the ${namedList(missing)} of session ${previous.id}: a session keeps only the protections it was started or opened with. Give the same options to keep them.`,
+  ];
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function namedList(items: readonly string[]): string {
+  return items.length <= 1
+    ? (items[0] ?? '')
+    : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
+}
+
+/** The summary of session `id` of the store at `workspace`. */
+async function summaryOf(workspace: string, id: string): Promise<SessionSummary | undefined> {
+  return (await status({ workspace })).sessions.find((session) => session.id === id);
+}
+
 export const initOperation = defineOperation({
   name: 'init',
   title: 'Create the store',
@@ -80,17 +122,29 @@ export const initOperation = defineOperation({
   excludedFrom: {
     mcp: 'the server creates the store itself when a tool is first called',
   },
-  run: async ({ workspace }, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
+  run: async (target, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
+    const { workspace } = target;
+    const protections = target.protections ?? {};
     const warnings = checkSandbox(sandbox, workspace);
     const sandboxing = {
       ...(sandbox !== undefined && { sandbox }),
       ...(network === true && { network: true }),
     };
-    const result = await init({
+    let result = await init({
       workspace,
       hashChain: hashChain === true,
       ...(isolated !== true && sandboxing),
+      ...protections,
     });
+    const isProtecting = protections.redact !== undefined || protections.blockPrivate === true;
+    if (!result.isNewSession && isolated !== true && isProtecting) {
+      // The current session takes them as any session opened with them does: for good.
+      await (await openSession({ workspace, ...protections })).close();
+      result = {
+        ...result,
+        session: (await summaryOf(workspace, result.session.id)) ?? result.session,
+      };
+    }
     if (isolated !== true) {
       // Said only when the session differs: a script may run the same init every time.
       const { session } = result;
@@ -104,11 +158,20 @@ export const initOperation = defineOperation({
       return { ...result, ignoredOptions, preview, warnings: sandboxWarnings };
     }
     // An isolated session takes the sandbox; only a store's first session can be hash-chained.
-    const started = await startIsolatedSession({ workspace, ...sandboxing });
+    const started = await startIsolatedSession({ workspace, ...sandboxing, ...protections });
     await started.close();
     const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
     const preview = await previewWorkspace({ workspace: result.workspace });
-    return { ...result, isolatedSession: started.id, ignoredOptions, preview, warnings };
+    const looser = result.isNewSession
+      ? []
+      : looserWarnings(result.session, await summaryOf(workspace, started.id));
+    return {
+      ...result,
+      isolatedSession: started.id,
+      ignoredOptions,
+      preview,
+      warnings: [...warnings, ...looser],
+    };
   },
 });
 
@@ -137,18 +200,21 @@ export const sessionNewOperation = defineOperation({
     mcp: "it changes the store's current session for every later command and person; the server keeps the session it opened",
   },
   run: async (
-    { workspace },
+    target,
     { hashChain, sandbox, network, switch: isSwitching },
   ): Promise<SessionNewOutput> => {
+    const { workspace } = target;
     const warnings = checkSandbox(sandbox, workspace);
+    const previous = (await status({ workspace })).sessions.find((session) => session.isCurrent);
     const session = await startSession({
       workspace,
       hashChain: hashChain === true,
       ...(sandbox !== undefined && { sandbox }),
       ...(network === true && { network: true }),
+      ...target.protections,
       makeCurrent: isSwitching !== false,
     });
-    return { session, warnings };
+    return { session, warnings: [...warnings, ...looserWarnings(previous, session)] };
   },
 });
 

@@ -12,6 +12,9 @@ export interface HttpRequest {
   body?: Uint8Array | string;
 }
 
+/** The bytes of a response body kept unless told otherwise. */
+export const DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024;
+
 /** Options of {@link performRequest}. */
 export interface HttpOptions {
   /** The whole exchange must end within this. Default 30 000 ms. */
@@ -268,7 +271,7 @@ export async function performRequest(
   const url = checkRequest(request);
   const target = await checkTarget(url, options.blockPrivate === true);
   const timeoutMs = options.timeoutMs ?? 30_000;
-  const limit = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const started = process.hrtime.bigint();
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {

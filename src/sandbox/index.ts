@@ -1,6 +1,7 @@
 export {
   checkRequest,
   checkTarget,
+  DEFAULT_MAX_BODY_BYTES,
   type HttpOptions,
   type HttpRequest,
   type HttpResponse,
@@ -10,6 +11,7 @@ export {
 export {
   type Command,
   cleanEnvironment,
+  DEFAULT_MAX_OUTPUT_BYTES,
   ENVIRONMENT_ALLOW_LIST,
   type RunOptions,
   type RunResult,

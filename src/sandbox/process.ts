@@ -53,7 +53,8 @@ export const ENVIRONMENT_ALLOW_LIST = [
 ] as const;
 
 const DEFAULT_TIMEOUT_MS = 120_000;
-const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+/** The bytes of stdout and of stderr a command keeps unless told otherwise. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 const KILL_GRACE_MS = 2_000;
 
 /** The clean environment of a command: the allow-list, then the caller's variables. */

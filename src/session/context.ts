@@ -41,6 +41,7 @@ export interface SessionSettings {
   readonly execTimeoutMs: number;
   /** Default timeout of requests (http and request compensations). 30 000 ms. */
   readonly httpTimeoutMs: number;
+  /** Refuse private addresses: what the session records, or what this opening adds. */
   readonly blockPrivate: boolean;
   /** Where commands run: the option, else what `init` recorded, else `none`. */
   readonly sandbox: SandboxBackend | 'auto';

@@ -45,6 +45,7 @@ export {
   stopEscalation,
 } from './policies/escalation.js';
 export type { AutoRollbackReport } from './policies/policy-state.js';
+export type { Protections } from './protections.js';
 export type { ActionDetail, ActionInfo, StoredText } from './reads.js';
 export {
   type InitResult,

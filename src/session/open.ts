@@ -4,7 +4,7 @@ import { chown, cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
 import { Ledger, setCurrentSession } from '../ledger/index.js';
-import { createRedactor, type RedactionOptions, type Redactor } from '../lib/index.js';
+import { createRedactor, type RedactionOptions } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { createObjectStore, openStore, type StoreLocation } from '../store/index.js';
 import {
@@ -16,6 +16,7 @@ import {
 } from './context.js';
 import { viewDirectoryOf } from './isolation.js';
 import { withWorkspaceLock } from './journal/journal.js';
+import { isLooser, protectionsIn, protectionsOf, tighteningOf } from './protections.js';
 import { pickSession, startLedger } from './session-files.js';
 
 /** Options of `openSession`. */
@@ -38,13 +39,22 @@ export interface OpenSessionOptions {
    */
   isolation?: 'shared' | 'isolated';
   /**
-   * Strips secrets before anything is hashed or stored: credential headers (`headers: true`:
-   * Authorization, Cookie, X-Api-Key...) and every match of `patterns` in commands, URLs,
-   * headers, bodies and outputs. Off by default. A draft keeps its exact content (under
-   * `.rewind/drafts/`, deleted once it runs or is discarded) so it can run as approved.
+   * Strips secrets before anything is hashed or stored: credentials (`headers: true`: the
+   * Authorization, Cookie, X-Api-Key... headers and URL passwords) and every match of `patterns`
+   * in commands, URLs, headers, bodies and outputs. Off by default. A draft keeps its exact
+   * content (under `.rewind/drafts/`, deleted once it runs or is discarded) so it can run as
+   * approved.
+   *
+   * Redaction belongs to the session: what a session was started with is applied whatever this
+   * says, and what this adds to an existing session is recorded in it (a `settings-tightened`
+   * entry), so every later process applies it too. Nothing here takes redaction away: start a
+   * new session to work without it.
    */
   redact?: RedactionOptions;
-  /** Refuse HTTP requests to loopback and private addresses too. */
+  /**
+   * Refuse HTTP requests to loopback and private addresses too. Like `redact`, it belongs to the
+   * session: recorded when given, never taken away.
+   */
   blockPrivate?: boolean;
   /**
    * Where `exec` runs commands: `bwrap` (bubblewrap: the system read-only, only the workspace
@@ -63,14 +73,19 @@ export interface IsolatedSessionOptions extends OpenSessionOptions {
   makeCurrent?: boolean;
 }
 
-/** The context of a session whose ledger is open; the session-started body read once. */
+/**
+ * The context of a session whose ledger is open; the session-started body read once, and the
+ * protections the session records, with what `options` adds.
+ */
 async function createContext(
   location: StoreLocation,
   ledger: Ledger,
   options: OpenSessionOptions,
-  redactor: Redactor,
 ): Promise<SessionContext> {
-  const started = (await ledger.read()).entries[0]?.body ?? {};
+  const { entries } = await ledger.read();
+  const started = entries[0]?.body ?? {};
+  const protections = protectionsIn(protectionsOf(entries), options);
+  const redactor = createRedactor(protections.redact);
   const isIsolated = started.isolation === 'isolated';
   const id = ledger.session.id;
   return Object.freeze({
@@ -86,7 +101,7 @@ async function createContext(
       lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
       execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,
       httpTimeoutMs: DEFAULT_HTTP_TIMEOUT_MS,
-      blockPrivate: options.blockPrivate === true,
+      blockPrivate: protections.blockPrivate,
       sandbox:
         options.sandbox ?? (started.sandbox as SandboxBackend | 'auto' | undefined) ?? 'none',
       network: options.network ?? started.network === true,
@@ -103,12 +118,13 @@ async function createContext(
  */
 export async function openContext(options: OpenSessionOptions): Promise<SessionContext> {
   // A pattern that does not compile fails before anything opens.
-  const redactor = createRedactor(options.redact);
+  createRedactor(options.redact);
   const location = await openStore(options.workspace);
   const file = await pickSession(location, options.session);
   const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
   try {
-    const context = await createContext(location, ledger, options, redactor);
+    const recorded = protectionsOf((await ledger.read()).entries);
+    let context = await createContext(location, ledger, options);
     if (context.isolation === 'isolated' && !existsSync(context.workspace)) {
       throw new RewindError(
         'SESSION_NOT_FOUND',
@@ -116,8 +132,16 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
         { data: { session: context.id } },
       );
     }
-    // Taking the lock finishes any interrupted operation first.
-    await withWorkspaceLock(context, 'opening the session', async () => {});
+    // Taking the lock finishes any interrupted operation first. What this process adds to the
+    // session's protections is recorded, so that every later process applies it too.
+    let recordedNow = recorded;
+    await withWorkspaceLock(context, 'opening the session', async (journal) => {
+      recordedNow = protectionsOf((await ledger.read()).entries);
+      const added = tighteningOf(recordedNow, options);
+      if (added) await journal.append('settings-tightened', added);
+    });
+    // Another process added some meanwhile: they apply here too.
+    if (isLooser(recorded, recordedNow)) context = await createContext(location, ledger, options);
     return context;
   } catch (error) {
     await ledger.close();
@@ -132,7 +156,6 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
 export async function startIsolatedContext(
   options: IsolatedSessionOptions,
 ): Promise<SessionContext> {
-  const redactor = createRedactor(options.redact);
   const location = await openStore(options.workspace);
   const ledger = await startLedger(location, {
     isolation: 'isolated',
@@ -140,10 +163,12 @@ export async function startIsolatedContext(
     ...(options.generateId && { generateId: options.generateId }),
     ...(options.sandbox && { sandbox: options.sandbox }),
     ...(options.network !== undefined && { network: options.network }),
+    ...(options.redact && { redact: options.redact }),
+    ...(options.blockPrivate === true && { blockPrivate: true }),
   });
   const id = ledger.session.id;
   try {
-    const context = await createContext(location, ledger, options, redactor);
+    const context = await createContext(location, ledger, options);
     await copyIntoView(location.workspace, context.workspace);
     await withWorkspaceLock(context, 'starting the isolated session', async (journal) => {
       const base = await snapshotWorkspace(context);

@@ -15,7 +15,7 @@ import {
   setCurrentSession,
   unsupportedEntryError,
 } from '../ledger/index.js';
-import { acquireLock, type Digest, type UnreadableLine } from '../lib/index.js';
+import { acquireLock, createRedactor, type Digest, type UnreadableLine } from '../lib/index.js';
 import {
   createObjectStore,
   findStore,
@@ -31,6 +31,7 @@ import {
   deriveActions,
   isRecorded,
 } from './journal/action-records.js';
+import { type ProtectionOptions, type Protections, protectionsOf } from './protections.js';
 import { pickSession, startLedger } from './session-files.js';
 
 /** Options every store operation takes. */
@@ -61,6 +62,8 @@ export interface SessionSummary {
   isolation: 'shared' | 'isolated';
   /** Whether its sandboxed commands may use the network. */
   network: boolean;
+  /** What every process that opens it applies: redaction, refusal of private addresses. */
+  protections: Protections;
   /**
    * The operation a killed process left half-done, if any: the next command that opens the
    * session finishes it (saving first whatever was edited since).
@@ -98,6 +101,7 @@ function summarize(
     sandbox: String(reading.entries[0]?.body.sandbox ?? 'none'),
     isolation: reading.entries[0]?.body.isolation === 'isolated' ? 'isolated' : 'shared',
     network: reading.entries[0]?.body.network === true,
+    protections: protectionsOf(reading.entries),
     interrupted: interruptedOf(reading.entries),
   };
 }
@@ -130,7 +134,7 @@ export interface InitResult {
  * `WORKSPACE_REFUSED` for `/` or a home directory.
  */
 /** How a new session is started (by {@link init} on a new store, or {@link startSession}). */
-export interface NewSessionOptions {
+export interface NewSessionOptions extends ProtectionOptions {
   hashChain?: boolean;
   now?: () => Date;
   generateId?: () => string;
@@ -147,10 +151,14 @@ function startOptionsOf(options: NewSessionOptions): Parameters<typeof startLedg
     ...(options.generateId && { generateId: options.generateId }),
     ...(options.sandbox && { sandbox: options.sandbox }),
     ...(options.network !== undefined && { network: options.network }),
+    ...(options.redact && { redact: options.redact }),
+    ...(options.blockPrivate === true && { blockPrivate: true }),
   };
 }
 
 export async function init(options: WorkspaceOptions & NewSessionOptions): Promise<InitResult> {
+  // A redaction pattern that does not compile is refused before anything is created.
+  createRedactor(options.redact);
   // A store in / or a home directory could never be snapshotted: refuse before creating it.
   const stats = await stat(options.workspace).catch(() => undefined);
   if (stats) checkWorkspace(options.workspace);

@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import { RewindError } from '../errors.js';
 import { Ledger, readCurrentSession, resolveSession, type SessionFile } from '../ledger/index.js';
-import { REWIND_VERSION } from '../lib/index.js';
+import { createRedactor, REWIND_VERSION } from '../lib/index.js';
 import type { StoreLocation } from '../store/index.js';
+import { type ProtectionOptions, startedFieldsOf } from './protections.js';
 
 /**
  * The ledger file of a session: `session` (an id, a unique prefix or a file name), else the
@@ -23,7 +24,7 @@ export async function pickSession(
 }
 
 /** How {@link startLedger} starts a session. */
-export interface StartOptions {
+export interface StartOptions extends ProtectionOptions {
   hashChain?: boolean;
   now?: () => Date;
   generateId?: () => string;
@@ -39,6 +40,8 @@ export interface StartOptions {
  * the session); the ledger is left open.
  */
 export function startLedger(location: StoreLocation, options: StartOptions): Promise<Ledger> {
+  // A redaction pattern that does not compile is refused before it is recorded.
+  createRedactor(options.redact);
   return Ledger.create(location.directory, {
     hashChain: options.hashChain === true,
     ...(options.now && { now: options.now }),
@@ -51,6 +54,7 @@ export function startLedger(location: StoreLocation, options: StartOptions): Pro
       ...(options.isolation && { isolation: options.isolation }),
       ...(options.sandbox && { sandbox: options.sandbox }),
       ...(options.network !== undefined && { network: options.network }),
+      ...startedFieldsOf(options),
     },
   });
 }

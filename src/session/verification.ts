@@ -1,8 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
+import { REDACTION_LOOKAHEAD_BYTES } from '../lib/index.js';
+import { DEFAULT_MAX_OUTPUT_BYTES } from '../sandbox/index.js';
 import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
-import { redactBytes } from './actions/journaled-spec.js';
+import { redactCapped } from './actions/journaled-spec.js';
 import { type SessionContext, sandboxFor } from './context.js';
 import { withWorkspaceLock } from './journal/journal.js';
 
@@ -60,7 +62,12 @@ export async function runVerification(
   return withWorkspaceLock(context, 'running the verifier', async (journal) => {
     const sandbox = sandboxFor(context);
     const result = await runVerifier(config, async (command, timeoutMs) => {
-      const run = await sandbox.run(command, { cwd: context.workspace, timeoutMs });
+      // Read past the cap, so that a secret the cap cuts is redacted whole, not stored in part.
+      const run = await sandbox.run(command, {
+        cwd: context.workspace,
+        timeoutMs,
+        maxOutputBytes: DEFAULT_MAX_OUTPUT_BYTES + REDACTION_LOOKAHEAD_BYTES,
+      });
       return {
         stdout: run.stdout.toString('utf8'),
         stderr: run.stderr.toString('utf8'),
@@ -71,8 +78,13 @@ export async function runVerification(
     const redactor = context.redactor;
     const last = result.attempts.at(-1);
     const batch = context.store.batch();
-    const stdout = await batch.put(redactBytes(redactor, Buffer.from(last?.stdout ?? '')).bytes);
-    const stderr = await batch.put(redactBytes(redactor, Buffer.from(last?.stderr ?? '')).bytes);
+    const cap = DEFAULT_MAX_OUTPUT_BYTES;
+    const stdout = await batch.put(
+      redactCapped(redactor, Buffer.from(last?.stdout ?? ''), cap).bytes,
+    );
+    const stderr = await batch.put(
+      redactCapped(redactor, Buffer.from(last?.stderr ?? ''), cap).bytes,
+    );
     await batch.commit();
     const command = typeof config.command === 'string' ? config.command : config.command.join(' ');
     const entry = await journal.append(

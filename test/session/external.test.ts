@@ -363,6 +363,63 @@ describe('redaction', () => {
     }
   });
 
+  it('with --redact, strips URL passwords from commands, outputs, requests and what comes back', async () => {
+    const server = await echoServer();
+    const { workspace, session } = await sessionIn({ redact: { headers: true } });
+    const command = await session.exec(
+      'echo connecting to postgres://app:PG-PASSWORD-1@db/app; echo "password: PG-PASSWORD-1" >&2',
+    );
+    expect(command.target).toBe(
+      'echo connecting to postgres://app:[redacted]@db/app; echo "password: [redacted]" >&2',
+    );
+    expect(command).toMatchObject({
+      stdout: 'connecting to postgres://app:[redacted]@db/app\n',
+      stderr: 'password: [redacted]\n',
+    });
+    const url = server.url.replace('http://', 'http://bob:HTTP-PASSWORD-2@');
+    const request = await session.http({
+      method: 'POST',
+      url: `${url}/hook`,
+      body: JSON.stringify({ callback: 'https://hook:BODY-PASSWORD-3@example.test/x' }),
+    });
+    // The request went out with the credentials; the server echoed them (as Basic) in its body.
+    expect(server.received[0]?.headers.authorization).toBe(
+      `Basic ${Buffer.from('bob:HTTP-PASSWORD-2').toString('base64')}`,
+    );
+    expect(request.target).toMatch(/^POST http:\/\/bob:\[redacted\]@127\.0\.0\.1:\d+\/hook$/);
+    expect(request.response?.body).toContain('https://hook:[redacted]@example.test/x');
+    await session.close();
+    const store = await everything(join(workspace, '.rewind'));
+    for (const secret of [
+      'PG-PASSWORD-1',
+      'HTTP-PASSWORD-2',
+      'BODY-PASSWORD-3',
+      Buffer.from('bob:HTTP-PASSWORD-2').toString('base64'),
+    ]) {
+      expect(store).not.toContain(secret);
+    }
+  });
+
+  it('stores no part of a secret that the output cap cuts', async () => {
+    const { workspace, session } = await sessionIn({
+      redact: { headers: true, patterns: ['sk-[a-z0-9]{8,}'] },
+    });
+    const mebibyte = 1024 * 1024;
+    // The default cap (1 MiB) falls three characters into each secret.
+    const pad = (length: number) => `head -c ${length} /dev/zero | tr '\\0' a`;
+    const result = await session.exec(
+      `${pad(mebibyte - 3)}; echo sk-abcdefghij1234; ${pad(mebibyte - 3 - 'https://u:'.length)} >&2; echo https://u:URLPASSWORD9@host >&2`,
+    );
+    expect(result).toMatchObject({ stdoutTruncated: true, stderrTruncated: true });
+    expect(result.stdout.endsWith('aaa[redacted]')).toBe(true);
+    expect(result.stderr.endsWith('https://u:[redacted]')).toBe(true);
+    await session.close();
+    const store = await everything(join(workspace, '.rewind'));
+    expect(store).toContain('aaa[redacted]');
+    for (const prefix of ['aaask-', 'aaask', 'u:URL', 'URLPASS'])
+      expect(store).not.toContain(prefix);
+  });
+
   it('refuses a pattern that does not compile before opening anything', async () => {
     const workspace = await makeTempDirectory();
     await init({ workspace });

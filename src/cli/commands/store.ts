@@ -91,7 +91,19 @@ function describeSession(session: InitOutput['session']): string {
       ? 'no sandbox'
       : `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`;
   const isolated = session.isolation === 'isolated' ? 'isolated, ' : '';
-  return `${isolated}${session.isHashChained ? 'hash-chained' : 'no hash chain'}, ${sandbox}`;
+  const protections = describeProtections(session);
+  return `${isolated}${session.isHashChained ? 'hash-chained' : 'no hash chain'}, ${sandbox}${protections ? `, ${protections}` : ''}`;
+}
+
+/** `redacts credentials and 2 patterns, refuses private addresses`, or '' for none. */
+function describeProtections(session: SessionSummary): string {
+  const { redact, blockPrivate } = session.protections;
+  const count = redact.patterns.length;
+  const patterns = count > 0 ? `${count} ${count === 1 ? 'pattern' : 'patterns'}` : '';
+  const redacted = [redact.headers ? 'credentials' : '', patterns].filter(Boolean).join(' and ');
+  return [redacted ? `redacts ${redacted}` : '', blockPrivate ? 'refuses private addresses' : '']
+    .filter(Boolean)
+    .join(', ');
 }
 
 /** What `init` did with the options that shape a session, when it could not apply some of them. */
@@ -135,6 +147,7 @@ function renderSessionLine(session: SessionSummary): string {
     session.sandbox !== 'none'
       ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
       : '',
+    describeProtections(session),
   ]
     .filter(Boolean)
     .join(', ');

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
-import { diskPath, namedAndMore } from '../../lib/index.js';
-import type { Command, RunResult } from '../../sandbox/index.js';
+import { diskPath, namedAndMore, REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
+import { type Command, DEFAULT_MAX_OUTPUT_BYTES, type RunResult } from '../../sandbox/index.js';
 import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
 import { type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
@@ -10,7 +10,7 @@ import {
   type ActionResult,
   type ExecSpec,
   journaledSpec,
-  redactBytes,
+  redactCapped,
   targetOf,
 } from './journaled-spec.js';
 
@@ -113,13 +113,15 @@ export async function runCommandAction(
   before: SnapshotResult,
 ): Promise<ExecResult> {
   const redactor = context.redactor;
+  const cap = spec.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES;
   let run: RunResult;
   try {
+    // Read past the cap, so that a secret the cap cuts is redacted whole, not stored in part.
     run = await sandboxFor(context).run(spec.command, {
       cwd: context.workspace,
       timeoutMs: spec.timeoutMs,
       ...(spec.env && { env: spec.env }),
-      ...(spec.maxOutputBytes !== undefined && { maxOutputBytes: spec.maxOutputBytes }),
+      maxOutputBytes: cap + REDACTION_LOOKAHEAD_BYTES,
     });
   } catch (error) {
     const code = isRewindError(error) ? error.code : 'EXEC_FAILED';
@@ -138,8 +140,14 @@ export async function runCommandAction(
     throw error;
   }
   const after = await snapshotWorkspace(context);
-  const stdoutText = redactBytes(redactor, run.stdout);
-  const stderrText = redactBytes(redactor, run.stderr);
+  // The URL passwords the command carries are scrubbed wherever it prints them, too.
+  const secrets = redactor.secretsIn(
+    typeof spec.command === 'string' ? spec.command : spec.command.join(' '),
+  );
+  const stdoutText = redactCapped(redactor, run.stdout, cap, secrets);
+  const stderrText = redactCapped(redactor, run.stderr, cap, secrets);
+  const stdoutTruncated = run.stdoutTruncated || stdoutText.truncated;
+  const stderrTruncated = run.stderrTruncated || stderrText.truncated;
   const batch = context.store.batch();
   const stdout = await batch.put(stdoutText.bytes);
   const stderr = await batch.put(stderrText.bytes);
@@ -188,8 +196,8 @@ export async function runCommandAction(
         timedOut: run.timedOut,
         durationMs: Math.round(run.durationMs),
         sandbox: sandbox.backend,
-        stdout: { ...stdout, truncated: run.stdoutTruncated },
-        stderr: { ...stderr, truncated: run.stderrTruncated },
+        stdout: { ...stdout, truncated: stdoutTruncated },
+        stderr: { ...stderr, truncated: stderrTruncated },
       },
       ...(redacted.length > 0 && { redacted }),
       ...(!isDone && {
@@ -226,8 +234,8 @@ export async function runCommandAction(
     durationMs: run.durationMs,
     stdout: stdoutText.bytes.toString('utf8'),
     stderr: stderrText.bytes.toString('utf8'),
-    stdoutTruncated: run.stdoutTruncated,
-    stderrTruncated: run.stderrTruncated,
+    stdoutTruncated,
+    stderrTruncated,
     ...files,
   };
 }

@@ -1,7 +1,9 @@
 import { isRewindError } from '../../errors.js';
+import { REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import {
   checkRequest,
   checkTarget,
+  DEFAULT_MAX_BODY_BYTES,
   type HttpRequest,
   type HttpResponse,
   performRequest,
@@ -16,6 +18,7 @@ import {
   type HttpSpec,
   journaledSpec,
   redactBytes,
+  redactCapped,
   targetOf,
 } from './journaled-spec.js';
 import { keepCompensation } from './verbatim.js';
@@ -111,7 +114,12 @@ export async function runRequestAction(
           body: Buffer.from(spec.request.body, 'base64'),
         }),
       },
-      { timeoutMs: spec.timeoutMs, blockPrivate: context.settings.blockPrivate },
+      {
+        timeoutMs: spec.timeoutMs,
+        blockPrivate: context.settings.blockPrivate,
+        // Read past the cap, so that a secret the cap cuts is redacted whole, not stored in part.
+        maxBodyBytes: DEFAULT_MAX_BODY_BYTES + REDACTION_LOOKAHEAD_BYTES,
+      },
     );
   } catch (error) {
     const code = isRewindError(error) ? error.code : 'HTTP_FAILED';
@@ -128,9 +136,11 @@ export async function runRequestAction(
   const secrets = [
     ...redactor.secretsOf(spec.request.headers ?? {}),
     ...redactor.secretsOf(response.headers),
+    ...redactor.secretsIn(spec.request.url),
   ];
   const { headers, redacted } = redactor.headers(response.headers, secrets);
-  const body = redactBytes(redactor, response.body, secrets);
+  const body = redactCapped(redactor, response.body, DEFAULT_MAX_BODY_BYTES, secrets);
+  const bodyTruncated = response.bodyTruncated || body.truncated;
   const sent = redactBytes(redactor, Buffer.from(spec.request.body ?? '', 'base64'), secrets);
   const batch = context.store.batch();
   const stored = await batch.put(body.bytes);
@@ -144,7 +154,7 @@ export async function runRequestAction(
       evidence: {
         status: response.status,
         headers,
-        body: { ...stored, truncated: response.bodyTruncated },
+        body: { ...stored, truncated: bodyTruncated },
         durationMs: Math.round(response.durationMs),
         address: response.address,
         requestBody,
@@ -177,7 +187,7 @@ export async function runRequestAction(
       status: response.status,
       headers,
       body: body.bytes.toString('utf8'),
-      bodyTruncated: response.bodyTruncated,
+      bodyTruncated,
     },
   };
 }

@@ -156,6 +156,22 @@ export function journaledSpec(redactor: Redactor, spec: ActionSpec): Record<stri
   };
 }
 
+/**
+ * Output read past its cap (up to `REDACTION_LOOKAHEAD_BYTES` more), redacted, then cut to `cap`
+ * (see `Redactor.capped`): a secret the cap falls inside is replaced whole, never stored in part.
+ * Matched on a byte-for-byte decoding.
+ */
+export function redactCapped(
+  redactor: Redactor,
+  bytes: Buffer,
+  cap: number,
+  literals: readonly string[] = [],
+): { bytes: Buffer; count: number; truncated: boolean } {
+  if (bytes.length <= cap && !redactor.isActive) return { bytes, count: 0, truncated: false };
+  const { text, count, truncated } = redactor.capped(bytes.toString('latin1'), cap, literals);
+  return { bytes: count > 0 || truncated ? Buffer.from(text, 'latin1') : bytes, count, truncated };
+}
+
 /** Bytes with every redaction pattern match replaced (matched on a byte-for-byte decoding). */
 export function redactBytes(
   redactor: Redactor,
