@@ -1,5 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { constants, mkdirSync, renameSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  futimesSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import {
   chmod,
   copyFile,
@@ -10,7 +21,6 @@ import {
   rename,
   stat,
   unlink,
-  utimes,
 } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -62,8 +72,10 @@ export interface ObjectBatch {
 export interface ObjectStore {
   /**
    * Stores content and returns its digest and size. Idempotent: storing content that exists
-   * already writes nothing (it only marks the object as recently used). Atomic: a crash leaves
-   * either no object or the whole object, never a partial one.
+   * already writes nothing (it only marks the object as recently used), unless the object there
+   * is damaged (another size, other bytes, not a plain file): then it is written again, so what
+   * refers to it is whole. Atomic: a crash leaves either no object or the whole object, never a
+   * partial one.
    */
   put(source: ObjectSource): Promise<ObjectInfo>;
   /**
@@ -130,6 +142,105 @@ function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
   );
 }
 
+/** The flags that open an object file to check it: never through a symbolic link at its name. */
+const CHECK_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
+
+/** What a put finds at an object's name. */
+type Existing = 'absent' | 'sound' | 'damaged';
+
+/** True for the errors of opening or reading a name that holds a link or a directory. */
+const isNotAFile = (error: unknown): boolean =>
+  isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR');
+
+/**
+ * Checks the object file at `file` against its content (`bytes`, else `digest` and
+ * `sizeBytes`), synchronously; a sound one is marked used. Another size, other bytes, a link or a
+ * directory is damaged.
+ */
+function checkExistingSync(file: string, bytes: Uint8Array): Existing {
+  let fd: number;
+  try {
+    fd = openSync(file, CHECK_FLAGS);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  }
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile() || stats.size !== bytes.byteLength) return 'damaged';
+    // One byte more than expected is read, so a file that grows meanwhile is caught too.
+    const found = Buffer.allocUnsafe(bytes.byteLength + 1);
+    let length = 0;
+    for (;;) {
+      const read = readSync(fd, found, length, found.length - length, null);
+      if (read === 0) break;
+      length += read;
+      if (length === found.length) break;
+    }
+    if (length !== bytes.byteLength || !found.subarray(0, length).equals(bytes)) return 'damaged';
+    const now = new Date();
+    futimesSync(fd, now, now);
+    return 'sound';
+  } catch (error) {
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** {@link checkExistingSync} for content known by its digest and size: the file is re-hashed. */
+async function checkExisting(file: string, digest: Digest, sizeBytes: number): Promise<Existing> {
+  let handle: FileHandle;
+  try {
+    handle = await open(file, CHECK_FLAGS);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile() || stats.size !== sizeBytes) return 'damaged';
+    const digester = createDigester();
+    const buffer = Buffer.allocUnsafe(Math.min(STREAM_CHUNK_BYTES, sizeBytes + 1));
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      digester.update(buffer.subarray(0, bytesRead));
+    }
+    if (digester.digest() !== digest) return 'damaged';
+    const now = new Date();
+    await handle.utimes(now, now);
+    return 'sound';
+  } catch (error) {
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
+function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
+  return new RewindError(
+    'OBJECT_CORRUPT',
+    `Object ${digest} is damaged and cannot be written again: ${file} is not a file (a directory?). ` +
+      'Move it out of the store, then retry; run `rewind verify` to list every damaged object.',
+    { data: { digest, file }, cause },
+  );
+}
+
+/** Renames a temporary file over a damaged object, or reports why it cannot. */
+function renameOverDamaged(temporary: string, file: string, digest: Digest): Promise<void> {
+  return rename(temporary, file).catch((error: unknown) => {
+    if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
+      throw unrepairable(digest, file, error);
+    throw error;
+  });
+}
+
 async function* chunksOfFile(file: string): AsyncIterable<Buffer> {
   const handle = await open(file, 'r');
   try {
@@ -163,37 +274,32 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return directory;
   }
 
-  async function freshen(file: string): Promise<boolean> {
-    const now = new Date();
-    try {
-      await utimes(file, now, now);
-      return true;
-    } catch (error) {
-      if (isSystemError(error, 'ENOENT')) return false;
-      throw error;
-    }
-  }
-
   function temporaryPath(): string {
     return join(objectsDirectory, `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`);
   }
 
-  /** Moves a fully written, fsynced temporary file to its object name (or drops it if stored). */
+  /**
+   * Moves a fully written, fsynced temporary file to its object name: over a damaged object
+   * there, and not at all over a sound one (the temporary file is dropped).
+   */
   async function commitTemporary(
     temporary: string,
-    digest: Digest,
+    info: ObjectInfo,
     batch?: BatchState,
   ): Promise<void> {
+    const { digest } = info;
     const file = objectPath(objectsDirectory, digest);
-    if (await freshen(file)) {
+    const existing = await checkExisting(file, digest, info.sizeBytes);
+    if (existing === 'sound') {
       await unlink(temporary);
       // It may come from a batch whose commit never ran: made durable now, or with the batch.
       if (batch) batch.files.push(file);
       else await syncPath(file);
       return;
     }
-    const directory = await ensureFanout(file);
-    await rename(temporary, file);
+    const directory = existing === 'absent' ? await ensureFanout(file) : join(file, '..');
+    if (existing === 'damaged') await renameOverDamaged(temporary, file, digest);
+    else await rename(temporary, file);
     if (batch) {
       batch.directories.add(directory);
       batch.files.push(file);
@@ -233,15 +339,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
    */
   function putBytesNow(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     const file = objectPath(objectsDirectory, digest);
-    const now = new Date();
-    try {
-      utimesSync(file, now, now);
+    if (checkExistingSync(file, bytes) === 'sound') {
       // It may come from a batch whose commit never ran: made durable with this one.
       batch.files.push(file);
       return;
-    } catch (error) {
-      if (!isSystemError(error, 'ENOENT')) throw error;
     }
+    // Absent, or damaged: written as new, renamed over what is there.
     const temporary = temporaryPath();
     try {
       writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o444 });
@@ -249,6 +352,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       try {
         renameSync(temporary, file);
       } catch (error) {
+        if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
+          throw unrepairable(digest, file, error);
         if (!isSystemError(error, 'ENOENT')) throw error;
         mkdirSync(directory, { recursive: true });
         batch.directories.add(objectsDirectory);
@@ -273,7 +378,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       return info;
     }
     const existing = objectPath(objectsDirectory, digest);
-    if (await freshen(existing)) {
+    if (checkExistingSync(existing, bytes) === 'sound') {
       // It may come from a batch whose commit never ran: a put returns only what is durable.
       await syncPath(existing);
       return info;
@@ -281,7 +386,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const { temporary } = await writeTemporary(async (handle) => {
       await handle.writeFile(bytes);
     }, undefined);
-    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+    await commitTemporary(temporary, info).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
@@ -301,12 +406,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         await handle.write(chunk);
       }
     }, batch);
-    const digest = digester.digest();
-    await commitTemporary(temporary, digest, batch).catch(async (error: unknown) => {
+    const info = { digest: digester.digest(), sizeBytes };
+    await commitTemporary(temporary, info, batch).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
-    return { digest, sizeBytes };
+    return info;
   }
 
   async function putFile(path: string, batch?: BatchState): Promise<ObjectInfo> {
@@ -328,11 +433,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const temporary = temporaryPath();
     try {
       await copyFile(path, temporary, constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE);
-      const { digest, sizeBytes } = await digestFile(temporary);
+      const info = await digestFile(temporary);
       if (!batch) await syncPath(temporary);
       await chmod(temporary, 0o444);
-      await commitTemporary(temporary, digest, batch);
-      return { digest, sizeBytes };
+      await commitTemporary(temporary, info, batch);
+      return info;
     } catch (error) {
       await unlink(temporary).catch(() => {});
       throw error;
