@@ -26,6 +26,13 @@ export {
 } from './lock.js';
 export { normalizeWorkspacePath, resolveWorkspacePath } from './paths.js';
 export {
+  kindOf,
+  type Opened,
+  openPlainFile,
+  readPlainFile,
+  readPlainFileSync,
+} from './plain-file.js';
+export {
   createRedactor,
   REDACTED,
   type RedactionOptions,

@@ -89,9 +89,11 @@ async function readAllSessions(
  * brings back content no file holds any more.
  */
 function unrepairedMessage(error: RewindError): string {
-  const { digest, file, actual } = error.data as { digest: string; file: string; actual?: string };
+  const { digest, file, damage } = error.data as { digest: string; file: string; damage?: string };
+  // Not the object itself but the store around it (a fan-out that is a file): said as it is.
+  if (damage === undefined) return error.message;
   return (
-    `Object ${digest} is damaged: ${file} hashes to ${actual ?? 'something else'}. ` +
+    `Object ${digest} is damaged: ${file} ${damage}. ` +
     'Rewind writes a damaged object again whenever it stores that content again: if a workspace file still holds it, ' +
     '`touch` that file and run `rewind checkpoint` (the file is read again and the object repaired). ' +
     'Otherwise it cannot be repaired from what Rewind has: restore the object file from a backup if you have one; until then, restoring what refers to it fails.'

@@ -1,6 +1,6 @@
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
+import { readPlainFile } from '../lib/index.js';
 import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
 import { redactBytes } from './actions/journaled-spec.js';
 import { type SessionContext, sandboxFor } from './context.js';
@@ -18,7 +18,15 @@ async function readVerifierConfig(
   if (given) return given;
   let text: string;
   try {
-    text = await readFile(join(context.storeDirectory, 'config.json'), 'utf8');
+    const read = await readPlainFile(join(context.storeDirectory, 'config.json'));
+    if (!read.isFile) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `.rewind/config.json is ${read.kind}, not a file. Move it aside, or pass the verifier explicitly.`,
+        { data: { kind: read.kind } },
+      );
+    }
+    text = read.value.toString('utf8');
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return undefined;
     throw error;

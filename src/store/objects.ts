@@ -1,23 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  futimesSync,
-  mkdirSync,
-  openSync,
-  readSync,
-  renameSync,
-  unlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { constants, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import {
   chmod,
   copyFile,
+  lstat,
   mkdir,
   open,
   readdir,
-  readFile,
   rename,
   stat,
   unlink,
@@ -31,10 +20,19 @@ import {
   digestBytes,
   digestFile,
   isDigest,
-  STREAM_CHUNK_BYTES,
   syncPath,
   syncPaths,
 } from '../lib/index.js';
+import {
+  checkExisting,
+  checkExistingSync,
+  checkFanout,
+  chunksOfObject,
+  corrupt,
+  openObject,
+  renameOverDamaged,
+  unrepairable,
+} from './object-files.js';
 
 /** What {@link ObjectStore.put} accepts: bytes, a stream of bytes, or a file to copy. */
 export type ObjectSource = Uint8Array | { stream: AsyncIterable<Uint8Array> } | { file: string };
@@ -124,137 +122,6 @@ function objectPath(objectsDirectory: string, digest: Digest): string {
   return join(objectsDirectory, hex.slice(0, 2), hex.slice(2));
 }
 
-function notFound(digest: Digest, file: string): RewindError {
-  return new RewindError(
-    'OBJECT_NOT_FOUND',
-    `Object ${digest} is missing from the store (expected at ${file}). ` +
-      'It may have been garbage-collected or deleted by hand; run `rewind verify` to see what refers to it.',
-    { data: { digest, file } },
-  );
-}
-
-function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
-  return new RewindError(
-    'OBJECT_CORRUPT',
-    `Object ${digest} is corrupt: the file ${file} now hashes to ${actual}. ` +
-      'Nothing was read from it. Run `rewind verify` to list every damaged object; restore the file from a backup if you have one.',
-    { data: { digest, file, actual } },
-  );
-}
-
-/** The flags that open an object file to check it: never through a symbolic link at its name. */
-const CHECK_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
-
-/** What a put finds at an object's name. */
-type Existing = 'absent' | 'sound' | 'damaged';
-
-/** True for the errors of opening or reading a name that holds a link or a directory. */
-const isNotAFile = (error: unknown): boolean =>
-  isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR');
-
-/**
- * Checks the object file at `file` against its content (`bytes`, else `digest` and
- * `sizeBytes`), synchronously; a sound one is marked used. Another size, other bytes, a link or a
- * directory is damaged.
- */
-function checkExistingSync(file: string, bytes: Uint8Array): Existing {
-  let fd: number;
-  try {
-    fd = openSync(file, CHECK_FLAGS);
-  } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return 'absent';
-    if (isNotAFile(error)) return 'damaged';
-    throw error;
-  }
-  try {
-    const stats = fstatSync(fd);
-    if (!stats.isFile() || stats.size !== bytes.byteLength) return 'damaged';
-    // One byte more than expected is read, so a file that grows meanwhile is caught too.
-    const found = Buffer.allocUnsafe(bytes.byteLength + 1);
-    let length = 0;
-    for (;;) {
-      const read = readSync(fd, found, length, found.length - length, null);
-      if (read === 0) break;
-      length += read;
-      if (length === found.length) break;
-    }
-    if (length !== bytes.byteLength || !found.subarray(0, length).equals(bytes)) return 'damaged';
-    const now = new Date();
-    futimesSync(fd, now, now);
-    return 'sound';
-  } catch (error) {
-    if (isNotAFile(error)) return 'damaged';
-    throw error;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** {@link checkExistingSync} for content known by its digest and size: the file is re-hashed. */
-async function checkExisting(file: string, digest: Digest, sizeBytes: number): Promise<Existing> {
-  let handle: FileHandle;
-  try {
-    handle = await open(file, CHECK_FLAGS);
-  } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return 'absent';
-    if (isNotAFile(error)) return 'damaged';
-    throw error;
-  }
-  try {
-    const stats = await handle.stat();
-    if (!stats.isFile() || stats.size !== sizeBytes) return 'damaged';
-    const digester = createDigester();
-    const buffer = Buffer.allocUnsafe(Math.min(STREAM_CHUNK_BYTES, sizeBytes + 1));
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      if (bytesRead === 0) break;
-      digester.update(buffer.subarray(0, bytesRead));
-    }
-    if (digester.digest() !== digest) return 'damaged';
-    const now = new Date();
-    await handle.utimes(now, now);
-    return 'sound';
-  } catch (error) {
-    if (isNotAFile(error)) return 'damaged';
-    throw error;
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
-function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
-  return new RewindError(
-    'OBJECT_CORRUPT',
-    `Object ${digest} is damaged and cannot be written again: ${file} is not a file (a directory?). ` +
-      'Move it out of the store, then retry; run `rewind verify` to list every damaged object.',
-    { data: { digest, file }, cause },
-  );
-}
-
-/** Renames a temporary file over a damaged object, or reports why it cannot. */
-function renameOverDamaged(temporary: string, file: string, digest: Digest): Promise<void> {
-  return rename(temporary, file).catch((error: unknown) => {
-    if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
-      throw unrepairable(digest, file, error);
-    throw error;
-  });
-}
-
-async function* chunksOfFile(file: string): AsyncIterable<Buffer> {
-  const handle = await open(file, 'r');
-  try {
-    for (;;) {
-      const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      if (bytesRead === 0) return;
-      yield buffer.subarray(0, bytesRead);
-    }
-  } finally {
-    await handle.close();
-  }
-}
-
 /**
  * The local object store: each object is a read-only file `objects/<2 hex>/<62 hex>` under the
  * store directory, written to a temporary file in the same directory, fsynced, renamed into
@@ -297,6 +164,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       else await syncPath(file);
       return;
     }
+    checkFanout(file);
     const directory = existing === 'absent' ? await ensureFanout(file) : join(file, '..');
     if (existing === 'damaged') await renameOverDamaged(temporary, file, digest);
     else await rename(temporary, file);
@@ -345,6 +213,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       return;
     }
     // Absent, or damaged: written as new, renamed over what is there.
+    checkFanout(file);
     const temporary = temporaryPath();
     try {
       writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o444 });
@@ -447,14 +316,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   async function verifyFile(digest: Digest, file: string): Promise<ObjectInfo> {
     const digester = createDigester();
     let sizeBytes = 0;
-    try {
-      for await (const chunk of chunksOfFile(file)) {
-        digester.update(chunk);
-        sizeBytes += chunk.byteLength;
-      }
-    } catch (error) {
-      if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-      throw error;
+    for await (const chunk of chunksOfObject(digest, file)) {
+      digester.update(chunk);
+      sizeBytes += chunk.byteLength;
     }
     const actual = digester.digest();
     if (actual !== digest) throw corrupt(digest, file, actual);
@@ -493,12 +357,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
 
     async get(digest) {
       const file = objectPath(objectsDirectory, digest);
+      const handle = await openObject(digest, file);
       let bytes: Buffer;
       try {
-        bytes = await readFile(file);
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-        throw error;
+        bytes = await handle.readFile();
+      } finally {
+        await handle.close();
       }
       const actual = digestBytes(bytes);
       if (actual !== digest) throw corrupt(digest, file, actual);
@@ -508,14 +372,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     async *read(digest) {
       const file = objectPath(objectsDirectory, digest);
       const digester = createDigester();
-      try {
-        for await (const chunk of chunksOfFile(file)) {
-          digester.update(chunk);
-          yield chunk;
-        }
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-        throw error;
+      for await (const chunk of chunksOfObject(digest, file)) {
+        digester.update(chunk);
+        yield chunk;
       }
       const actual = digester.digest();
       if (actual !== digest) throw corrupt(digest, file, actual);
@@ -541,11 +400,24 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       }
       for (const fanout of fanouts.sort()) {
         if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
-        for (const rest of (await readdir(join(objectsDirectory, fanout))).sort()) {
+        let names: string[];
+        try {
+          names = await readdir(join(objectsDirectory, fanout));
+        } catch (error) {
+          // A fan-out name that is not a directory (damage) holds no object; one removed meanwhile neither.
+          if (isSystemError(error, 'ENOTDIR') || isSystemError(error, 'ENOENT')) continue;
+          throw error;
+        }
+        for (const rest of names.sort()) {
           const hex = fanout + rest;
           if (!HEX_PATTERN.test(hex)) continue;
           const file = join(objectsDirectory, fanout, rest);
-          const stats = await stat(file);
+          // The name itself: a link there is listed as what it is, never followed.
+          const stats = await lstat(file).catch((error: unknown) => {
+            if (isSystemError(error, 'ENOENT')) return undefined;
+            throw error;
+          });
+          if (stats === undefined) continue;
           yield {
             digest: `${DIGEST_PREFIX}${hex}`,
             sizeBytes: stats.size,
