@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { fstatSync, writeSync } from 'node:fs';
-import { mkdir, open, readFile } from 'node:fs/promises';
+import { mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { RewindError } from '../errors.js';
+import { isRewindError, RewindError } from '../errors.js';
 import { parseJsonLines, syncPath, type UnreadableLine, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
@@ -14,7 +14,7 @@ import {
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
 } from './entry.js';
-import { LedgerReader } from './reader.js';
+import { LedgerReader, openLedgerFile } from './reader.js';
 
 type FileHandle = Awaited<ReturnType<typeof open>>;
 
@@ -68,9 +68,19 @@ export function sessionFileOf(storeDirectory: string, name: string): SessionFile
   return { id: match[2], stem, file: join(storeDirectory, 'sessions', `${stem}.jsonl`) };
 }
 
-/** Reads a whole ledger file. Never throws on bad lines: they are reported in `unreadable`. */
+/**
+ * Reads a whole ledger file. Never throws on bad lines: they are reported in `unreadable`. Throws
+ * `LEDGER_CORRUPT` when the file is not a plain file (a directory, a link), and ENOENT.
+ */
 export async function readLedgerFile(file: string): Promise<LedgerReading> {
-  const parsed = parseJsonLines(await readFile(file));
+  const handle = await openLedgerFile(file);
+  let bytes: Buffer;
+  try {
+    bytes = await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+  const parsed = parseJsonLines(bytes);
   const entries: LedgerEntry[] = [];
   const unreadable = [...parsed.unreadable];
   for (const record of parsed.records) {
@@ -239,6 +249,7 @@ export class Ledger {
     try {
       reading = await reader.read();
     } catch (error) {
+      if (isRewindError(error)) throw error;
       throw new RewindError(
         'SESSION_NOT_FOUND',
         `The ledger of session ${session.id} cannot be read (${session.file}). Run \`rewind session list\` to list the sessions.`,
@@ -256,7 +267,7 @@ export class Ledger {
     }
     const unsupported = findUnsupportedEntry(reading.entries);
     if (unsupported) throw unsupportedEntryError(session, unsupported);
-    const handle = await open(session.file, 'a+');
+    const handle = await openLedgerFile(session.file, { append: true });
     return new Ledger(session, handle, started.body.hashChain === true, options, reader);
   }
 

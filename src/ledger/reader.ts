@@ -1,7 +1,28 @@
-import { type FileHandle, open } from 'node:fs/promises';
-import type { UnreadableLine } from '../lib/index.js';
+import type { FileHandle } from 'node:fs/promises';
+import { RewindError } from '../errors.js';
+import { openPlainFile, type UnreadableLine } from '../lib/index.js';
 import { checkEnvelope, type LedgerEntry } from './entry.js';
 import type { LedgerReading } from './ledger.js';
+
+/**
+ * Opens a ledger file to read it (or, with `append`, to append to it). Throws `LEDGER_CORRUPT`
+ * when something other than a plain file is there (a directory, a link, a pipe: reading through
+ * a link to a device would never end, and appending through one would write outside the store),
+ * and what opening throws otherwise.
+ */
+export async function openLedgerFile(
+  file: string,
+  options: { append?: boolean } = {},
+): Promise<FileHandle> {
+  const opened = await openPlainFile(file, options);
+  if (opened.isFile) return opened.value;
+  throw new RewindError(
+    'LEDGER_CORRUPT',
+    `${file} is ${opened.kind}, not a ledger file: Rewind reads and writes no session through it. ` +
+      'Move it out of the sessions directory, then retry.',
+    { data: { file, kind: opened.kind } },
+  );
+}
 
 /**
  * Bytes just before the parsed offset that must still be there on the next read: a file that was
@@ -86,7 +107,7 @@ export class LedgerReader {
 
   /** Everything in the file now. Throws what opening or reading the file throws. */
   async read(): Promise<LedgerReading> {
-    const handle = await open(this.file, 'r');
+    const handle = await openLedgerFile(this.file);
     try {
       const stats = await handle.stat();
       const parsed = this.#parsed;

@@ -1,7 +1,7 @@
-import { open, readdir, readFile } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { writeFileAtomic } from '../lib/index.js';
+import { openPlainFile, readPlainFile, writeFileAtomic } from '../lib/index.js';
 import { type SessionFile, sessionFileOf } from './ledger.js';
 
 const CURRENT_FILE = 'current';
@@ -30,7 +30,10 @@ export async function listSessions(storeDirectory: string): Promise<SessionFile[
 
 async function readFirstTimestamp(file: string): Promise<string> {
   try {
-    const handle = await open(file, 'r');
+    // Never through a link, never waiting on a pipe: what is not a ledger sorts first.
+    const opened = await openPlainFile(file);
+    if (!opened.isFile) return '';
+    const handle = opened.value;
     try {
       const buffer = Buffer.alloc(4096);
       const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
@@ -71,9 +74,19 @@ export async function resolveSession(storeDirectory: string, query: string): Pro
 
 /** The current session (the one commands use by default), or undefined when none is set. */
 export async function readCurrentSession(storeDirectory: string): Promise<SessionFile | undefined> {
+  const file = join(storeDirectory, CURRENT_FILE);
   let id: string;
   try {
-    id = (await readFile(join(storeDirectory, CURRENT_FILE), 'utf8')).trim();
+    const read = await readPlainFile(file);
+    if (!read.isFile) {
+      throw new RewindError(
+        'SESSION_NOT_FOUND',
+        `${file} is ${read.kind}, not the file naming the current session, so there is no current session. ` +
+          'Move it aside, then run `rewind session use ID` (`rewind session list` lists them), or name the session with --session.',
+        { data: { file, kind: read.kind } },
+      );
+    }
+    id = read.value.toString('utf8').trim();
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return undefined;
     throw error;

@@ -42,6 +42,13 @@ export {
   WorkspaceDirectories,
 } from './paths.js';
 export {
+  kindOf,
+  type Opened,
+  openPlainFile,
+  readPlainFile,
+  readPlainFileSync,
+} from './plain-file.js';
+export {
   createRedactor,
   REDACTED,
   REDACTION_LOOKAHEAD_BYTES,

@@ -6,6 +6,7 @@ import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isSystemError, RewindError } from '../errors.js';
 import { temporaryPathBeside } from './atomic-write.js';
+import { readPlainFileSync } from './plain-file.js';
 
 /** Who holds a lock, as written in the lock file. */
 export interface LockHolder {
@@ -99,7 +100,9 @@ function parseHolder(text: string): LockHolder | undefined {
 // which costs far less than a round trip through the thread pool on every append.
 function readHolder(path: string): LockHolder | 'missing' | 'unreadable' {
   try {
-    return parseHolder(readFileSync(path, 'utf8')) ?? 'unreadable';
+    // A directory or a link there is no record either; never read through a link, or a pipe.
+    const read = readPlainFileSync(path);
+    return (read.isFile && parseHolder(read.value.toString('utf8'))) || 'unreadable';
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return 'missing';
     throw error;
@@ -163,6 +166,16 @@ async function removeOldTombstones(path: string): Promise<void> {
   }
 }
 
+/** The error for a lock file that holds no record a Rewind process wrote. */
+function unreadableLock(path: string): RewindError {
+  return new RewindError(
+    'LOCK_HELD',
+    `The lock ${path} holds no record that a Rewind process wrote (it is damaged, or not a file), so Rewind cannot tell who holds it, and waiting would not tell. ` +
+      'If no Rewind process is working on this store, delete it and retry.',
+    { data: { path, holder: 'unreadable' } },
+  );
+}
+
 function describeHolder(holder: LockHolder): string {
   const purpose = holder.purpose ? ` (${holder.purpose})` : '';
   return `process ${holder.pid} on ${holder.host}${purpose} since ${holder.acquiredAt}`;
@@ -171,10 +184,11 @@ function describeHolder(holder: LockHolder): string {
 /**
  * Takes an exclusive cross-process lock by creating `path` (a file holding pid, host and a unique
  * token). Waits while a live process holds it; takes it over when the holder's process is gone,
- * safely even when several processes race for it. A lock file whose record cannot be read (a
- * holder killed while writing it is impossible: the record is linked in whole) is treated as held.
+ * safely even when several processes race for it. A lock file whose record cannot be read is
+ * refused at once: the record is linked in whole, so no holder leaves a partial one, and waiting
+ * would not make it readable.
  *
- * Throws `LOCK_HELD` when a live holder keeps it past `timeoutMs`.
+ * Throws `LOCK_HELD` when a live holder keeps it past `timeoutMs`, or its record is unreadable.
  */
 export async function acquireLock(path: string, options: AcquireLockOptions = {}): Promise<Lock> {
   const timeoutMs = options.timeoutMs ?? 10_000;
@@ -194,15 +208,15 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
     if (tryCreate(path, holder)) return createLock(path, holder);
     const current = readHolder(path);
     if (current === 'missing') continue;
-    if (current !== 'unreadable' && !isHolderAlive(current)) {
+    if (current === 'unreadable') throw unreadableLock(path);
+    if (!isHolderAlive(current)) {
       await takeOver(path, current, holder, `${path}.taken-${current.token}`);
       continue;
     }
     if (Date.now() >= deadline) {
-      const who = current === 'unreadable' ? 'an unreadable lock record' : describeHolder(current);
       throw new RewindError(
         'LOCK_HELD',
-        `The lock ${path} is held by ${who}, and was not released within ${timeoutMs} ms. ` +
+        `The lock ${path} is held by ${describeHolder(current)}, and was not released within ${timeoutMs} ms. ` +
           'Wait for that process to finish; if it is certainly gone, delete the lock file and retry.',
         { data: { path, holder: current, timeoutMs } },
       );

@@ -84,6 +84,23 @@ async function readAllSessions(
 }
 
 /**
+ * What verify says of a damaged object: storing its content again repairs it (a put rewrites a
+ * damaged object), so it says how to make Rewind read that content again, and that only a backup
+ * brings back content no file holds any more.
+ */
+function unrepairedMessage(error: RewindError): string {
+  const { digest, file, damage } = error.data as { digest: string; file: string; damage?: string };
+  // Not the object itself but the store around it (a fan-out that is a file): said as it is.
+  if (damage === undefined) return error.message;
+  return (
+    `Object ${digest} is damaged: ${file} ${damage}. ` +
+    'Rewind writes a damaged object again whenever it stores that content again: if a workspace file still holds it, ' +
+    '`touch` that file and run `rewind checkpoint` (the file is read again and the object repaired). ' +
+    'Otherwise it cannot be repaired from what Rewind has: restore the object file from a backup if you have one; until then, restoring what refers to it fails.'
+  );
+}
+
+/**
  * Checks the whole store: every ledger's seq order and hash chain (the first break is reported
  * with its seq), and every object the ledgers reference, directly or through trees, re-hashed.
  * Changes nothing. `isOk` is false on any problem. Throws `STORE_NOT_FOUND`.
@@ -133,11 +150,20 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
       try {
         await store.verify(reference.digest);
       } catch (error) {
-        if (isRewindError(error, 'OBJECT_NOT_FOUND') || isRewindError(error, 'OBJECT_CORRUPT')) {
+        if (isRewindError(error, 'OBJECT_NOT_FOUND')) {
           report.problems.push({
-            type: error.code === 'OBJECT_NOT_FOUND' ? 'object-missing' : 'object-corrupt',
+            type: 'object-missing',
             digest: reference.digest,
             message: error.message,
+            ...where(reference.digest),
+          });
+          return;
+        }
+        if (isRewindError(error, 'OBJECT_CORRUPT')) {
+          report.problems.push({
+            type: 'object-corrupt',
+            digest: reference.digest,
+            message: unrepairedMessage(error),
             ...where(reference.digest),
           });
           return;

@@ -1,7 +1,6 @@
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { REDACTION_LOOKAHEAD_BYTES } from '../lib/index.js';
+import { REDACTION_LOOKAHEAD_BYTES, readPlainFile } from '../lib/index.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from '../sandbox/index.js';
 import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
 import { redactCapped } from './actions/journaled-spec.js';
@@ -20,7 +19,15 @@ async function readVerifierConfig(
   if (given) return given;
   let text: string;
   try {
-    text = await readFile(join(context.storeDirectory, 'config.json'), 'utf8');
+    const read = await readPlainFile(join(context.storeDirectory, 'config.json'));
+    if (!read.isFile) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `.rewind/config.json is ${read.kind}, not a file. Move it aside, or pass the verifier explicitly.`,
+        { data: { kind: read.kind } },
+      );
+    }
+    text = read.value.toString('utf8');
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return undefined;
     throw error;

@@ -1,7 +1,7 @@
 import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { writeFileAtomic } from '../lib/index.js';
+import { kindOf, readPlainFile, writeFileAtomic } from '../lib/index.js';
 
 /** The name of the store directory at a workspace root, like `.git`. */
 export const STORE_DIRECTORY_NAME = '.rewind';
@@ -40,7 +40,9 @@ interface StoreMarker {
 async function readMarker(directory: string): Promise<StoreMarker | 'missing'> {
   let text: string;
   try {
-    text = await readFile(join(directory, STORE_MARKER_FILE), 'utf8');
+    const read = await readPlainFile(join(directory, STORE_MARKER_FILE));
+    if (!read.isFile) throw notOurs(directory, `its ${STORE_MARKER_FILE} is ${read.kind}`);
+    text = read.value.toString('utf8');
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return 'missing';
     throw error;
@@ -119,6 +121,28 @@ async function checkMarker(directory: string): Promise<boolean> {
   return true;
 }
 
+/**
+ * Throws `STORE_NOT_OURS` when the store's `objects` or `sessions` is there but is not a
+ * directory Rewind made: something else fails every read and write, and a symbolic link would
+ * have Rewind write wherever it points.
+ */
+async function checkStoreDirectories(directory: string): Promise<void> {
+  for (const name of ['objects', 'sessions']) {
+    const stats = await lstat(join(directory, name)).catch((error: unknown) => {
+      if (isSystemError(error, 'ENOENT')) return undefined;
+      throw error;
+    });
+    if (stats === undefined || stats.isDirectory()) continue;
+    const kind = kindOf(stats);
+    throw new RewindError(
+      'STORE_NOT_OURS',
+      `${join(directory, name)} is ${kind}, not a directory: Rewind reads and writes no ${name} through it, so the store cannot be used as it is. ` +
+        'Rewind leaves it as it is: put the directory back (move this aside, restore it from a backup), then run `rewind verify`.',
+      { data: { directory, path: join(directory, name), kind } },
+    );
+  }
+}
+
 /** What `.rewind/.gitignore` holds: everything in the store is left out of git. */
 const STORE_GITIGNORE = '# Written by Rewind: the store is never committed.\n*\n';
 
@@ -149,6 +173,7 @@ export async function initStore(
       `${JSON.stringify(marker, null, 2)}\n`,
     );
   }
+  await checkStoreDirectories(directory);
   // Made on every init, so an init interrupted after the marker is finished by the next one.
   await mkdir(join(directory, 'objects'), { recursive: true });
   await mkdir(join(directory, 'sessions'), { recursive: true });
@@ -190,6 +215,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
       { data: { workspace: root } },
     );
   }
+  await checkStoreDirectories(directory);
   return { workspace: root, directory };
 }
 

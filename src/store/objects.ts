@@ -1,16 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { constants, mkdirSync, renameSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { constants, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import {
   chmod,
   copyFile,
+  lstat,
   mkdir,
   open,
   readdir,
-  readFile,
   rename,
   stat,
   unlink,
-  utimes,
 } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -22,10 +21,19 @@ import {
   digestFile,
   diskPath,
   isDigest,
-  STREAM_CHUNK_BYTES,
   syncPath,
   syncPaths,
 } from '../lib/index.js';
+import {
+  checkExisting,
+  checkExistingSync,
+  checkFanout,
+  chunksOfObject,
+  corrupt,
+  openObject,
+  renameOverDamaged,
+  unrepairable,
+} from './object-files.js';
 
 /** What {@link ObjectStore.put} accepts: bytes, a stream of bytes, or a file to copy. */
 export type ObjectSource = Uint8Array | { stream: AsyncIterable<Uint8Array> } | { file: string };
@@ -63,8 +71,10 @@ export interface ObjectBatch {
 export interface ObjectStore {
   /**
    * Stores content and returns its digest and size. Idempotent: storing content that exists
-   * already writes nothing (it only marks the object as recently used). Atomic: a crash leaves
-   * either no object or the whole object, never a partial one.
+   * already writes nothing (it only marks the object as recently used), unless the object there
+   * is damaged (another size, other bytes, not a plain file): then it is written again, so what
+   * refers to it is whole. Atomic: a crash leaves either no object or the whole object, never a
+   * partial one.
    */
   put(source: ObjectSource): Promise<ObjectInfo>;
   /**
@@ -113,38 +123,6 @@ function objectPath(objectsDirectory: string, digest: Digest): string {
   return join(objectsDirectory, hex.slice(0, 2), hex.slice(2));
 }
 
-function notFound(digest: Digest, file: string): RewindError {
-  return new RewindError(
-    'OBJECT_NOT_FOUND',
-    `Object ${digest} is missing from the store (expected at ${file}). ` +
-      'It may have been garbage-collected or deleted by hand; run `rewind verify` to see what refers to it.',
-    { data: { digest, file } },
-  );
-}
-
-function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
-  return new RewindError(
-    'OBJECT_CORRUPT',
-    `Object ${digest} is corrupt: the file ${file} now hashes to ${actual}. ` +
-      'Nothing was read from it. Run `rewind verify` to list every damaged object; restore the file from a backup if you have one.',
-    { data: { digest, file, actual } },
-  );
-}
-
-async function* chunksOfFile(file: string): AsyncIterable<Buffer> {
-  const handle = await open(file, 'r');
-  try {
-    for (;;) {
-      const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
-      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
-      if (bytesRead === 0) return;
-      yield buffer.subarray(0, bytesRead);
-    }
-  } finally {
-    await handle.close();
-  }
-}
-
 /**
  * The local object store: each object is a read-only file `objects/<2 hex>/<62 hex>` under the
  * store directory, written to a temporary file in the same directory, fsynced, renamed into
@@ -164,37 +142,33 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return directory;
   }
 
-  async function freshen(file: string): Promise<boolean> {
-    const now = new Date();
-    try {
-      await utimes(file, now, now);
-      return true;
-    } catch (error) {
-      if (isSystemError(error, 'ENOENT')) return false;
-      throw error;
-    }
-  }
-
   function temporaryPath(): string {
     return join(objectsDirectory, `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`);
   }
 
-  /** Moves a fully written, fsynced temporary file to its object name (or drops it if stored). */
+  /**
+   * Moves a fully written, fsynced temporary file to its object name: over a damaged object
+   * there, and not at all over a sound one (the temporary file is dropped).
+   */
   async function commitTemporary(
     temporary: string,
-    digest: Digest,
+    info: ObjectInfo,
     batch?: BatchState,
   ): Promise<void> {
+    const { digest } = info;
     const file = objectPath(objectsDirectory, digest);
-    if (await freshen(file)) {
+    const existing = await checkExisting(file, digest, info.sizeBytes);
+    if (existing === 'sound') {
       await unlink(temporary);
       // It may come from a batch whose commit never ran: made durable now, or with the batch.
       if (batch) batch.files.push(file);
       else await syncPath(file);
       return;
     }
-    const directory = await ensureFanout(file);
-    await rename(temporary, file);
+    checkFanout(file);
+    const directory = existing === 'absent' ? await ensureFanout(file) : join(file, '..');
+    if (existing === 'damaged') await renameOverDamaged(temporary, file, digest);
+    else await rename(temporary, file);
     if (batch) {
       batch.directories.add(directory);
       batch.files.push(file);
@@ -234,15 +208,13 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
    */
   function putBytesNow(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     const file = objectPath(objectsDirectory, digest);
-    const now = new Date();
-    try {
-      utimesSync(file, now, now);
+    if (checkExistingSync(file, bytes) === 'sound') {
       // It may come from a batch whose commit never ran: made durable with this one.
       batch.files.push(file);
       return;
-    } catch (error) {
-      if (!isSystemError(error, 'ENOENT')) throw error;
     }
+    // Absent, or damaged: written as new, renamed over what is there.
+    checkFanout(file);
     const temporary = temporaryPath();
     try {
       writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o444 });
@@ -250,6 +222,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       try {
         renameSync(temporary, file);
       } catch (error) {
+        if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
+          throw unrepairable(digest, file, error);
         if (!isSystemError(error, 'ENOENT')) throw error;
         mkdirSync(directory, { recursive: true });
         batch.directories.add(objectsDirectory);
@@ -274,7 +248,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       return info;
     }
     const existing = objectPath(objectsDirectory, digest);
-    if (await freshen(existing)) {
+    if (checkExistingSync(existing, bytes) === 'sound') {
       // It may come from a batch whose commit never ran: a put returns only what is durable.
       await syncPath(existing);
       return info;
@@ -282,7 +256,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const { temporary } = await writeTemporary(async (handle) => {
       await handle.writeFile(bytes);
     }, undefined);
-    await commitTemporary(temporary, digest).catch(async (error: unknown) => {
+    await commitTemporary(temporary, info).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
@@ -302,12 +276,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         await handle.write(chunk);
       }
     }, batch);
-    const digest = digester.digest();
-    await commitTemporary(temporary, digest, batch).catch(async (error: unknown) => {
+    const info = { digest: digester.digest(), sizeBytes };
+    await commitTemporary(temporary, info, batch).catch(async (error: unknown) => {
       await unlink(temporary).catch(() => {});
       throw error;
     });
-    return { digest, sizeBytes };
+    return info;
   }
 
   async function putFile(path: string, batch?: BatchState): Promise<ObjectInfo> {
@@ -333,11 +307,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         temporary,
         constants.COPYFILE_EXCL | constants.COPYFILE_FICLONE,
       );
-      const { digest, sizeBytes } = await digestFile(temporary);
+      const info = await digestFile(temporary);
       if (!batch) await syncPath(temporary);
       await chmod(temporary, 0o444);
-      await commitTemporary(temporary, digest, batch);
-      return { digest, sizeBytes };
+      await commitTemporary(temporary, info, batch);
+      return info;
     } catch (error) {
       await unlink(temporary).catch(() => {});
       throw error;
@@ -347,14 +321,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   async function verifyFile(digest: Digest, file: string): Promise<ObjectInfo> {
     const digester = createDigester();
     let sizeBytes = 0;
-    try {
-      for await (const chunk of chunksOfFile(file)) {
-        digester.update(chunk);
-        sizeBytes += chunk.byteLength;
-      }
-    } catch (error) {
-      if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-      throw error;
+    for await (const chunk of chunksOfObject(digest, file)) {
+      digester.update(chunk);
+      sizeBytes += chunk.byteLength;
     }
     const actual = digester.digest();
     if (actual !== digest) throw corrupt(digest, file, actual);
@@ -393,12 +362,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
 
     async get(digest) {
       const file = objectPath(objectsDirectory, digest);
+      const handle = await openObject(digest, file);
       let bytes: Buffer;
       try {
-        bytes = await readFile(file);
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-        throw error;
+        bytes = await handle.readFile();
+      } finally {
+        await handle.close();
       }
       const actual = digestBytes(bytes);
       if (actual !== digest) throw corrupt(digest, file, actual);
@@ -408,14 +377,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     async *read(digest) {
       const file = objectPath(objectsDirectory, digest);
       const digester = createDigester();
-      try {
-        for await (const chunk of chunksOfFile(file)) {
-          digester.update(chunk);
-          yield chunk;
-        }
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
-        throw error;
+      for await (const chunk of chunksOfObject(digest, file)) {
+        digester.update(chunk);
+        yield chunk;
       }
       const actual = digester.digest();
       if (actual !== digest) throw corrupt(digest, file, actual);
@@ -441,11 +405,24 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       }
       for (const fanout of fanouts.sort()) {
         if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
-        for (const rest of (await readdir(join(objectsDirectory, fanout))).sort()) {
+        let names: string[];
+        try {
+          names = await readdir(join(objectsDirectory, fanout));
+        } catch (error) {
+          // A fan-out name that is not a directory (damage) holds no object; one removed meanwhile neither.
+          if (isSystemError(error, 'ENOTDIR') || isSystemError(error, 'ENOENT')) continue;
+          throw error;
+        }
+        for (const rest of names.sort()) {
           const hex = fanout + rest;
           if (!HEX_PATTERN.test(hex)) continue;
           const file = join(objectsDirectory, fanout, rest);
-          const stats = await stat(file);
+          // The name itself: a link there is listed as what it is, never followed.
+          const stats = await lstat(file).catch((error: unknown) => {
+            if (isSystemError(error, 'ENOENT')) return undefined;
+            throw error;
+          });
+          if (stats === undefined) continue;
           yield {
             digest: `${DIGEST_PREFIX}${hex}`,
             sizeBytes: stats.size,

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, statfsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import {
@@ -9,6 +9,7 @@ import {
   decodeName,
   digestBytes,
   isDigest,
+  readPlainFileSync,
   writeFileAtomic,
 } from '../lib/index.js';
 
@@ -103,9 +104,13 @@ interface RecordFile {
 function readRecord(storeDirectory: string): RecordFile | undefined {
   let text: string;
   try {
-    text = readFileSync(join(storeDirectory, RECORD_FILE), 'utf8');
+    // Never through a link or a pipe: what is not a plain file there is no record.
+    const read = readPlainFileSync(join(storeDirectory, RECORD_FILE));
+    if (!read.isFile) return undefined;
+    text = read.value.toString('utf8');
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return undefined;
+    // ENOTDIR: `cache` is not a directory, so there is no record in it.
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
     throw error;
   }
   try {
@@ -149,12 +154,24 @@ export function loadChangeRecord(storeDirectory: string, root: string): ChangeRe
   }
 }
 
+/**
+ * Makes the store's `cache` directory. Something else at its name (a file, a link) is damage in
+ * a directory Rewind owns and may delete at any time: it is removed (a link itself, never what
+ * it points to) rather than fail every snapshot.
+ */
+export async function makeCacheDirectory(storeDirectory: string): Promise<void> {
+  const directory = join(storeDirectory, 'cache');
+  const stats = await lstat(directory).catch(() => undefined);
+  if (stats !== undefined && !stats.isDirectory()) await rm(directory, { force: true });
+  await mkdir(directory, { recursive: true });
+}
+
 /** Writes the change record of a store (not durably: it is a cache). */
 export async function saveChangeRecord(
   storeDirectory: string,
   record: ChangeRecord,
 ): Promise<void> {
-  await mkdir(join(storeDirectory, 'cache'), { recursive: true });
+  await makeCacheDirectory(storeDirectory);
   const members = {
     v: 2,
     root: record.root,

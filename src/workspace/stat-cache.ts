@@ -1,10 +1,16 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { type Digest, digestBytes, isDigest, writeFileAtomic } from '../lib/index.js';
+import {
+  type Digest,
+  digestBytes,
+  isDigest,
+  readPlainFileSync,
+  writeFileAtomic,
+} from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
-import { clearChangeRecord, recordedTree } from './changes.js';
+import { clearChangeRecord, makeCacheDirectory, recordedTree } from './changes.js';
 
 const CACHE_FILE = join('cache', 'snapshot-v1');
 const HEADER = 'rewind-snapshot-cache 1';
@@ -87,9 +93,14 @@ export class StatCache {
     let bytes: Buffer;
     try {
       // One native read and decode: the asynchronous read decodes chunk by chunk, much slower here.
-      bytes = readFileSync(join(storeDirectory, CACHE_FILE));
+      // Never through a link or a pipe: what is not a plain file there is no cache.
+      const read = readPlainFileSync(join(storeDirectory, CACHE_FILE));
+      if (!read.isFile) return new StatCache(new Map(), 0n);
+      bytes = read.value;
     } catch (error) {
-      if (isSystemError(error, 'ENOENT')) return new StatCache(new Map(), 0n);
+      // ENOTDIR: `cache` is not a directory, so there is no cache in it.
+      if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR'))
+        return new StatCache(new Map(), 0n);
       throw error;
     }
     const records = decodeCache(bytes);
@@ -187,7 +198,7 @@ export class StatCache {
     for (const key of this.#keys)
       records.push(`${key}\0${this.#changes.get(key) ?? this.#entries.get(key)}`);
     const text = encodeCache(`${HEADER}\0${recordedAtNs}`, records);
-    await mkdir(join(storeDirectory, 'cache'), { recursive: true });
+    await makeCacheDirectory(storeDirectory);
     await writeFileAtomic(join(storeDirectory, CACHE_FILE), text, { isDurable: false });
   }
 }

@@ -55,10 +55,13 @@ export async function withinBound<T>(
 /** What a call did: returned a value or threw an error. */
 export type Outcome<T> = { isThrown: false; value: T } | { isThrown: true; error: unknown };
 
-/** Runs `work` within {@link CALL_BOUND_MS} and says whether it returned or threw. */
-export async function outcomeOf<T>(work: () => Promise<T> | T): Promise<Outcome<T>> {
+/** Runs `work` within `boundMs` and says whether it returned or threw. */
+export async function outcomeOf<T>(
+  work: () => Promise<T> | T,
+  boundMs = CALL_BOUND_MS,
+): Promise<Outcome<T>> {
   try {
-    return { isThrown: false, value: await withinBound(work) };
+    return { isThrown: false, value: await withinBound(work, boundMs) };
   } catch (error) {
     if (error instanceof Error && error.message.startsWith('hung:')) throw error;
     return { isThrown: true, error };

@@ -1,6 +1,12 @@
-import { mkdir, readFile, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { canonicalJson, digestBytes, type JsonValue, writeFileAtomic } from '../../lib/index.js';
+import {
+  canonicalJson,
+  digestBytes,
+  type JsonValue,
+  readPlainFile,
+  writeFileAtomic,
+} from '../../lib/index.js';
 import type { SessionContext } from '../context.js';
 import type { ActionSpec } from './journaled-spec.js';
 
@@ -34,7 +40,10 @@ export async function readVerbatim(
 > {
   let text: string;
   try {
-    text = await readFile(verbatimFile(context, digest), 'utf8');
+    // Never through a link or a pipe: what is not a plain file there keeps nothing.
+    const read = await readPlainFile(verbatimFile(context, digest));
+    if (!read.isFile) return { status: 'changed' };
+    text = read.value.toString('utf8');
   } catch (error) {
     return { status: 'missing', error };
   }

@@ -1,0 +1,212 @@
+// What is at an object's name, read without trust: checked against the content a put brings,
+// opened only as a plain file, and the errors that say what is wrong there.
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  futimesSync,
+  lstatSync,
+  openSync,
+  readSync,
+} from 'node:fs';
+import { type FileHandle, open, rename } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { isSystemError, RewindError } from '../errors.js';
+import { createDigester, type Digest, openPlainFile, STREAM_CHUNK_BYTES } from '../lib/index.js';
+
+export function notFound(digest: Digest, file: string): RewindError {
+  return new RewindError(
+    'OBJECT_NOT_FOUND',
+    `Object ${digest} is missing from the store (expected at ${file}). ` +
+      'It may have been garbage-collected or deleted by hand; run `rewind verify` to see what refers to it.',
+    { data: { digest, file } },
+  );
+}
+
+/**
+ * The error for an object whose file is damaged: `damage` says how (`now hashes to ...`, `is a
+ * directory, not a file`), and is in `data` for whoever explains it further.
+ */
+export function damaged(
+  digest: Digest,
+  file: string,
+  damage: string,
+  actual?: Digest,
+): RewindError {
+  return new RewindError(
+    'OBJECT_CORRUPT',
+    `Object ${digest} is corrupt: the file ${file} ${damage}. ` +
+      'Nothing was read from it. Run `rewind verify` to list every damaged object; restore the file from a backup if you have one.',
+    { data: { digest, file, damage, ...(actual && { actual }) } },
+  );
+}
+
+export function corrupt(digest: Digest, file: string, actual: Digest): RewindError {
+  return damaged(digest, file, `now hashes to ${actual}`, actual);
+}
+
+/**
+ * The flags that open an object file to check it: never through a symbolic link at its name, and
+ * never waiting on a named pipe there.
+ */
+const CHECK_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
+
+/** What a put finds at an object's name. */
+export type Existing = 'absent' | 'sound' | 'damaged';
+
+/** True for the errors of opening or reading a name that holds a link or a directory. */
+const isNotAFile = (error: unknown): boolean =>
+  isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR');
+
+/**
+ * Checks the object file at `file` against its content (`bytes`, else `digest` and
+ * `sizeBytes`), synchronously; a sound one is marked used. Another size, other bytes, a link or a
+ * directory is damaged.
+ */
+export function checkExistingSync(file: string, bytes: Uint8Array): Existing {
+  let fd: number;
+  try {
+    fd = openSync(file, CHECK_FLAGS);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isNotAFile(error)) return 'damaged';
+    if (isSystemError(error, 'ENOTDIR')) throw blockedFanout(file, error);
+    throw error;
+  }
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile() || stats.size !== bytes.byteLength) return 'damaged';
+    // One byte more than expected is read, so a file that grows meanwhile is caught too.
+    const found = Buffer.allocUnsafe(bytes.byteLength + 1);
+    let length = 0;
+    for (;;) {
+      const read = readSync(fd, found, length, found.length - length, null);
+      if (read === 0) break;
+      length += read;
+      if (length === found.length) break;
+    }
+    if (length !== bytes.byteLength || !found.subarray(0, length).equals(bytes)) return 'damaged';
+    const now = new Date();
+    futimesSync(fd, now, now);
+    return 'sound';
+  } catch (error) {
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** {@link checkExistingSync} for content known by its digest and size: the file is re-hashed. */
+export async function checkExisting(
+  file: string,
+  digest: Digest,
+  sizeBytes: number,
+): Promise<Existing> {
+  let handle: FileHandle;
+  try {
+    handle = await open(file, CHECK_FLAGS);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return 'absent';
+    if (isNotAFile(error)) return 'damaged';
+    if (isSystemError(error, 'ENOTDIR')) throw blockedFanout(file, error);
+    throw error;
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile() || stats.size !== sizeBytes) return 'damaged';
+    const digester = createDigester();
+    const buffer = Buffer.allocUnsafe(Math.min(STREAM_CHUNK_BYTES, sizeBytes + 1));
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) break;
+      digester.update(buffer.subarray(0, bytesRead));
+    }
+    if (digester.digest() !== digest) return 'damaged';
+    const now = new Date();
+    await handle.utimes(now, now);
+    return 'sound';
+  } catch (error) {
+    if (isNotAFile(error)) return 'damaged';
+    throw error;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The error for an object that cannot be stored or read because the fan-out directory above it
+ * is something else (damage in the store: a file, a symbolic link): nothing is removed to make
+ * room, and nothing is written through a link.
+ */
+export function blockedFanout(file: string, cause: unknown): RewindError {
+  const directory = dirname(file);
+  return new RewindError(
+    'OBJECT_CORRUPT',
+    `${directory} is not a directory (a file or a symbolic link), so the objects named under it cannot be stored or read: the store is damaged. ` +
+      'Move it out of the store, then retry; run `rewind verify` to list what is damaged.',
+    { data: { file, directory }, ...(cause !== undefined && { cause }) },
+  );
+}
+
+/**
+ * Throws {@link blockedFanout} unless the fan-out directory of `file` is a directory or absent:
+ * a new object is never written through a symbolic link there, nor beside a file of that name.
+ */
+export function checkFanout(file: string): void {
+  let stats: ReturnType<typeof lstatSync>;
+  try {
+    stats = lstatSync(dirname(file));
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return;
+    throw error;
+  }
+  if (!stats.isDirectory()) throw blockedFanout(file, undefined);
+}
+
+/** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
+export function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
+  return new RewindError(
+    'OBJECT_CORRUPT',
+    `Object ${digest} is damaged and cannot be written again: ${file} is not a file (a directory?). ` +
+      'Move it out of the store, then retry; run `rewind verify` to list every damaged object.',
+    { data: { digest, file }, cause },
+  );
+}
+
+/** Renames a temporary file over a damaged object, or reports why it cannot. */
+export function renameOverDamaged(temporary: string, file: string, digest: Digest): Promise<void> {
+  return rename(temporary, file).catch((error: unknown) => {
+    if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
+      throw unrepairable(digest, file, error);
+    throw error;
+  });
+}
+
+/** An object file opened to read, or the error saying what is there instead of a file. */
+export async function openObject(digest: Digest, file: string): Promise<FileHandle> {
+  let opened: Awaited<ReturnType<typeof openPlainFile>>;
+  try {
+    opened = await openPlainFile(file);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) throw notFound(digest, file);
+    if (isSystemError(error, 'ENOTDIR')) throw blockedFanout(file, error);
+    throw error;
+  }
+  if (!opened.isFile) throw damaged(digest, file, `is ${opened.kind}, not a file`);
+  return opened.value;
+}
+
+export async function* chunksOfObject(digest: Digest, file: string): AsyncIterable<Buffer> {
+  const handle = await openObject(digest, file);
+  try {
+    for (;;) {
+      const buffer = Buffer.allocUnsafe(STREAM_CHUNK_BYTES);
+      const { bytesRead } = await handle.read(buffer, 0, buffer.length, null);
+      if (bytesRead === 0) return;
+      yield buffer.subarray(0, bytesRead);
+    }
+  } finally {
+    await handle.close();
+  }
+}
