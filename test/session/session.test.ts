@@ -387,6 +387,18 @@ describe('a rollback killed midway', () => {
       'Interrupted rollback #3 (base) in session',
     );
     expect((await rewind(workspace, ['log'])).stdout).toContain('Interrupted: rollback #3 (base)');
+    // So do the commands that change no workspace and so finish nothing: verify, gc, session list.
+    const verified = await rewind(workspace, ['verify']);
+    expect(verified.code).toBe(0);
+    expect(verified.stderr).toContain(
+      'rollback #3 (base) was cut short and is still pending: the next command in that session finishes it',
+    );
+    expect((await rewind(workspace, ['gc', '--dry-run'])).stderr).toContain(
+      'rollback #3 (base) was cut short and is still pending',
+    );
+    expect((await rewind(workspace, ['session', 'list'])).stdout).toContain(
+      'Interrupted rollback #3 (base) in session',
+    );
     const result = await rewind(workspace, ['checkpoint', 'my-fix']);
     expect(result.code).toBe(0);
     const reopened = await openSession({ workspace });

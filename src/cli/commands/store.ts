@@ -420,6 +420,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+        warnings: (output) => output.warnings,
       },
     ),
   );
@@ -473,7 +474,12 @@ function registerSessionCommands(program: Command, cli: CliContext): void {
         text: (output) =>
           output.sessions.length === 0
             ? 'No sessions yet. Start one with `rewind init`.\n'
-            : `${output.sessions.map(renderSessionLine).join('\n')}\n`,
+            : `${[
+                ...output.sessions.map(renderSessionLine),
+                ...output.sessions.flatMap((session) =>
+                  session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
+                ),
+              ].join('\n')}\n`,
       },
     ),
   );
