@@ -146,6 +146,20 @@ async function removeLeftovers(directories: Iterable<string>): Promise<void> {
   }
 }
 
+/**
+ * Removes the temporary files a killed restore of these paths may have left beside them (a kill
+ * between writing a file's copy and renaming it into place). Recovery runs it before anything
+ * else, so that neither what it saves first, nor the next snapshot, nor a workspace whose restore
+ * is closed as not performed keeps them.
+ */
+export async function removeRestoreLeftovers(
+  workspace: string,
+  paths: readonly string[],
+): Promise<void> {
+  const root = checkWorkspace(workspace);
+  await removeLeftovers(new Set(paths.map((path) => posix.dirname(`${root}/${path}`))));
+}
+
 /** Files up to this size are fetched whole and written with synchronous calls. */
 const SMALL_FILE_BYTES = 1024 * 1024;
 

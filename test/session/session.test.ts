@@ -1,4 +1,4 @@
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
@@ -447,6 +447,43 @@ describe('a rollback killed midway', () => {
     expect((await reopened.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual(['base']);
     await reopened.close();
   });
+
+  // A kill between writing a file's temporary copy and renaming it into place leaves the copy.
+  it.each([
+    ['closed as not performed (killed before the first rename)', ['two', 'b2'], 'rollback-failed'],
+    ['finished (killed after a.txt moved)', ['one', 'b2'], 'rollback-completed'],
+  ])(
+    'leaves no temporary file of its own behind when %s, nor in what it saves first',
+    async (_how, [a, b], closing) => {
+      const { workspace, session, store } = await sessionOn({
+        'a.txt': 'one',
+        'b.txt': 'b1',
+        'c.txt': 'c1',
+      });
+      await session.checkpoint('base');
+      await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2', 'c.txt': 'c2' });
+      await session.rollback('base');
+      await session.close();
+      const file = (await log({ workspace })).session.file;
+      const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+      await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+      await lay(workspace, { 'a.txt': a as string, 'b.txt': b as string, 'c.txt': 'c2' });
+      const leftover = '.b.txt.rewind-0123456789ab.rewind-tmp';
+      await writeFile(join(workspace, leftover), 'b1');
+      // Edited by hand before the next command: recovery saves it before overwriting it.
+      await writeFile(join(workspace, 'c.txt'), 'by hand');
+      const reopened = await openSession({ workspace });
+      expect((await log({ workspace })).entries.at(-1)?.kind).toBe(closing);
+      const next = await reopened.checkpoint('next');
+      for (const checkpoint of await reopened.checkpoints()) {
+        const names = (await readTree(store, checkpoint.tree)).entries.map((entry) => entry.name);
+        expect(names, checkpoint.label).not.toContain(leftover);
+      }
+      expect(next.added).toBe(0);
+      expect(await readdir(workspace)).not.toContain(leftover);
+      await reopened.close();
+    },
+  );
 
   it('finishes a rollback that turned a directory into a file, interrupted once the file was there', async () => {
     const { workspace, session, stateOf } = await sessionOn({ x: 'a file' });

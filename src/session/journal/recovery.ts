@@ -11,6 +11,7 @@ import {
   diffTrees,
   isSameEntry,
   type LeftOutCheck,
+  removeRestoreLeftovers,
   type SnapshotResult,
   type TreeChange,
   treeRules,
@@ -196,6 +197,11 @@ export async function recover(context: SessionContext, journal: Journal): Promis
   if (isRecorded(action)) return;
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
+    // Rewind's own half-written copies go first: they are neither side's, nor anyone's edit.
+    await removeRestoreLeftovers(
+      workspaceFor(context, action.started.body),
+      changes.map((change) => change.path),
+    );
     const drift = await findDrift(context, action.started, changes);
     // Not one path was changed: it failed and was put back (its closing entry could not be
     // written: a full disk), or it was cut short before it began. It is closed, not performed: it
