@@ -160,6 +160,24 @@ export async function removeRestoreLeftovers(
   await removeLeftovers(new Set(paths.map((path) => posix.dirname(`${root}/${path}`))));
 }
 
+/** What a temporary file's name adds to the name it stands for: `.`, `.rewind-<12 hex>`, the suffix. */
+const TEMPORARY_EXTRA_BYTES = 1 + 8 + 12 + TEMPORARY_SUFFIX.length;
+/** The longest name a filesystem takes (NAME_MAX on Linux and macOS). */
+const NAME_MAX_BYTES = 255;
+
+/**
+ * The temporary file a file is restored through, beside it: its name cut short (whole characters)
+ * where the name is too long to take the additions, so a name of 255 bytes restores too.
+ */
+function temporaryBeside(absolute: string): string {
+  let name = '';
+  for (const char of posix.basename(absolute)) {
+    if (Buffer.byteLength(name + char) > NAME_MAX_BYTES - TEMPORARY_EXTRA_BYTES) break;
+    name += char;
+  }
+  return `${posix.dirname(absolute)}/.${name}.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+}
+
 /** Files up to this size are fetched whole and written with synchronous calls. */
 const SMALL_FILE_BYTES = 1024 * 1024;
 
@@ -208,7 +226,7 @@ async function writeFromStore(
   absolute: string,
   entry: TreeEntry & { type: 'file' },
 ): Promise<void> {
-  const temporary = `${posix.dirname(absolute)}/.${posix.basename(absolute)}.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+  const temporary = temporaryBeside(absolute);
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A thread-pool round trip per call costs more than these calls themselves.
