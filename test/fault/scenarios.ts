@@ -165,6 +165,25 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    // Only files written, no deletion first: a kill between a copy and its rename.
+    name: 'rollback of some paths',
+    budget: 6,
+    errorBudget: 6,
+    async prepare(workspace) {
+      await using session = await openSession({ workspace });
+      await session.checkpoint('base');
+      await writeFile(join(workspace, 'src/index.js'), 'console.log(2);\n');
+      await writeFile(join(workspace, 'README.md'), '# changed\n');
+      await writeFile(join(workspace, 'src/lib/strings.js'), 'export const pad = 2;\n');
+      return {
+        argv: ['rollback', 'base', '--', 'src/index.js', 'README.md'],
+        edits: [typed('src/index.js'), typed('src/lib/strings.js')],
+        actionKind: 'rollback',
+        probeSession: session.id,
+      };
+    },
+  },
+  {
     name: 'undo',
     budget: 8,
     errorBudget: 6,
