@@ -117,14 +117,23 @@ export async function applyAnnounced(
     } catch {}
     const code = isRewindError(error) ? error.code : 'IO_FAILED';
     const message = error instanceof Error ? error.message : String(error);
-    await journal.append(`${kind}-failed`, { ...common, error: { code, message }, isReverted });
+    // On a full or failing disk the failure may not be journaled either: the intent then stays
+    // open, and the next command closes it (nothing changed) or finishes it.
+    const isJournaled = await journal
+      .append(`${kind}-failed`, { ...common, error: { code, message }, isReverted })
+      .then(
+        () => true,
+        () => false,
+      );
     throw new RewindError(
       code,
       `The ${kind === 'action' ? String(started.body.action) : kind} #${started.seq} failed: ${message} ` +
         (isReverted
           ? 'The workspace was put back as it was before; nothing was lost.'
-          : 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'),
-      { data: { id: started.seq, isReverted }, cause: error },
+          : isJournaled
+            ? 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'
+            : 'Putting the workspace back failed too, so it is partly restored, and this could not be journaled: once the cause is dealt with, the next command finishes it (every state is still in the store).'),
+      { data: { id: started.seq, isReverted, isJournaled }, cause: error },
     );
   }
 }
