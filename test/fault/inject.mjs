@@ -71,8 +71,26 @@ function crash(where) {
   process.kill(process.pid, 'SIGKILL');
 }
 
+/** The system call a Node.js error names for a call (`promises.writeFile` opens first: `open`). */
+function syscallOf(name) {
+  const bare = name.replace(/^(promises|handle)\./, '').replace(/Sync$/, '');
+  const calls = {
+    writeFile: 'open',
+    appendFile: 'open',
+    sync: 'fsync',
+    datasync: 'fdatasync',
+    utimes: 'utime',
+    futimes: 'futime',
+    lutimes: 'lutime',
+    copyFile: 'copyfile',
+    mkdtemp: 'mkdtemp',
+  };
+  return calls[bare] ?? bare;
+}
+
 function errorFor(name, args) {
   const path = args.find((arg) => typeof arg === 'string');
+  const syscall = syscallOf(name);
   const message = {
     ENOSPC: 'no space left on device',
     EIO: 'i/o error',
@@ -81,11 +99,11 @@ function errorFor(name, args) {
     EDQUOT: 'disk quota exceeded',
   }[errorCode];
   const error = new Error(
-    `${errorCode}: ${message ?? 'injected fault'}, ${name}${path ? ` '${path}'` : ''}`,
+    `${errorCode}: ${message ?? 'injected fault'}, ${syscall}${path ? ` '${path}'` : ''}`,
   );
   error.errno = ERRNO[errorCode] ?? -5;
   error.code = errorCode;
-  error.syscall = name;
+  error.syscall = syscall;
   if (path) error.path = path;
   return error;
 }
