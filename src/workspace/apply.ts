@@ -16,7 +16,12 @@ import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { digestFile, resolveWorkspacePath, syncPaths } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
-import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
+import {
+  IgnoreRules,
+  type OutsideRules,
+  RESTORE_TEMPORARY,
+  readOutsideRules,
+} from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
@@ -129,7 +134,6 @@ async function removeEntry(
 
 /** Ends the name of a file being restored; one left by a crash is removed on recovery. */
 const TEMPORARY_SUFFIX = '.rewind-tmp';
-const TEMPORARY_PATTERN = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
 
 /** Removes the temporary files a killed restore may have left in these directories. */
 async function removeLeftovers(directories: Iterable<string>): Promise<void> {
@@ -141,7 +145,7 @@ async function removeLeftovers(directories: Iterable<string>): Promise<void> {
       continue;
     }
     for (const name of names) {
-      if (TEMPORARY_PATTERN.test(name)) await unlink(`${directory}/${name}`).catch(() => {});
+      if (RESTORE_TEMPORARY.test(name)) await unlink(`${directory}/${name}`).catch(() => {});
     }
   }
 }

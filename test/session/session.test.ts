@@ -485,6 +485,21 @@ describe('a rollback killed midway', () => {
     },
   );
 
+  it('a checkpoint never stores the temporary copies a killed restore left (a command in another session does not remove them)', async () => {
+    const { workspace, session, store } = await sessionOn({ 'a.txt': 'one', 'd/b.txt': 'b' });
+    await lay(workspace, {
+      '.a.txt.rewind-0123456789ab.rewind-tmp': 'half',
+      'd/.b.txt.rewind-ba9876543210.rewind-tmp': 'half',
+    });
+    const checkpoint = await session.checkpoint('now');
+    const names = async (tree: typeof checkpoint.tree): Promise<string[]> =>
+      (await readTree(store, tree)).entries.map((entry) => entry.name);
+    expect(await names(checkpoint.tree)).toEqual(['a.txt', 'd']);
+    const d = (await readTree(store, checkpoint.tree)).entries.find((entry) => entry.name === 'd');
+    if (d?.type !== 'directory') throw new Error('no d');
+    expect(await names(d.digest)).toEqual(['b.txt']);
+  });
+
   it('finishes a rollback that turned a directory into a file, interrupted once the file was there', async () => {
     const { workspace, session, stateOf } = await sessionOn({ x: 'a file' });
     const base = await session.checkpoint('base');
