@@ -399,6 +399,9 @@ describe('a rollback killed midway', () => {
     expect((await rewind(workspace, ['session', 'list'])).stdout).toContain(
       'Interrupted rollback #3 (base) in session',
     );
+    expect((await rewind(workspace, ['init'])).stdout).toContain(
+      'Interrupted rollback #3 (base) in session',
+    );
     const result = await rewind(workspace, ['checkpoint', 'my-fix']);
     expect(result.code).toBe(0);
     const reopened = await openSession({ workspace });

@@ -78,7 +78,8 @@ function renderInit(result: InitOutput): string {
     // With --isolated, the isolated session is what changed.
     return isolated
       ? `Rewind store already in ${result.storeDirectory}.\n${isolated}`
-      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n`;
+      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n` +
+          (session.interrupted ? `Interrupted ${describeInterrupted(session)}\n` : '');
   }
   const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
   return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n${isolated}`;
