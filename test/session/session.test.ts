@@ -404,6 +404,10 @@ describe('a rollback killed midway', () => {
     );
     const result = await rewind(workspace, ['checkpoint', 'my-fix']);
     expect(result.code).toBe(0);
+    // And it says so: the checkpoint asked for does not hold the hand fixes, another one does.
+    expect(result.stderr).toBe(
+      'rewind: The rollback #3 (base) a killed process had left half-done was finished first; what was edited since (d1/f1.txt, d19/f399.txt) is saved in checkpoint saved-before-recovery-3: `rewind rollback saved-before-recovery-3 -- PATH` brings a path back.\n',
+    );
     const reopened = await openSession({ workspace });
     const labels = (await reopened.checkpoints()).map((checkpoint) => checkpoint.label);
     expect(labels).toEqual(['base', 'saved-before-recovery-3', 'my-fix']);
@@ -440,6 +444,9 @@ describe('a rollback killed midway', () => {
     await writeFile(join(workspace, 'a.txt'), 'three');
     expect((await log({ workspace })).session.interrupted).toMatchObject({ kind: 'rollback' });
     const reopened = await openSession({ workspace });
+    expect(reopened.recoveries()).toEqual([
+      expect.stringContaining('cut short before it changed anything was closed, not performed'),
+    ]);
     expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('three');
     expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('b2');
     expect((await log({ workspace })).entries.at(-1)).toMatchObject({

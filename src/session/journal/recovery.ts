@@ -197,13 +197,21 @@ function savedLabelFor(journal: Journal, id: number): string {
  * (`saved-before-recovery-<id>`, named in the completion), or, for a commit to the host, the
  * commit is closed as failed and nothing is overwritten. A command cannot be finished: the
  * workspace it left is recorded and it is closed as interrupted (its file effects can then still
- * be undone). Runs under the workspace lock, before every operation.
+ * be undone). Runs under the workspace lock, before every operation. Returns what it did, in a
+ * sentence for people (what was saved first, what to run next), or undefined when nothing was
+ * pending.
  */
-export async function recover(context: SessionContext, journal: Journal): Promise<void> {
+export async function recover(
+  context: SessionContext,
+  journal: Journal,
+): Promise<string | undefined> {
   const action = journal.newestAction();
   // Drafts wait for approval, recorded actions for their report: neither was interrupted.
-  if (!action || action.closed || action.state === 'draft' || action.state === 'discarded') return;
-  if (isRecorded(action)) return;
+  if (!action || action.closed || action.state === 'draft' || action.state === 'discarded') {
+    return undefined;
+  }
+  if (isRecorded(action)) return undefined;
+  const what = `${action.kind} #${action.id} (${action.target})`;
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
     // Rewind's own half-written copies go first: they are neither side's, nor anyone's edit.
@@ -228,7 +236,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isReverted: true,
         isRecovery: true,
       });
-      return;
+      return `The ${what} a killed process had cut short before it changed anything was closed, not performed: run it again if it is still wanted.`;
     }
     const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
     if (drift.paths.length === 0) {
@@ -236,9 +244,10 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isRecovery: true,
         leaveAlone,
       });
-      return;
+      return `The ${what} a killed process had left half-done was finished first.`;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
+    const shown = `${drift.paths.slice(0, 5).join(', ')}${drift.paths.length > 5 ? ', ...' : ''}`;
     if (action.started.body.on === 'host') {
       await journal.append('action-failed', {
         startedSeq: action.id,
@@ -250,7 +259,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isReverted: false,
         isRecovery: true,
       });
-      return;
+      return `The ${what} a killed process had left half-done was not finished: ${drift.paths.length} of its paths changed in the workspace since (${shown}), and nothing was overwritten. Look at the workspace, then commit again.`;
     }
     const savedAs = savedLabelFor(journal, action.id);
     await appendCheckpoint(context, journal, savedAs, drift.snapshot, {
@@ -262,7 +271,10 @@ export async function recover(context: SessionContext, journal: Journal): Promis
       completion: { savedAs, ...listed },
       leaveAlone,
     });
-    return;
+    return (
+      `The ${what} a killed process had left half-done was finished first; what was edited since ` +
+      `(${shown}) is saved in checkpoint ${savedAs}: \`rewind rollback ${savedAs} -- PATH\` brings a path back.`
+    );
   }
   const snapshot = action.kind === 'exec' ? await snapshotWorkspace(context) : undefined;
   await journal.append(
@@ -279,4 +291,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
     },
     snapshot ? [{ type: 'tree', digest: snapshot.tree }] : [],
   );
+  return snapshot
+    ? `The ${what} a killed process had left running was closed as interrupted; what it changed in the workspace is recorded: \`rewind undo ${action.id}\` reverts it.`
+    : `The ${what} a killed process had left unfinished was closed as interrupted.`;
 }
