@@ -122,3 +122,38 @@ export function isRewindError(error: unknown, code?: ErrorCode): error is Rewind
 export function isSystemError(error: unknown, code: string): error is NodeJS.ErrnoException {
   return error instanceof Error && (error as NodeJS.ErrnoException).code === code;
 }
+
+/** What a system error code means for people, and what to do about it. */
+const SYSTEM_FAILURES: Readonly<Record<string, string>> = {
+  ENOSPC: 'The disk is full',
+  EDQUOT: 'The disk quota is used up',
+  EIO: 'The disk reported an input/output error (it or its filesystem may be failing: check it)',
+  EROFS: 'The filesystem is read-only',
+  EACCES: 'Permission was denied (check the path and its permissions)',
+  EPERM: 'The operation was not permitted (check the path and its permissions)',
+  ENOMEM: 'The system ran out of memory',
+  EMFILE: 'Too many files are open in this process',
+  ENFILE: 'Too many files are open on the system',
+};
+
+/**
+ * Any error as a {@link RewindError}: itself if it is one; a system error (a full disk, an I/O
+ * error, a refused permission) as `IO_FAILED`, saying what it means and to retry once it is
+ * dealt with (the next command finishes or closes whatever was cut short); anything else
+ * undefined. For the edges, which show every failure with a code.
+ */
+export function asRewindError(error: unknown): RewindError | undefined {
+  if (isRewindError(error)) return error;
+  if (!(error instanceof Error)) return undefined;
+  const system = error as NodeJS.ErrnoException;
+  if (typeof system.code !== 'string' || !/^E[A-Z0-9]+$/.test(system.code)) return undefined;
+  const meaning = SYSTEM_FAILURES[system.code] ?? 'The system refused a file operation';
+  return new RewindError(
+    'IO_FAILED',
+    `${meaning}: ${system.message}. Deal with that, then retry: the next command finishes or closes anything left half-done.`,
+    {
+      data: { errno: system.code, ...(system.path && { path: system.path }) },
+      cause: error,
+    },
+  );
+}

@@ -25,7 +25,13 @@ export {
   validate,
   withResumeNote,
 } from './conversation/index.js';
-export { ERROR_CODES, type ErrorCode, isRewindError, RewindError } from './errors.js';
+export {
+  asRewindError,
+  ERROR_CODES,
+  type ErrorCode,
+  isRewindError,
+  RewindError,
+} from './errors.js';
 export {
   checkEnvelope,
   ENTRY_KINDS,

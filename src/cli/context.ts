@@ -198,7 +198,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         return await work(target);
       } finally {
         progressLine?.end();
-        if (opened) await (await opened.catch(() => undefined))?.close();
+        const session = opened && (await opened.catch(() => undefined));
+        // What was finished or closed first is said, even when the command then failed.
+        if (!globals.quiet) {
+          for (const recovered of session?.recoveries() ?? []) io.stderr(`rewind: ${recovered}\n`);
+        }
+        await session?.close();
       }
     },
     run: async (command, target, operation, input) => {

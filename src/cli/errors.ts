@@ -1,5 +1,5 @@
 /** How the CLI reports what went wrong: on stderr for people, as a document for `--json`. */
-import { isRewindError } from '../index.js';
+import { asRewindError, isRewindError } from '../index.js';
 
 /** A mistake in how a command was called, found in its action (Commander reports its own): exit 2. */
 export class UsageError extends Error {}
@@ -7,13 +7,9 @@ export class UsageError extends Error {}
 /** The error for people: the message and its code, and with `isDebug` every stack of the cause chain. */
 export function describeError(error: unknown, isDebug: boolean): string {
   const lines: string[] = [];
-  if (isRewindError(error)) {
-    lines.push(`rewind: ${error.message} [${error.code}]`);
-  } else if (error instanceof Error && typeof (error as NodeJS.ErrnoException).code === 'string') {
-    const system = error as NodeJS.ErrnoException;
-    lines.push(
-      `rewind: the system refused an operation: ${system.message}. Check the path and its permissions, then retry.`,
-    );
+  const known = asRewindError(error);
+  if (known) {
+    lines.push(`rewind: ${known.message} [${known.code}]`);
   } else {
     lines.push(
       `rewind: unexpected error: ${error instanceof Error ? error.message : String(error)}. ` +
@@ -32,8 +28,8 @@ export function describeError(error: unknown, isDebug: boolean): string {
 
 /** The `--json` document of a failure: `{ error: { code, message, data } }`. */
 export function errorDocument(error: unknown): Record<string, unknown> {
-  if (isRewindError(error))
-    return { error: { code: error.code, message: error.message, data: error.data } };
+  const known = asRewindError(error);
+  if (known) return { error: { code: known.code, message: known.message, data: known.data } };
   return {
     error: { code: 'UNEXPECTED', message: error instanceof Error ? error.message : String(error) },
   };

@@ -124,7 +124,11 @@ function tryCreate(path: string, holder: LockHolder): boolean {
     if (isSystemError(error, 'EEXIST')) return false;
     throw error;
   } finally {
-    unlinkSync(temporary);
+    // What matters is whether the link was made; a temporary file left behind (a failing disk)
+    // is harmless.
+    try {
+      unlinkSync(temporary);
+    } catch {}
   }
 }
 
@@ -209,7 +213,7 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
     const current = readHolder(path);
     if (current === 'missing') continue;
     if (current === 'unreadable') throw unreadableLock(path);
-    if (!isHolderAlive(current)) {
+    if (abandonedTokens.has(current.token) || !isHolderAlive(current)) {
       await takeOver(path, current, holder, `${path}.taken-${current.token}`);
       continue;
     }
@@ -226,14 +230,26 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
   }
 }
 
+/**
+ * Tokens of the locks this process released but could not remove (a full or failing disk): their
+ * files name a live process, this one, but hold nothing, so it takes them over like a dead one's.
+ */
+const abandonedTokens = new Set<string>();
+
 function createLock(path: string, holder: LockHolder): Lock {
   let isReleased = false;
+  // Releasing never throws: the work done under the lock is what succeeded or failed, and its
+  // error must not be replaced by the lock's. A lock file that stays is taken over later.
   const release = async (): Promise<void> => {
     if (isReleased) return;
     isReleased = true;
-    const current = readHolder(path);
-    // Only remove our own record: never the lock of a process that took over after us.
-    if (typeof current === 'object' && current.token === holder.token) removeFile(path);
+    try {
+      const current = readHolder(path);
+      // Only remove our own record: never the lock of a process that took over after us.
+      if (typeof current === 'object' && current.token === holder.token) removeFile(path);
+    } catch {
+      abandonedTokens.add(holder.token);
+    }
   };
   return { path, holder, release, [Symbol.asyncDispose]: release };
 }

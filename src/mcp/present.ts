@@ -5,9 +5,9 @@
 import {
   type ActionDetail,
   type ActionResult,
+  asRewindError,
   type ExecResult,
   formatVerification,
-  isRewindError,
 } from '../index.js';
 import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
 
@@ -252,11 +252,12 @@ const ADVICE_FOR_A_MODEL: Partial<Record<string, string>> = {
 
 /** A failure as the model should see it: what went wrong, its code, and what to do next. */
 export function presentFailure(error: unknown): ToolResult {
-  if (!isRewindError(error)) {
+  const known = asRewindError(error);
+  if (!known) {
     return refusal(`Unexpected error: ${error instanceof Error ? error.message : String(error)}`);
   }
-  const advice = ADVICE_FOR_A_MODEL[error.code];
-  return refusal(`${error.message} [${error.code}]${advice ? `\n${advice}` : ''}`);
+  const advice = ADVICE_FOR_A_MODEL[known.code];
+  return refusal(`${known.message} [${known.code}]${advice ? `\n${advice}` : ''}`);
 }
 
 /**

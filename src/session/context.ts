@@ -31,6 +31,11 @@ export interface SessionContext {
   readonly ledger: Ledger;
   readonly redactor: Redactor;
   readonly settings: SessionSettings;
+  /**
+   * What recovery did in this session since it was opened, one sentence each, oldest first:
+   * an operation a killed process left half-done, finished (and what was saved first) or closed.
+   */
+  readonly recoveries: string[];
 }
 
 /** A session's options with every default applied, in one place. */

@@ -97,6 +97,7 @@ async function createContext(
     store: createObjectStore(location.directory),
     ledger,
     redactor,
+    recoveries: [],
     settings: Object.freeze({
       lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
       execTimeoutMs: DEFAULT_EXEC_TIMEOUT_MS,

@@ -72,7 +72,7 @@ export interface SessionSummary {
 }
 
 /** The newest action when it never ended (drafts and recorded actions wait by design). */
-function interruptedOf(entries: readonly LedgerEntry[]): SessionSummary['interrupted'] {
+export function interruptedOf(entries: readonly LedgerEntry[]): SessionSummary['interrupted'] {
   let newest: ActionRecord | undefined;
   for (const action of deriveActions(entries).values()) newest = action;
   if (!newest || newest.closed || newest.state === 'draft' || newest.state === 'discarded') {

@@ -128,6 +128,15 @@ export class Session {
     return new Session(await startIsolatedContext(options));
   }
 
+  /**
+   * What recovery did in this session since it was opened, one sentence each, oldest first: an
+   * operation a killed process left half-done, finished before the next one (and what it saved
+   * first) or closed. Empty when nothing was pending.
+   */
+  recoveries(): readonly string[] {
+    return [...this.#context.recoveries];
+  }
+
   /** What the last automatic rollback did, if one was attempted. */
   get lastAutoRollback(): AutoRollbackReport | undefined {
     return this.#policies.lastAutoRollback;

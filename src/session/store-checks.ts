@@ -21,7 +21,7 @@ import {
   workspaceLockOf,
 } from '../store/index.js';
 import { forgetUnkept } from '../workspace/index.js';
-import type { WorkspaceOptions } from './repository.js';
+import { interruptedOf, type WorkspaceOptions } from './repository.js';
 
 /** A problem {@link verify} found. */
 export interface VerifyProblem {
@@ -39,8 +39,26 @@ export interface VerifyReport {
   sessions: { id: string; entryCount: number; isHashChained: boolean }[];
   objectsChecked: number;
   problems: VerifyProblem[];
-  /** Things that are not damage: a torn final line, entries from a newer Rewind. */
+  /**
+   * Things that are not damage: a torn final line, entries from a newer Rewind, an operation a
+   * killed process left pending.
+   */
   warnings: string[];
+}
+
+/**
+ * The operations killed processes left pending, one warning each: neither verify nor gc
+ * finishes them (they change no workspace), so they say so.
+ */
+function pendingWarnings(sessions: { session: SessionFile; reading: LedgerReading }[]): string[] {
+  return sessions.flatMap(({ session, reading }) => {
+    const pending = interruptedOf(reading.entries);
+    return pending
+      ? [
+          `session ${session.id}: ${pending.kind} #${pending.id} (${pending.target}) was cut short and is still pending: the next command in that session finishes it, saving first whatever was edited since`,
+        ]
+      : [];
+  });
 }
 
 interface Referrer {
@@ -137,6 +155,7 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
       );
     }
   }
+  report.warnings.push(...pendingWarnings(sessions));
   const { roots, referrers } = collectReferences(sessions);
   const where = (digest: Digest): Partial<VerifyProblem> => {
     const referrer = referrers.get(digest);
@@ -197,6 +216,8 @@ export interface GcReport {
   recentCount: number;
   /** Temporary files of crashed writes that were removed. */
   abandonedFiles: string[];
+  /** What is worth knowing meanwhile: an operation a killed process left pending. */
+  warnings: string[];
 }
 
 /**
@@ -232,7 +253,8 @@ async function collectGarbage(
   const store = createObjectStore(location.directory);
   const graceMs = options.graceMs ?? 60 * 60 * 1000;
   const nowMs = (options.now ?? (() => new Date()))().getTime();
-  const { roots } = collectReferences(await readAllSessions(location));
+  const sessions = await readAllSessions(location);
+  const { roots } = collectReferences(sessions);
   const reachable = new Set<Digest>();
   await walkReferences(
     store,
@@ -268,6 +290,7 @@ async function collectGarbage(
     keptCount: 0,
     recentCount: 0,
     abandonedFiles: [],
+    warnings: pendingWarnings(sessions),
   };
   for await (const object of store.list()) {
     if (reachable.has(object.digest)) {

@@ -31,7 +31,12 @@ import {
   WorkspaceDirectories,
 } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
-import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
+import {
+  IgnoreRules,
+  type OutsideRules,
+  RESTORE_TEMPORARY,
+  readOutsideRules,
+} from './ignore-rules.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
@@ -150,7 +155,6 @@ async function removeEntry(
 
 /** Ends the name of a file being restored; one left by a crash is removed on recovery. */
 const TEMPORARY_SUFFIX = '.rewind-tmp';
-const TEMPORARY_PATTERN = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
 
 /** The longest name a file system takes (NAME_MAX), in bytes. */
 const MAX_NAME_BYTES = 255;
@@ -179,11 +183,25 @@ async function removeLeftovers(directories: Iterable<string>): Promise<void> {
       continue;
     }
     for (const name of names) {
-      if (TEMPORARY_PATTERN.test(name)) {
+      if (RESTORE_TEMPORARY.test(name)) {
         await unlink(diskPath(`${directory}/${name}`)).catch(() => {});
       }
     }
   }
+}
+
+/**
+ * Removes the temporary files a killed restore of these paths may have left beside them (a kill
+ * between writing a file's copy and renaming it into place). Recovery runs it before anything
+ * else, so that neither what it saves first, nor the next snapshot, nor a workspace whose restore
+ * is closed as not performed keeps them.
+ */
+export async function removeRestoreLeftovers(
+  workspace: string,
+  paths: readonly string[],
+): Promise<void> {
+  const root = checkWorkspace(workspace);
+  await removeLeftovers(new Set(paths.map((path) => posix.dirname(`${root}/${path}`))));
 }
 
 /** Files up to this size are fetched whole and written with synchronous calls. */

@@ -18,6 +18,13 @@ export const IGNORE_FILES = ['.gitignore', IGNORE_FILE] as const;
 /** Names never snapshotted, at any depth: Rewind's own store and git's. */
 const ALWAYS_EXCLUDED = new Set(['.rewind', '.git']);
 
+/**
+ * The name of the temporary copy a file is restored through, beside it (see `apply.ts`): never
+ * snapshotted either, though a crash may leave one for a while (until recovery removes it, which
+ * a command in another session does not do).
+ */
+export const RESTORE_TEMPORARY = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
+
 /** True when `names` (a directory's listing) holds an ignore file. */
 export function holdsIgnoreFile(names: readonly string[]): boolean {
   return names.includes(IGNORE_FILES[0]) || names.includes(IGNORE_FILES[1]);
@@ -170,7 +177,7 @@ export class IgnoreRules {
 
   /** True when the entry at `relative` (a directory when `isDirectory`) is left out. */
   isIgnored(relative: string, name: string, isDirectory: boolean): boolean {
-    if (ALWAYS_EXCLUDED.has(name)) return true;
+    if (ALWAYS_EXCLUDED.has(name) || (!isDirectory && RESTORE_TEMPORARY.test(name))) return true;
     // The rules themselves are always kept: a rule can never hide a change to the rules (an
     // agent writing `*` to .rewindignore would otherwise make every later change invisible,
     // and no rollback or undo would take the rule back).

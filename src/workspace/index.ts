@@ -4,6 +4,7 @@ export {
   applyChanges,
   isAtOrUnder,
   MAX_LISTED_SKIPPED,
+  removeRestoreLeftovers,
   workspaceRules,
 } from './apply.js';
 export {

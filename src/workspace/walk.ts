@@ -222,7 +222,8 @@ export function lstatEntry(absolute: string, relative: string): BigIntStats | un
   try {
     return lstatSync(diskPath(absolute), { bigint: true });
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return undefined;
+    // ENOTDIR: a folder above it is a file now, so it is absent.
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
     throw unreadable(relative, error);
   }
 }

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, lstat, readFile, stat, symlink, writeFile } from 'node:fs/promises';
+import { chmod, lstat, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -135,6 +135,35 @@ describe('file actions', () => {
     });
     expect(await statesOf(workspace)).toMatchObject({ [written.id]: 'undo-refused' });
   });
+
+  it.each([
+    ['removed', async (path: string) => rm(path, { recursive: true })],
+    [
+      'replaced by a file',
+      async (path: string) => {
+        await rm(path, { recursive: true });
+        await writeFile(path, 'a file now');
+      },
+    ],
+  ])(
+    'refuses, naming it, to undo into a folder that was %s since (a file action and a command)',
+    async (_how, change) => {
+      const { workspace, session } = await sessionOn({ 'd/e/f.txt': 'f', 'd/e/g.txt': 'g' });
+      const deleted = await session.delete('d/e/f.txt');
+      const ran = await session.exec('rm d/e/g.txt');
+      await change(join(workspace, 'd'));
+      const before = await readdir(workspace);
+      for (const id of [ran.id, deleted.id]) {
+        const result = await session.undo(id);
+        expect(result).toMatchObject({
+          status: 'refused',
+          conflicts: [{ path: 'd', expected: 'a directory' }],
+        });
+      }
+      expect(await readdir(workspace)).toEqual(before);
+      expect((await log({ workspace })).entries.at(-1)?.kind).toBe('undo-refused');
+    },
+  );
 
   it('refuses paths outside the workspace, through links, or left out of snapshots, changing nothing', async () => {
     const { workspace, session } = await sessionOn({

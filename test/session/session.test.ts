@@ -1,4 +1,4 @@
-import { readFile, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
@@ -387,8 +387,27 @@ describe('a rollback killed midway', () => {
       'Interrupted rollback #3 (base) in session',
     );
     expect((await rewind(workspace, ['log'])).stdout).toContain('Interrupted: rollback #3 (base)');
+    // So do the commands that change no workspace and so finish nothing: verify, gc, session list.
+    const verified = await rewind(workspace, ['verify']);
+    expect(verified.code).toBe(0);
+    expect(verified.stderr).toContain(
+      'rollback #3 (base) was cut short and is still pending: the next command in that session finishes it',
+    );
+    expect((await rewind(workspace, ['gc', '--dry-run'])).stderr).toContain(
+      'rollback #3 (base) was cut short and is still pending',
+    );
+    expect((await rewind(workspace, ['session', 'list'])).stdout).toContain(
+      'Interrupted rollback #3 (base) in session',
+    );
+    expect((await rewind(workspace, ['init'])).stdout).toContain(
+      'Interrupted rollback #3 (base) in session',
+    );
     const result = await rewind(workspace, ['checkpoint', 'my-fix']);
     expect(result.code).toBe(0);
+    // And it says so: the checkpoint asked for does not hold the hand fixes, another one does.
+    expect(result.stderr).toBe(
+      'rewind: The rollback #3 (base) a killed process had left half-done was finished first; what was edited since (d1/f1.txt, d19/f399.txt) is saved in checkpoint saved-before-recovery-3: `rewind rollback saved-before-recovery-3 -- PATH` brings a path back.\n',
+    );
     const reopened = await openSession({ workspace });
     const labels = (await reopened.checkpoints()).map((checkpoint) => checkpoint.label);
     expect(labels).toEqual(['base', 'saved-before-recovery-3', 'my-fix']);
@@ -425,6 +444,9 @@ describe('a rollback killed midway', () => {
     await writeFile(join(workspace, 'a.txt'), 'three');
     expect((await log({ workspace })).session.interrupted).toMatchObject({ kind: 'rollback' });
     const reopened = await openSession({ workspace });
+    expect(reopened.recoveries()).toEqual([
+      expect.stringContaining('cut short before it changed anything was closed, not performed'),
+    ]);
     expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('three');
     expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('b2');
     expect((await log({ workspace })).entries.at(-1)).toMatchObject({
@@ -434,6 +456,58 @@ describe('a rollback killed midway', () => {
     expect((await log({ workspace })).session.interrupted).toBeUndefined();
     expect((await reopened.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual(['base']);
     await reopened.close();
+  });
+
+  // A kill between writing a file's temporary copy and renaming it into place leaves the copy.
+  it.each([
+    ['closed as not performed (killed before the first rename)', ['two', 'b2'], 'rollback-failed'],
+    ['finished (killed after a.txt moved)', ['one', 'b2'], 'rollback-completed'],
+  ])(
+    'leaves no temporary file of its own behind when %s, nor in what it saves first',
+    async (_how, [a, b], closing) => {
+      const { workspace, session, store } = await sessionOn({
+        'a.txt': 'one',
+        'b.txt': 'b1',
+        'c.txt': 'c1',
+      });
+      await session.checkpoint('base');
+      await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2', 'c.txt': 'c2' });
+      await session.rollback('base');
+      await session.close();
+      const file = (await log({ workspace })).session.file;
+      const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+      await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+      await lay(workspace, { 'a.txt': a as string, 'b.txt': b as string, 'c.txt': 'c2' });
+      const leftover = '.b.txt.rewind-0123456789ab.rewind-tmp';
+      await writeFile(join(workspace, leftover), 'b1');
+      // Edited by hand before the next command: recovery saves it before overwriting it.
+      await writeFile(join(workspace, 'c.txt'), 'by hand');
+      const reopened = await openSession({ workspace });
+      expect((await log({ workspace })).entries.at(-1)?.kind).toBe(closing);
+      const next = await reopened.checkpoint('next');
+      for (const checkpoint of await reopened.checkpoints()) {
+        const names = (await readTree(store, checkpoint.tree)).entries.map((entry) => entry.name);
+        expect(names, checkpoint.label).not.toContain(leftover);
+      }
+      expect(next.added).toBe(0);
+      expect(await readdir(workspace)).not.toContain(leftover);
+      await reopened.close();
+    },
+  );
+
+  it('a checkpoint never stores the temporary copies a killed restore left (a command in another session does not remove them)', async () => {
+    const { workspace, session, store } = await sessionOn({ 'a.txt': 'one', 'd/b.txt': 'b' });
+    await lay(workspace, {
+      '.a.txt.rewind-0123456789ab.rewind-tmp': 'half',
+      'd/.b.txt.rewind-ba9876543210.rewind-tmp': 'half',
+    });
+    const checkpoint = await session.checkpoint('now');
+    const names = async (tree: typeof checkpoint.tree): Promise<string[]> =>
+      (await readTree(store, tree)).entries.map((entry) => entry.name);
+    expect(await names(checkpoint.tree)).toEqual(['a.txt', 'd']);
+    const d = (await readTree(store, checkpoint.tree)).entries.find((entry) => entry.name === 'd');
+    if (d?.type !== 'directory') throw new Error('no d');
+    expect(await names(d.digest)).toEqual(['b.txt']);
   });
 
   it('finishes a rollback that turned a directory into a file, interrupted once the file was there', async () => {

@@ -26,6 +26,22 @@ async function restoreTo(
 }
 
 describe('diffTrees and applyChanges', () => {
+  it('restores files whose names are as long as a name may be (255 bytes), small and large', async () => {
+    const long = `${'é'.repeat(127)}z`;
+    const large = `${'b'.repeat(255)}`;
+    const big = Buffer.alloc(1024 * 1024 + 10, 7);
+    const { workspace, storeDirectory, store } = await makeWorkspace({ [long]: 'before' });
+    await writeFile(join(workspace, large), big);
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await writeFile(join(workspace, long), 'after');
+    await writeFile(join(workspace, large), 'small now');
+    await restoreTo(workspace, options, target);
+    expect(await readFile(join(workspace, long), 'utf8')).toBe('before');
+    expect((await readFile(join(workspace, large))).equals(big)).toBe(true);
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
+
   it('brings a workspace back to a tree exactly: contents, modes, links, and type changes', async () => {
     const { workspace, storeDirectory, store } = await makeWorkspace({
       'keep.txt': 'same',

@@ -78,7 +78,8 @@ function renderInit(result: InitOutput): string {
     // With --isolated, the isolated session is what changed.
     return isolated
       ? `Rewind store already in ${result.storeDirectory}.\n${isolated}`
-      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n`;
+      : `Rewind store already in ${result.storeDirectory}; nothing changed. Current session: ${session.id} (${plural(session.entryCount, 'entry', 'entries')}).\n` +
+          (session.interrupted ? `Interrupted ${describeInterrupted(session)}\n` : '');
   }
   const store = result.isNewStore ? `Initialized a Rewind store in ${result.storeDirectory}\n` : '';
   return `${store}Started session ${session.id}${session.isHashChained ? ' (hash-chained)' : ''}.\n${isolated}`;
@@ -433,6 +434,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       {
         text: (output, globals) =>
           globals.quiet && !output.isDryRun ? '' : renderGc(output, globals.verbose),
+        warnings: (output) => output.warnings,
       },
     ),
   );
@@ -486,7 +488,12 @@ function registerSessionCommands(program: Command, cli: CliContext): void {
         text: (output) =>
           output.sessions.length === 0
             ? 'No sessions yet. Start one with `rewind init`.\n'
-            : `${output.sessions.map(renderSessionLine).join('\n')}\n`,
+            : `${[
+                ...output.sessions.map(renderSessionLine),
+                ...output.sessions.flatMap((session) =>
+                  session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
+                ),
+              ].join('\n')}\n`,
       },
     ),
   );

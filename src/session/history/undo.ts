@@ -1,4 +1,6 @@
-import { isRewindError, RewindError } from '../../errors.js';
+import { lstatSync } from 'node:fs';
+import { join } from 'node:path';
+import { isRewindError, isSystemError, RewindError } from '../../errors.js';
 import type { TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
@@ -216,6 +218,49 @@ async function findUndoConflicts(
   return conflicts;
 }
 
+/** What is at a path of the workspace now, for {@link brokenParents}: `directory`, or what else. */
+function kindAt(absolute: string): string {
+  try {
+    const stats = lstatSync(absolute);
+    if (stats.isDirectory()) return 'directory';
+    return stats.isSymbolicLink() ? 'a symbolic link' : 'a file';
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return 'absent';
+    throw error;
+  }
+}
+
+/**
+ * The folders above the paths an undo puts back that are no folder now (removed since the
+ * action, or replaced by a file or a link) and that the undo does not put back itself: nothing can
+ * be restored into them, so the undo refuses and names them.
+ */
+async function brokenParents(
+  touched: readonly TreeChange[],
+  target: string,
+  isLeftOut: LeftOutCheck,
+): Promise<UndoConflict[]> {
+  const restoredDirectories = new Set(
+    touched.filter((change) => change.before?.type === 'directory').map((change) => change.path),
+  );
+  const conflicts = new Map<string, UndoConflict>();
+  for (const change of touched) {
+    if (change.before === undefined) continue;
+    if (await isLeftOut(change.path, change.before.type === 'directory')) continue;
+    const names = change.path.split('/');
+    for (let index = 1; index < names.length; index++) {
+      const parent = names.slice(0, index).join('/');
+      if (restoredDirectories.has(parent) || conflicts.has(parent)) continue;
+      const found = kindAt(join(target, parent));
+      if (found !== 'directory') {
+        conflicts.set(parent, { path: parent, expected: 'a directory', found });
+        break;
+      }
+    }
+  }
+  return [...conflicts.values()];
+}
+
 /**
  * Undoes a reversible action (`last`: the most recent one that can still be undone), unless a
  * path it changed no longer holds what it left: then the refusal is journaled and returned.
@@ -228,13 +273,11 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     const effect = checkUndoable(action);
     const touched = await changesOf(context, effect);
     const unreadable: string[] = [];
-    const conflicts = await findUndoConflicts(
-      context,
-      effect,
-      touched,
-      workspaceFor(context, action.started.body),
-      unreadable,
-    );
+    const target = workspaceFor(context, action.started.body);
+    const conflicts = [
+      ...(await findUndoConflicts(context, effect, touched, target, unreadable)),
+      ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
+    ];
     if (conflicts.length > 0) {
       await journal.append('undo-refused', {
         undoes: action.id,

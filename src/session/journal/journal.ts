@@ -199,7 +199,8 @@ export async function withWorkspaceLock<T>(
   try {
     const journal = journalOf(context);
     await journal.refresh();
-    await recover(context, journal);
+    const recovered = await recover(context, journal);
+    if (recovered) context.recoveries.push(recovered);
     return await work(journal);
   } finally {
     await lock.release();

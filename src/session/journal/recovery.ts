@@ -12,6 +12,7 @@ import {
   exceptFor,
   isSameEntry,
   type LeftOutCheck,
+  removeRestoreLeftovers,
   type SnapshotResult,
   type TreeChange,
   treeRules,
@@ -118,14 +119,23 @@ export async function applyAnnounced(
     } catch {}
     const code = isRewindError(error) ? error.code : 'IO_FAILED';
     const message = error instanceof Error ? error.message : String(error);
-    await journal.append(`${kind}-failed`, { ...common, error: { code, message }, isReverted });
+    // On a full or failing disk the failure may not be journaled either: the intent then stays
+    // open, and the next command closes it (nothing changed) or finishes it.
+    const isJournaled = await journal
+      .append(`${kind}-failed`, { ...common, error: { code, message }, isReverted })
+      .then(
+        () => true,
+        () => false,
+      );
     throw new RewindError(
       code,
       `The ${kind === 'action' ? String(started.body.action) : kind} #${started.seq} failed: ${message} ` +
         (isReverted
           ? 'The workspace was put back as it was before; nothing was lost.'
-          : 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'),
-      { data: { id: started.seq, isReverted }, cause: error },
+          : isJournaled
+            ? 'Putting the workspace back failed too, so it is partly restored: `rewind diff` shows where it stands, and every state is still in the store.'
+            : 'Putting the workspace back failed too, so it is partly restored, and this could not be journaled: once the cause is dealt with, the next command finishes it (every state is still in the store).'),
+      { data: { id: started.seq, isReverted, isJournaled }, cause: error },
     );
   }
 }
@@ -189,15 +199,28 @@ function savedLabelFor(journal: Journal, id: number): string {
  * (`saved-before-recovery-<id>`, named in the completion), or, for a commit to the host, the
  * commit is closed as failed and nothing is overwritten. A command cannot be finished: the
  * workspace it left is recorded and it is closed as interrupted (its file effects can then still
- * be undone). Runs under the workspace lock, before every operation.
+ * be undone). Runs under the workspace lock, before every operation. Returns what it did, in a
+ * sentence for people (what was saved first, what to run next), or undefined when nothing was
+ * pending.
  */
-export async function recover(context: SessionContext, journal: Journal): Promise<void> {
+export async function recover(
+  context: SessionContext,
+  journal: Journal,
+): Promise<string | undefined> {
   const action = journal.newestAction();
   // Drafts wait for approval, recorded actions for their report: neither was interrupted.
-  if (!action || action.closed || action.state === 'draft' || action.state === 'discarded') return;
-  if (isRecorded(action)) return;
+  if (!action || action.closed || action.state === 'draft' || action.state === 'discarded') {
+    return undefined;
+  }
+  if (isRecorded(action)) return undefined;
+  const what = `${action.kind} #${action.id} (${action.target})`;
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
+    // Rewind's own half-written copies go first: they are neither side's, nor anyone's edit.
+    await removeRestoreLeftovers(
+      workspaceFor(context, action.started.body),
+      changes.map((change) => change.path),
+    );
     const drift = await findDrift(context, action.started, changes);
     // Not one path was changed: it failed and was put back (its closing entry could not be
     // written: a full disk), or it was cut short before it began. It is closed, not performed: it
@@ -215,7 +238,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isReverted: true,
         isRecovery: true,
       });
-      return;
+      return `The ${what} a killed process had cut short before it changed anything was closed, not performed: run it again if it is still wanted.`;
     }
     const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
     if (drift.paths.length === 0) {
@@ -223,9 +246,10 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isRecovery: true,
         leaveAlone,
       });
-      return;
+      return `The ${what} a killed process had left half-done was finished first.`;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
+    const shown = `${drift.paths.slice(0, 5).join(', ')}${drift.paths.length > 5 ? ', ...' : ''}`;
     if (action.started.body.on === 'host') {
       await journal.append('action-failed', {
         startedSeq: action.id,
@@ -237,7 +261,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
         isReverted: false,
         isRecovery: true,
       });
-      return;
+      return `The ${what} a killed process had left half-done was not finished: ${drift.paths.length} of its paths changed in the workspace since (${shown}), and nothing was overwritten. Look at the workspace, then commit again.`;
     }
     const savedAs = savedLabelFor(journal, action.id);
     await appendCheckpoint(context, journal, savedAs, drift.snapshot, {
@@ -249,7 +273,10 @@ export async function recover(context: SessionContext, journal: Journal): Promis
       completion: { savedAs, ...listed },
       leaveAlone,
     });
-    return;
+    return (
+      `The ${what} a killed process had left half-done was finished first; what was edited since ` +
+      `(${shown}) is saved in checkpoint ${savedAs}: \`rewind rollback ${savedAs} -- PATH\` brings a path back.`
+    );
   }
   const snapshot = action.kind === 'exec' ? await snapshotWorkspace(context) : undefined;
   await journal.append(
@@ -266,4 +293,7 @@ export async function recover(context: SessionContext, journal: Journal): Promis
     },
     snapshot ? [{ type: 'tree', digest: snapshot.tree }] : [],
   );
+  return snapshot
+    ? `The ${what} a killed process had left running was closed as interrupted; what it changed in the workspace is recorded: \`rewind undo ${action.id}\` reverts it.`
+    : `The ${what} a killed process had left unfinished was closed as interrupted.`;
 }
