@@ -1,7 +1,12 @@
 import type { Dirent } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
-import { isSystemError } from '../errors.js';
-import { type Digest, normalizeWorkspacePath, resolveWorkspacePath } from '../lib/index.js';
+import { readdir } from 'node:fs/promises';
+import { isSystemError, RewindError } from '../errors.js';
+import {
+  type Digest,
+  normalizeWorkspacePath,
+  readPlainFile,
+  resolveWorkspacePath,
+} from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
 import type { ActionClass, ActionState } from './journal/action-records.js';
@@ -31,15 +36,28 @@ export async function listActions(context: SessionContext): Promise<ActionInfo[]
   }));
 }
 
-/** A text file of the session's workspace; see `Session.read`. */
+/**
+ * A text file of the session's workspace; see `Session.read`. Throws `PATH_NOT_FOUND`, and
+ * `PATH_CONFLICT` for what is not a file (a directory: list it; a named pipe, which a read would
+ * wait on forever).
+ */
 export async function readText(context: SessionContext, path: string): Promise<string> {
   const absolute = await resolveWorkspacePath(context.workspace, path);
+  let read: Awaited<ReturnType<typeof readPlainFile>>;
   try {
-    return await readFile(absolute, 'utf8');
+    read = await readPlainFile(absolute);
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(normalizeWorkspacePath(path));
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR'))
+      throw pathNotFoundError(normalizeWorkspacePath(path));
     throw error;
   }
+  if (read.isFile) return read.value.toString('utf8');
+  const normalized = normalizeWorkspacePath(path);
+  throw new RewindError(
+    'PATH_CONFLICT',
+    `${normalized} is ${read.kind}, not a file, so there is no text to read.${read.kind === 'a directory' ? ' List it instead.' : ''}`,
+    { data: { path: normalized, kind: read.kind } },
+  );
 }
 
 /** The entries of a directory of the session's workspace; see `Session.list`. */
@@ -53,6 +71,14 @@ export async function listDirectory(context: SessionContext, path: string): Prom
     entries = await readdir(absolute, { withFileTypes: true });
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(normalizeWorkspacePath(path));
+    if (isSystemError(error, 'ENOTDIR')) {
+      const normalized = normalizeWorkspacePath(path);
+      throw new RewindError(
+        'PATH_CONFLICT',
+        `${normalized} is not a directory, so it has no entries to list. Read it instead.`,
+        { data: { path: normalized } },
+      );
+    }
     throw error;
   }
   return entries

@@ -1,16 +1,4 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
-import {
-  chmod,
-  chown,
-  mkdir,
-  mkdtemp,
-  readdir,
-  readFile,
-  rm,
-  symlink,
-  writeFile,
-} from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Command } from 'commander';
@@ -21,6 +9,7 @@ import { createRedactor } from '../../src/lib/index.js';
 import { init } from '../../src/session/index.js';
 import { rewind } from '../helpers/cli.js';
 import { RUNS, trickyString, withinBound } from '../helpers/fuzz.js';
+import { AS_NOBODY, type Jail, makeJail } from '../helpers/jail.js';
 import { ROOT } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
@@ -32,11 +21,8 @@ import { makeTempDirectory } from '../helpers/temp.js';
  * stack trace, a crash or a hang.
  */
 
-const AS_NOBODY = join(ROOT, 'test', 'helpers', 'as-nobody.mjs');
 const WORKER = join(ROOT, 'test', 'helpers', 'cli-fuzz-worker.mjs');
 const BIN = join(ROOT, 'bin', 'rewind.js');
-const NOBODY = 65534;
-const isRoot = process.getuid?.() === 0;
 
 /** Commands that run a command or send a request: only with fixed, harmless arguments. */
 const RUNS_SOMETHING = new Set(['exec', 'http', 'test', 'approve', 'compensate', 'mcp']);
@@ -75,48 +61,17 @@ const GLOBAL_OPTIONS = program.options.map((option) => ({
   takesValue: option.required || option.optional,
 }));
 
-let root = '';
+let jail: Jail;
 let workspace = '';
-let outside = '';
 
 beforeAll(async () => {
-  // root/a/.../h is not the unprivileged user's: it can write only in ws/ and outside/.
-  // Kept for the whole file: makeTempDirectory's are removed after each test.
-  root = await mkdtemp(join(tmpdir(), 'rewind-fuzz-cli-'));
-  await chmod(root, 0o755);
-  const deep = join(root, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h');
-  await mkdir(deep, { recursive: true, mode: 0o755 });
-  workspace = join(deep, 'ws');
-  outside = join(deep, 'outside');
-  await mkdir(join(workspace, 'src'), { recursive: true });
-  await mkdir(join(workspace, 'dir'));
-  await mkdir(outside);
-  await writeFile(join(workspace, 'a.txt'), 'a\n');
-  await writeFile(join(workspace, 'src', 'main.ts'), 'export const main = 1;\n');
-  await writeFile(join(workspace, 'messages.json'), '[{"role":"user","content":"hi"}]');
-  await writeFile(join(workspace, 'bad.json'), '[{"role":{"toString":1}}, 1e400, ');
-  await symlink('../outside', join(workspace, 'link-out'));
-  await writeFile(join(outside, 'secret.txt'), 'secret\n');
-  if (isRoot) {
-    for (const path of [workspace, join(workspace, 'src'), join(workspace, 'dir'), outside]) {
-      await chown(path, NOBODY, NOBODY);
-    }
-    for (const file of ['a.txt', 'src/main.ts', 'messages.json', 'bad.json']) {
-      await chown(join(workspace, file), NOBODY, NOBODY);
-    }
-    await chown(join(outside, 'secret.txt'), NOBODY, NOBODY);
-  }
+  jail = await makeJail('rewind-fuzz-cli-');
+  workspace = jail.workspace;
 }, 30_000);
 
-afterAll(async () => {
-  if (root) await rm(root, { recursive: true, force: true });
-});
+afterAll(() => jail?.remove());
 
-/** The sentinel beside the workspace is as it was: no command reached outside. */
-async function expectOutsideUntouched(): Promise<void> {
-  expect(await readdir(outside)).toEqual(['secret.txt']);
-  expect(await readFile(join(outside, 'secret.txt'), 'utf8')).toBe('secret\n');
-}
+const expectOutsideUntouched = () => jail.expectOutsideUntouched();
 
 /** A long-lived process running the built CLI as the unprivileged user, one command at a time. */
 function startWorker() {
