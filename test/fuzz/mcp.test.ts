@@ -40,7 +40,7 @@ interface Tool {
 
 /** Tools that run a command or send a request: those arguments only from fixed, harmless lists. */
 const COMMAND = fc.constantFrom('true', 'echo hi', 'false', ['true'], ['echo', 'x'], '', ['']);
-const URL = fc.constantFrom(
+const ODD_URL = fc.constantFrom(
   'http://127.0.0.1:1/',
   'not a url',
   'file:///etc/passwd',
@@ -52,7 +52,7 @@ const URL = fc.constantFrom(
 const SPECIAL: Record<string, fc.Arbitrary<unknown>> = {
   command: COMMAND,
   verifier: COMMAND.filter((command) => typeof command === 'string'),
-  url: URL,
+  url: ODD_URL,
   compensateCommand: fc.constantFrom('true', ''),
   // Each retry of an unknown verdict waits a second: a few, and the ones refused.
   retries: fc.constantFrom(0, 1, -1, 101, 1.5, 2 ** 53),
@@ -116,11 +116,11 @@ const hostile = fc.oneof(
 );
 
 /** A value that fits `schema` (roughly: the server checks the rest), or one that does not. */
-function valueOf(name: string, schema: Schema): fc.Arbitrary<unknown> {
+function fittingValue(name: string, schema: Schema): fc.Arbitrary<unknown> {
   const special = SPECIAL[name];
   if (special) return special;
   if (schema.enum) return fc.constantFrom(...schema.enum);
-  if (schema.anyOf) return fc.oneof(...schema.anyOf.map((option) => valueOf(name, option)));
+  if (schema.anyOf) return fc.oneof(...schema.anyOf.map((option) => fittingValue(name, option)));
   switch (schema.type) {
     case 'string':
       return ['path', 'from', 'to'].includes(name)
@@ -135,7 +135,7 @@ function valueOf(name: string, schema: Schema): fc.Arbitrary<unknown> {
     case 'boolean':
       return fc.boolean();
     case 'array':
-      return fc.array(schema.items?.type ? valueOf(name, schema.items) : hostileMessage, {
+      return fc.array(schema.items?.type ? fittingValue(name, schema.items) : hostileMessage, {
         maxLength: 4,
       });
     case 'object':
@@ -165,7 +165,7 @@ function argumentsOf(tool: Tool): fc.Arbitrary<unknown> {
       .oneof(
         { weight: required.has(name) ? 1 : 4, arbitrary: fc.constant(undefined) },
         // Mostly fitting, so that calls get past the schema into the library.
-        { weight: 12, arbitrary: valueOf(name, schema) },
+        { weight: 12, arbitrary: fittingValue(name, schema) },
         { weight: 1, arbitrary: hostile },
       )
       .map((value) => [name, value] as const),
