@@ -1,3 +1,4 @@
+// Running work side by side, and timers that wait as long as asked.
 /**
  * Runs `worker` on every item with at most `limit` calls in flight, and resolves when all are
  * done. Rejects with the first error; calls already started run to their end.
@@ -12,4 +13,15 @@ export async function forEachConcurrently<T>(
     while (next < items.length) await worker(items[next++] as T);
   });
   await Promise.all(runners);
+}
+
+/**
+ * The longest delay a timer takes: Node runs a longer one after 1 ms, with a warning (a
+ * 32-bit signed count of milliseconds, about 24.8 days).
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** `ms` as a timer takes it: a longer delay waits as long as a timer can, never 1 ms. */
+export function timerDelayOf(ms: number): number {
+  return Math.min(ms, MAX_TIMER_MS);
 }

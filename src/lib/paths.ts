@@ -13,26 +13,52 @@ import { lstat } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { diskPath, nameBytes } from './names.js';
+import { jsonPreview } from './text.js';
+
+/** The longest file name the system takes, in bytes (NAME_MAX on Linux and macOS). */
+const NAME_MAX_BYTES = 255;
+
+/** The longest path the system takes, in bytes, its terminating NUL left out (PATH_MAX - 1). */
+const PATH_MAX_BYTES = 4095;
 
 /**
  * Normalizes a workspace-relative path to its canonical form (`a/b/c`, forward slashes, no `.`
- * segments). Throws `PATH_INVALID` for an empty path, an absolute path, a NUL byte, or a path
- * that climbs out of the workspace with `..`.
+ * segments). Throws `PATH_INVALID` for an empty path, an absolute path, a NUL byte, text that is
+ * not valid Unicode (a lone surrogate other than a byte escape, see names.ts), a name longer than
+ * the system takes (255 bytes), or a path that climbs out of the workspace with `..`.
  */
 export function normalizeWorkspacePath(path: string): string {
   const fail = (why: string): never => {
     throw new RewindError(
       'PATH_INVALID',
-      `The path ${JSON.stringify(path)} ${why}. Give a path relative to the workspace root, such as "src/index.ts".`,
+      `The path ${jsonPreview(path, 200)} ${why}. Give a path relative to the workspace root, such as "src/index.ts".`,
       { data: { path } },
     );
   };
   if (path.includes('\0')) fail('contains a NUL byte');
+  // A lone surrogate has no UTF-8: the system would get U+FFFD, another name than the one
+  // journaled. U+DC80..U+DCFF alone stands for a byte of a name that is not UTF-8 (names.ts), so
+  // only the others are refused. In a `u` pattern a pair is one code point: the class matches only
+  // a surrogate alone.
+  if (/[\uD800-\uDC7F\uDD00-\uDFFF]/u.test(path)) {
+    fail('is not valid Unicode (it holds a lone surrogate)');
+  }
   if (path.trim() === '') fail('is empty');
   if (isAbsolute(path) || posix.isAbsolute(path)) fail('is absolute');
   const normalized = posix.normalize(path).replace(/\/+$/, '');
   if (normalized === '..' || normalized.startsWith('../')) fail('leads out of the workspace');
   if (normalized === '.' || normalized === '') fail('names the workspace root itself');
+  // A byte that is not UTF-8 takes 3 bytes as text but 1 on the disk: count only long names.
+  const long = normalized
+    .split('/')
+    .find(
+      (name) => Buffer.byteLength(name) > NAME_MAX_BYTES && nameBytes(name).length > NAME_MAX_BYTES,
+    );
+  if (long !== undefined) {
+    fail(
+      `holds a name of ${nameBytes(long).length} bytes, longer than the ${NAME_MAX_BYTES} the system takes`,
+    );
+  }
   return normalized;
 }
 
@@ -42,11 +68,20 @@ export function normalizeWorkspacePath(path: string): string {
  * that do not exist yet are fine (the path may be about to be created). `root` must be an
  * absolute, already-resolved directory.
  *
- * Throws `PATH_INVALID` as {@link normalizeWorkspacePath} does, and `SYMLINK_REFUSED` naming the
- * first component that is a link.
+ * Throws `PATH_INVALID` as {@link normalizeWorkspacePath} does, and for a path longer than the
+ * system takes (4,095 bytes with the workspace's own), and `SYMLINK_REFUSED` naming the first
+ * component that is a link.
  */
 export async function resolveWorkspacePath(root: string, path: string): Promise<string> {
   const normalized = normalizeWorkspacePath(path);
+  const absolute = join(root, normalized);
+  if (Buffer.byteLength(absolute) > PATH_MAX_BYTES && nameBytes(absolute).length > PATH_MAX_BYTES) {
+    throw new RewindError(
+      'PATH_INVALID',
+      `The path ${jsonPreview(normalized, 80)} is ${nameBytes(absolute).length} bytes long with the workspace's own, longer than the ${PATH_MAX_BYTES} the system takes. Give a shorter path.`,
+      { data: { path: normalized } },
+    );
+  }
   let current = root;
   for (const segment of normalized.split('/')) {
     current = join(current, segment);
@@ -59,7 +94,7 @@ export async function resolveWorkspacePath(root: string, path: string): Promise<
     }
     if (stats.isSymbolicLink()) throw symlinkRefused(normalized, current.slice(root.length + 1));
   }
-  return join(root, normalized);
+  return absolute;
 }
 
 /** Where a process sees its own open file descriptors as paths (Linux). */

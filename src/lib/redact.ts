@@ -1,4 +1,5 @@
 import { RewindError } from '../errors.js';
+import { jsonPreview } from './text.js';
 
 /** Header names whose values are credentials: redacted whenever redaction is on. */
 export const SENSITIVE_HEADERS = [
@@ -147,19 +148,23 @@ function spellingsOf(password: string): string[] {
 export function createRedactor(options: RedactionOptions = {}): Redactor {
   const patterns = (options.patterns ?? []).map((source) => {
     let pattern: RegExp;
+    let isEmptyMatched: boolean;
     try {
       pattern = new RegExp(source, 'g');
+      // V8 compiles a pattern at its first use: one too large to compile fails here, not later.
+      // The message says why without the source, which may be long: it is shown once, shortened.
+      isEmptyMatched = pattern.test('');
     } catch (error) {
       throw new RewindError(
         'INVALID_ARGUMENT',
-        `The redaction pattern ${JSON.stringify(source)} does not compile: ${(error as Error).message}. Give a JavaScript regular expression.`,
+        `The redaction pattern ${jsonPreview(source, 200)} does not compile: ${(error as Error).message.split(': ').at(-1)}. Give a JavaScript regular expression.`,
         { data: { pattern: source } },
       );
     }
-    if (pattern.test('')) {
+    if (isEmptyMatched) {
       throw new RewindError(
         'INVALID_ARGUMENT',
-        `The redaction pattern ${JSON.stringify(source)} matches the empty string. Give one that matches only the secret.`,
+        `The redaction pattern ${jsonPreview(source, 200)} matches the empty string. Give one that matches only the secret.`,
         { data: { pattern: source } },
       );
     }

@@ -104,7 +104,7 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
   delete: (result) => journaled(result),
   move: (result) => journaled(result),
   mkdir: (result) => journaled(result),
-  read: (content) => text(content),
+  read: (content, input) => text(content === '' ? `(${input.path} is empty)` : content),
   list: (entries) => text(entries.join('\n') || '(empty)'),
   exec: (result) => {
     // A draft did not run: it has no output to show.
@@ -214,6 +214,15 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
         .join('\n') || 'no sessions',
     ),
   log: (report, input) => {
+    if (report.entries.length === 0) {
+      const filters = [
+        input.kind !== undefined && `of kind ${JSON.stringify(input.kind)}`,
+        input.checkpoint !== undefined && `about checkpoint ${JSON.stringify(input.checkpoint)}`,
+      ].filter(Boolean);
+      return text(
+        `no entries${filters.length > 0 ? ` ${filters.join(' ')}` : ''} in session ${report.session.id}`,
+      );
+    }
     const lines = report.entries.map(
       (line) =>
         `#${line.seq} ${line.kind} ${line.summary}${line.action ? ` [${line.action.state}]` : ''}`,

@@ -11,10 +11,18 @@ export const workspacePath = z
   .string()
   .describe('A path relative to the workspace root, such as "src/index.ts".');
 
+/** The longest duration a timer waits (2^31 - 1 ms, about 24.8 days), in whole seconds. */
+const MAX_SECONDS = 2_147_483;
+
 const SECONDS = 'must be a positive number of seconds';
 
-/** A duration in seconds, such as 0.5 or 120. */
-export const seconds = z.number({ error: SECONDS }).positive({ error: SECONDS });
+/** A duration in seconds, such as 0.5 or 120: at most what a timer can wait. */
+export const seconds = z
+  .number({ error: SECONDS })
+  .positive({ error: SECONDS })
+  .max(MAX_SECONDS, {
+    error: `must be at most ${MAX_SECONDS.toLocaleString('en-US')} seconds (24 days)`,
+  });
 
 const ACTION_ID = 'must be an action id: the number the log shows';
 

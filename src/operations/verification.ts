@@ -17,7 +17,9 @@ export const testOperation = defineOperation({
       .describe(
         'The verifier command, run by /bin/sh -c (default: .rewind/config.json "verifier").',
       ),
+    // More retries would run the verifier for days; the library refuses them too.
     retries: wholeNumber(0)
+      .max(100, { error: 'must be a whole number from 0 to 100' })
       .optional()
       .describe('Retry an unknown verdict this many times (default 0).'),
     timeout: seconds

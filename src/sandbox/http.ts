@@ -3,6 +3,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { BlockList, isIP } from 'node:net';
 import { RewindError } from '../errors.js';
+import { timerDelayOf } from '../lib/index.js';
 
 /** An HTTP request as an action describes it. */
 export interface HttpRequest {
@@ -298,7 +299,7 @@ export async function performRequest(
             callback(null, [{ address: target.address, family: target.family }]);
           else callback(null, target.address, target.family);
         }) as never,
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: AbortSignal.timeout(timerDelayOf(timeoutMs)),
       },
       (response) => {
         const chunks: Buffer[] = [];

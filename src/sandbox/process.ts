@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { RewindError } from '../errors.js';
+import { timerDelayOf } from '../lib/index.js';
 
 /** What a command is: an argv (run as is) or a string (run by `/bin/sh -c`). */
 export type Command = string | readonly string[];
@@ -171,7 +172,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       timedOut = true;
       killGroup('SIGTERM');
       killTimer = setTimeout(() => killGroup('SIGKILL'), KILL_GRACE_MS);
-    }, timeoutMs);
+    }, timerDelayOf(timeoutMs));
     child.on('error', (error) => {
       clearTimeout(timer);
       watch?.release();

@@ -1,7 +1,7 @@
-import { closeSync, constants, type Dirent, readFileSync } from 'node:fs';
+import { closeSync, constants, type Dirent, fstatSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { isSystemError, RewindError } from '../errors.js';
-import { type Digest, normalizeWorkspacePath, WorkspaceDirectories } from '../lib/index.js';
+import { type Digest, kindOf, normalizeWorkspacePath, WorkspaceDirectories } from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
 import type { ActionClass, ActionState } from './journal/action-records.js';
@@ -49,27 +49,42 @@ function refuseUnreadable(path: string): void {
   );
 }
 
-/** A text file of the session's workspace; see `Session.read`. */
+/**
+ * A text file of the session's workspace; see `Session.read`. Throws `PATH_NOT_FOUND`, and
+ * `PATH_CONFLICT` for what is not a file (a directory: list it; a named pipe, which a read would
+ * wait on forever).
+ */
 export async function readText(context: SessionContext, path: string): Promise<string> {
   refuseUnreadable(path);
   const relative = normalizeWorkspacePath(path);
   // Opened through its checked parent, never through a link: a directory swapped for a link
-  // meanwhile cannot make it read a file outside the workspace.
+  // meanwhile cannot make it read a file outside the workspace. O_NONBLOCK: a named pipe is
+  // opened without waiting for a writer, then refused.
   const directories = new WorkspaceDirectories(context.workspace);
   let descriptor: number;
   try {
-    descriptor = directories.openNoFollow(relative, constants.O_RDONLY);
+    descriptor = directories.openNoFollow(relative, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) {
+      throw pathNotFoundError(relative);
+    }
     throw directories.explain(error);
   } finally {
     directories.close();
   }
+  let kind: string;
   try {
-    return readFileSync(descriptor, 'utf8');
+    const stats = fstatSync(descriptor);
+    if (stats.isFile()) return readFileSync(descriptor, 'utf8');
+    kind = kindOf(stats);
   } finally {
     closeSync(descriptor);
   }
+  throw new RewindError(
+    'PATH_CONFLICT',
+    `${relative} is ${kind}, not a file, so there is no text to read.${kind === 'a directory' ? ' List it instead.' : ''}`,
+    { data: { path: relative, kind } },
+  );
 }
 
 /** The entries of a directory of the session's workspace; see `Session.list`. */
@@ -86,6 +101,13 @@ export async function listDirectory(context: SessionContext, path: string): Prom
       entries = directories.list(relative);
     } catch (error) {
       if (isSystemError(error, 'ENOENT')) throw pathNotFoundError(relative);
+      if (isSystemError(error, 'ENOTDIR')) {
+        throw new RewindError(
+          'PATH_CONFLICT',
+          `${relative} is not a directory, so it has no entries to list. Read it instead.`,
+          { data: { path: relative } },
+        );
+      }
       throw directories.explain(error);
     } finally {
       directories.close();

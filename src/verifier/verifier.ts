@@ -1,5 +1,5 @@
 import { RewindError } from '../errors.js';
-import { jsonPreview } from '../lib/index.js';
+import { jsonPreview, timerDelayOf } from '../lib/index.js';
 
 /** A verifier's verdict. `unknown` is never treated as `pass`. */
 export type VerificationStatus = 'pass' | 'fail' | 'unknown';
@@ -39,6 +39,9 @@ export interface VerifierConfig {
 }
 
 const STATUSES = new Set<string>(['pass', 'fail', 'unknown']);
+
+/** The most retries of an unknown verdict: more would run the verifier for days. */
+export const MAX_RETRIES = 100;
 
 /**
  * Reads a verdict from a verifier's output: the JSON object it prints on stdout (`status`: pass,
@@ -108,17 +111,18 @@ export function parseVerdict(output: VerifierOutput): Verdict {
 
 /**
  * Runs a verifier through `run` (the session's sandbox), retrying an `unknown` verdict up to
- * `retries` times with `retryDelayMs` between; `pass` and `fail` are final at once.
+ * `retries` times (at most {@link MAX_RETRIES}) with `retryDelayMs` between; `pass` and `fail` are
+ * final at once. Throws `INVALID_ARGUMENT` for retries that are not a whole number from 0 to 100.
  */
 export async function runVerifier(
   config: VerifierConfig,
   run: (command: string | readonly string[], timeoutMs: number) => Promise<VerifierOutput>,
 ): Promise<VerificationResult> {
   const retries = config.retries ?? 0;
-  if (!Number.isInteger(retries) || retries < 0) {
+  if (!Number.isInteger(retries) || retries < 0 || retries > MAX_RETRIES) {
     throw new RewindError(
       'INVALID_ARGUMENT',
-      `retries must be a whole number of 0 or more, not ${retries}.`,
+      `retries must be a whole number from 0 to ${MAX_RETRIES}, not ${retries}.`,
       {
         data: { retries },
       },
@@ -127,7 +131,9 @@ export async function runVerifier(
   const attempts: VerificationResult['attempts'] = [];
   for (let attempt = 0; attempt <= retries; attempt++) {
     if (attempt > 0)
-      await new Promise((resolve) => setTimeout(resolve, config.retryDelayMs ?? 1000));
+      await new Promise((resolve) =>
+        setTimeout(resolve, timerDelayOf(config.retryDelayMs ?? 1000)),
+      );
     const output = await run(config.command, config.timeoutMs ?? 600_000);
     const verdict = parseVerdict(output);
     attempts.push({

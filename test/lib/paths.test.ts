@@ -17,11 +17,23 @@ describe('normalizeWorkspacePath', () => {
     ['a\0b', 'contains a NUL byte'],
     ['', 'is empty'],
     ['.', 'names the workspace root itself'],
+    ['a\ud800', 'is not valid Unicode'],
+    ['a\udc7f', 'is not valid Unicode'],
+    ['a\udd00/b', 'is not valid Unicode'],
+    ['x'.repeat(256), 'holds a name of 256 bytes'],
   ])('refuses %j because it %s', (path, why) => {
     expect(() => normalizeWorkspacePath(path)).toThrow(
       expect.objectContaining({ code: 'PATH_INVALID' }),
     );
     expect(() => normalizeWorkspacePath(path)).toThrow(why);
+  });
+
+  it('accepts the escapes that stand for bytes of a name that is not UTF-8, and counts them as one byte', () => {
+    expect(normalizeWorkspacePath('caf\udce9/b\udcff\udcfe.t')).toBe('caf\udce9/b\udcff\udcfe.t');
+    expect(normalizeWorkspacePath('ok-😀')).toBe('ok-😀');
+    // 255 bytes on the disk, though 765 as UTF-8 text.
+    expect(normalizeWorkspacePath('\udcff'.repeat(255))).toHaveLength(255);
+    expect(() => normalizeWorkspacePath('\udcff'.repeat(256))).toThrow('holds a name of 256 bytes');
   });
 });
 

@@ -325,6 +325,24 @@ describe('exec', () => {
     await expect(session.exec(['/no/such/program'])).rejects.toMatchObject({ code: 'EXEC_FAILED' });
   });
 
+  it('refuses a NUL byte in a command or its environment before journaling anything', async () => {
+    const { workspace, session } = await sessionOn({});
+    const before = (await log({ workspace })).entries.length;
+    await expect(session.exec(['true\0x'])).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('NUL byte'),
+    });
+    await expect(session.exec('echo a\0b')).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+    await expect(session.exec(['true'], { env: { A: 'x\0y' } })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('"A"'),
+    });
+    await expect(session.exec(['true'], { env: { 'A=B': 'x' } })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+    });
+    expect((await log({ workspace })).entries).toHaveLength(before);
+  });
+
   it('ends the whole process tree at the timeout, even children that ignore SIGTERM', async () => {
     const { workspace, session } = await sessionOn({});
     const started = Date.now();

@@ -45,7 +45,11 @@ export interface ExecResult extends ActionResult {
 /** Paths an entry lists, per kind of change, at most. */
 const MAX_LISTED_PATHS = 1000;
 
-/** The command as it will run, defaults applied. Throws `INVALID_ARGUMENT` for an empty one. */
+/**
+ * The command as it will run, defaults applied. Throws `INVALID_ARGUMENT` for an empty one, and
+ * for a NUL byte in it or its environment (the system ends an argument there: another command
+ * would run than the one journaled).
+ */
 export function execSpecOf(
   context: SessionContext,
   command: Command,
@@ -55,6 +59,22 @@ export function execSpecOf(
     throw new RewindError(
       'INVALID_ARGUMENT',
       'The command is empty. Give the program to run and its arguments.',
+    );
+  }
+  const words = typeof command === 'string' ? [command] : command;
+  if (words.some((word) => word.includes('\0'))) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      'The command holds a NUL byte, which no program argument can. Remove it.',
+    );
+  }
+  const variable = Object.entries(options.env ?? {}).find(
+    ([name, value]) => name === '' || name.includes('=') || `${name}${value}`.includes('\0'),
+  );
+  if (variable !== undefined) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The environment variable ${JSON.stringify(variable[0])} has an empty name, an "=" in its name or a NUL byte. Give NAME=value pairs without them.`,
     );
   }
   return {
