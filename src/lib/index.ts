@@ -30,6 +30,7 @@ export {
   diskPath,
   displayPath,
   hasEscapedBytes,
+  listNames,
   nameBytes,
   readLinkSync,
   readNamesSync,

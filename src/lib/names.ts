@@ -92,6 +92,21 @@ export function readNamesSync(directory: string): string[] {
   return readdirSync(diskPath(directory), { encoding: 'buffer' }).map(decodeName);
 }
 
+/**
+ * The entries of a directory, each name exactly as on disk (as {@link readNamesSync} reads
+ * them), with whether it is a directory.
+ */
+export function listNames(directory: string | Buffer): { name: string; isDirectory: boolean }[] {
+  const entries = readdirSync(directory, { withFileTypes: true });
+  if (!entries.some((entry) => entry.name.includes('\uFFFD'))) {
+    return entries.map((entry) => ({ name: entry.name, isDirectory: entry.isDirectory() }));
+  }
+  return readdirSync(directory, { withFileTypes: true, encoding: 'buffer' }).map((entry) => ({
+    name: decodeName(entry.name),
+    isDirectory: entry.isDirectory(),
+  }));
+}
+
 /** A symbolic link's target, exactly as on disk. */
 export function readLinkSync(path: string): string {
   return decodeName(readlinkSync(diskPath(path), { encoding: 'buffer' }));

@@ -2,17 +2,15 @@ import {
   chmodSync,
   closeSync,
   constants,
-  type Dirent,
   existsSync,
   lstatSync,
   openSync,
-  readdirSync,
   readlinkSync,
 } from 'node:fs';
 import { lstat } from 'node:fs/promises';
 import { isAbsolute, join, posix } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { diskPath, nameBytes } from './names.js';
+import { diskPath, listNames, nameBytes } from './names.js';
 import { jsonPreview } from './text.js';
 
 /** The longest file name the system takes, in bytes (NAME_MAX on Linux and macOS). */
@@ -200,16 +198,19 @@ export class WorkspaceDirectories {
     }
   }
 
-  /** The entries of the directory `relative`, reached without following a link (see {@link openNoFollow}). */
-  list(relative: string): Dirent[] {
+  /**
+   * The entries of the directory `relative`, reached without following a link (see
+   * {@link openNoFollow}): each name exactly as on disk (see names.ts), and whether it is a
+   * directory.
+   */
+  list(relative: string): { name: string; isDirectory: boolean }[] {
     const descriptor = this.openNoFollow(relative, constants.O_RDONLY | constants.O_DIRECTORY);
     try {
       // Where /proc is missing, the checked path is listed (see the class).
-      return readdirSync(
+      return listNames(
         canUseDescriptorPaths
           ? `${DESCRIPTOR_PATHS}/${descriptor}`
           : diskPath(this.locate(relative)),
-        { withFileTypes: true },
       );
     } finally {
       closeSync(descriptor);

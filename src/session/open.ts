@@ -1,10 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { constants, existsSync } from 'node:fs';
-import { chown, cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { chown, cp, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
 import { Ledger, setCurrentSession } from '../ledger/index.js';
-import { createRedactor, type RedactionOptions } from '../lib/index.js';
+import { createRedactor, type RedactionOptions, readNamesSync } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { createObjectStore, openStore, type StoreLocation } from '../store/index.js';
 import {
@@ -205,15 +205,38 @@ async function copyIntoView(workspace: string, view: string): Promise<void> {
     const owner = await stat(workspace);
     if (owner.uid !== 0) await chown(view, owner.uid, owner.gid);
   }
-  const names = (await readdir(workspace)).filter((name) => name !== '.rewind' && name !== '.git');
+  const names = readNamesSync(workspace).filter((name) => name !== '.rewind' && name !== '.git');
   if (names.length > 0) {
+    // find hands cp each name as bytes: one that is not UTF-8 is copied as it is (an argument
+    // given as a JavaScript string could not hold it).
     const copied = spawnSync(
-      'cp',
-      ['-a', '--reflink=auto', '--', ...names.map((name) => join(workspace, name)), `${view}/`],
-      { encoding: 'utf8' },
+      'find',
+      [
+        '.',
+        '-mindepth',
+        '1',
+        '-maxdepth',
+        '1',
+        '!',
+        '-name',
+        '.rewind',
+        '!',
+        '-name',
+        '.git',
+        '-exec',
+        'cp',
+        '-a',
+        '--reflink=auto',
+        '--target-directory',
+        view,
+        '--',
+        '{}',
+        '+',
+      ],
+      { cwd: workspace, encoding: 'utf8' },
     );
     if (copied.error || copied.status !== 0) {
-      // No GNU cp here: Node's copy (which clones where the filesystem can).
+      // No GNU find and cp here: Node's copy (which clones where the filesystem can).
       for (const name of names) {
         await cp(join(workspace, name), join(view, name), {
           recursive: true,

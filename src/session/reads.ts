@@ -1,7 +1,12 @@
-import { closeSync, constants, type Dirent, fstatSync, readFileSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { closeSync, constants, fstatSync, readFileSync } from 'node:fs';
 import { isSystemError, RewindError } from '../errors.js';
-import { type Digest, kindOf, normalizeWorkspacePath, WorkspaceDirectories } from '../lib/index.js';
+import {
+  type Digest,
+  kindOf,
+  listNames,
+  normalizeWorkspacePath,
+  WorkspaceDirectories,
+} from '../lib/index.js';
 import { pathNotFoundError } from './actions/file-actions.js';
 import type { SessionContext } from './context.js';
 import type { ActionClass, ActionState } from './journal/action-records.js';
@@ -91,9 +96,9 @@ export async function readText(context: SessionContext, path: string): Promise<s
 export async function listDirectory(context: SessionContext, path: string): Promise<string[]> {
   const isRoot = path === '.' || path === '';
   if (!isRoot) refuseUnreadable(path);
-  let entries: Dirent[];
+  let entries: { name: string; isDirectory: boolean }[];
   if (isRoot) {
-    entries = await readdir(context.workspace, { withFileTypes: true });
+    entries = listNames(context.workspace);
   } else {
     const relative = normalizeWorkspacePath(path);
     const directories = new WorkspaceDirectories(context.workspace);
@@ -115,7 +120,7 @@ export async function listDirectory(context: SessionContext, path: string): Prom
   }
   return entries
     .filter((entry) => entry.name !== '.rewind')
-    .map((entry) => `${entry.name}${entry.isDirectory() ? '/' : ''}`)
+    .map((entry) => `${entry.name}${entry.isDirectory ? '/' : ''}`)
     .sort();
 }
 

@@ -369,10 +369,10 @@ function unlockParents(root: string, changes: readonly TreeChange[]): Map<string
   for (const parent of parents) {
     const absolute = parent === '.' ? root : `${root}/${parent}`;
     try {
-      const stats = lstatSync(absolute);
+      const stats = lstatSync(diskPath(absolute));
       if (!stats.isDirectory() || stats.uid !== process.getuid?.()) continue;
       if ((stats.mode & 0o300) === 0o300) continue;
-      chmodSync(absolute, (stats.mode & 0o7777) | 0o300);
+      chmodSync(diskPath(absolute), (stats.mode & 0o7777) | 0o300);
       unlocked.set(parent, stats.mode & 0o7777);
     } catch {
       // Absent, or not ours: the restore reports what it cannot do.
@@ -387,7 +387,7 @@ function relock(root: string, unlocked: Map<string, number>, changes: readonly T
     const change = changes.find((candidate) => candidate.path === parent);
     if (change?.after?.type === 'directory') continue;
     try {
-      chmodSync(parent === '.' ? root : `${root}/${parent}`, mode);
+      chmodSync(diskPath(parent === '.' ? root : `${root}/${parent}`), mode);
     } catch {}
   }
 }

@@ -9,7 +9,8 @@ import {
   writeFile,
 } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { init, openSession } from '../../src/session/index.js';
 import { rewind } from '../helpers/cli.js';
 import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -76,6 +77,58 @@ describe('file names that are not UTF-8', () => {
     expect(await namesIn(workspace)).toEqual(
       [Buffer.from('.rewind'), Buffer.from('plain.txt')].map((name) => name.toString('hex')).sort(),
     );
+  });
+
+  it('a command that moves a file out of one can be undone: the folder is checked by its bytes', async () => {
+    const { workspace, session } = await sessionOn({});
+    const inner = Buffer.concat([DIRECTORY, Buffer.from('/sub')]);
+    await mkdir(at(workspace, inner), { recursive: true });
+    await writeFile(at(workspace, Buffer.concat([inner, Buffer.from('/f.txt')])), 'f\n');
+    await mkdir(join(workspace, 'to'));
+    const before = await namesIn(at(workspace, inner));
+    const moved = await session.exec([
+      'sh',
+      '-c',
+      `mv "$(printf 'r\\351sum\\351s')/sub/f.txt" to/`,
+    ]);
+    expect(moved.deleted).toEqual(['r\udce9sum\udce9s/sub/f.txt']);
+    const undone = await session.undo(moved.id);
+    expect(undone).toMatchObject({ status: 'undone' });
+    expect(await namesIn(at(workspace, inner))).toEqual(before);
+  });
+
+  it('list names them as read, write and delete take them back', async () => {
+    const { workspace, session } = await sessionOn({ 'plain.txt': 'plain\n' });
+    await writeFile(at(workspace, LATIN1), 'caf\xe9\n', 'latin1');
+    await mkdir(at(workspace, DIRECTORY));
+    await writeFile(at(workspace, INNER), 'Madame,\n');
+    const root = await session.list('.');
+    expect(root).toEqual(['caf\udce9.txt', 'plain.txt', 'r\udce9sum\udce9s/']);
+    expect(await session.list('r\udce9sum\udce9s')).toEqual(['lettre.txt']);
+    expect(await session.read('r\udce9sum\udce9s/lettre.txt')).toBe('Madame,\n');
+    await session.write('caf\udce9.txt', 'changed\n');
+    expect(await readFile(at(workspace, LATIN1), 'utf8')).toBe('changed\n');
+    await session.delete('caf\udce9.txt');
+    await expect(lstat(at(workspace, LATIN1))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('an isolated session copies them into its view and commits them back exactly', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(at(workspace, LATIN1), 'caf\xe9\n', 'latin1');
+    await mkdir(at(workspace, DIRECTORY));
+    await writeFile(at(workspace, INNER), 'Madame,\n');
+    await init({ workspace });
+    const session = await openSession({ workspace, isolation: 'isolated' });
+    onTestFinished(() => session.close());
+    expect(await namesIn(session.workspace)).toEqual(
+      [LATIN1, DIRECTORY].map((name) => name.toString('hex')).sort(),
+    );
+    await session.write('r\udce9sum\udce9s/lettre.txt', 'Monsieur,\n');
+    await session.delete('caf\udce9.txt');
+    expect(await readFile(at(workspace, INNER), 'utf8')).toBe('Madame,\n');
+    expect((await session.commit()).status).toBe('committed');
+    expect(await readFile(at(workspace, INNER), 'utf8')).toBe('Monsieur,\n');
+    await expect(lstat(at(workspace, LATIN1))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
   it('the CLI shows their odd bytes as \\xHH, and --json keeps them exactly', async () => {

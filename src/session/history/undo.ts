@@ -1,6 +1,7 @@
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../../errors.js';
+import { diskPath } from '../../lib/index.js';
 import type { TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
@@ -221,7 +222,7 @@ async function findUndoConflicts(
 /** What is at a path of the workspace now, for {@link brokenParents}: `directory`, or what else. */
 function kindAt(absolute: string): string {
   try {
-    const stats = lstatSync(absolute);
+    const stats = lstatSync(diskPath(absolute));
     if (stats.isDirectory()) return 'directory';
     return stats.isSymbolicLink() ? 'a symbolic link' : 'a file';
   } catch (error) {
