@@ -165,6 +165,23 @@ describe('file actions', () => {
     },
   );
 
+  it('refuses to undo a command that turned a file into a folder once files were put in it since', async () => {
+    const { workspace, session } = await sessionOn({ a: 'file a\n' });
+    const ran = await session.exec('rm a && mkdir -p a/b && echo x > a/x');
+    await writeFile(join(workspace, 'a/b/y.txt'), 'precious\n');
+    const result = await session.undo(ran.id);
+    expect(result).toMatchObject({
+      status: 'refused',
+      conflicts: [
+        { path: 'a/b/y.txt', expected: 'absent', found: expect.stringMatching(/^file /) },
+      ],
+    });
+    expect(await read(workspace, 'a/b/y.txt')).toBe('precious\n');
+    await rm(join(workspace, 'a/b/y.txt'));
+    expect((await session.undo(ran.id)).status).toBe('undone');
+    expect(await read(workspace, 'a')).toBe('file a\n');
+  });
+
   it('refuses paths outside the workspace, through links, or left out of snapshots, changing nothing', async () => {
     const { workspace, session } = await sessionOn({
       'real/f.txt': 'f',

@@ -169,6 +169,19 @@ async function findUndoConflicts(
         });
       }
     }
+    // A directory the action left that the undo turns back into a file or a link goes whole:
+    // what was put in it since would go with it.
+    const touchedPaths = new Set(touched.map((change) => change.path));
+    for (const change of touched) {
+      if (change.after?.type !== 'directory') continue;
+      if (change.before?.type !== 'file' && change.before?.type !== 'symlink') continue;
+      for (const [path, drifted] of drift) {
+        if (!path.startsWith(`${change.path}/`) || touchedPaths.has(path)) continue;
+        if (drifted.before === undefined || drifted.after !== undefined) continue;
+        if (await isLeftOut(path, drifted.before.type === 'directory')) continue;
+        conflicts.push({ path, expected: 'absent', found: describeState(drifted.before) });
+      }
+    }
     return conflicts;
   }
   const batch = context.store.batch();
