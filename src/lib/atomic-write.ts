@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -11,11 +12,18 @@ const execFileAsync = promisify(execFile);
 /**
  * fsyncs a file or a directory (for a directory: makes its entries, such as a create, a rename or
  * an unlink, survive a crash). Best effort on platforms that cannot open a directory (Windows).
+ * With `noFollow`, a symbolic link at `path` is not followed (ELOOP): a link has nothing of its
+ * own to sync, its parent holds it.
  */
-export async function syncPath(path: string): Promise<void> {
+export async function syncPath(path: string, options: { noFollow?: boolean } = {}): Promise<void> {
   let handle: Awaited<ReturnType<typeof open>> | undefined;
   try {
-    handle = await open(diskPath(path), 'r');
+    handle = await open(
+      diskPath(path),
+      options.noFollow
+        ? constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK
+        : constants.O_RDONLY,
+    );
     await handle.sync();
   } catch (error) {
     if (process.platform !== 'win32') throw error;
@@ -89,17 +97,19 @@ const SYNC_CONCURRENCY = 16;
 /**
  * Makes files and directories durable together: fsyncs in parallel, or for a very large set one
  * {@link syncFileSystem} of the filesystem holding `fileSystemPath`. Paths that no longer exist
- * are skipped (nothing left to make durable).
+ * are skipped (nothing left to make durable), and so are paths that have become symbolic links
+ * (a directory a restore replaced by a link): none is followed.
  */
 export async function syncPaths(paths: Iterable<string>, fileSystemPath: string): Promise<void> {
   const unique = [...new Set(paths)];
   if (unique.length === 0) return;
   if (unique.length > SYNC_ALL_THRESHOLD && (await syncFileSystem(fileSystemPath))) return;
   await forEachConcurrently(unique, SYNC_CONCURRENCY, (path) =>
-    syncPath(path).catch((error: unknown) => {
-      // Gone since (removed, or a directory above it became a file): nothing left to sync.
+    syncPath(path, { noFollow: true }).catch((error: unknown) => {
+      // Gone since (removed, or a directory above it became a file), or a link now: nothing left
+      // to sync.
       const code = (error as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw error;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR' && code !== 'ELOOP') throw error;
     }),
   );
 }

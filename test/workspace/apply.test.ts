@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import {
   lstat,
   mkdir,
@@ -73,6 +74,24 @@ describe('diffTrees and applyChanges', () => {
     expect((await lstat(join(workspace, 'bin/tool'))).mode & 0o777).toBe(0o755);
     expect(await readlink(join(workspace, 'link'))).toBe('keep.txt');
     expect(result.skipped).toEqual([]);
+  });
+
+  it('puts back a link where a folder was, though the link loops or names a pipe: it is never followed', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'b/loop': { link: 'b/c d' }, // resolves to b/loop/c d: itself, for ever (ELOOP)
+      'b/pipe': { link: '../fifo' }, // a named pipe: opening it would wait for a writer
+    });
+    execFileSync('mkfifo', [join(workspace, 'fifo')]);
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    for (const name of ['loop', 'pipe']) {
+      await rm(join(workspace, 'b', name));
+      await lay(workspace, { [`b/${name}/inner/x.txt`]: 'x' });
+    }
+    await restoreTo(workspace, options, target);
+    expect(await readlink(join(workspace, 'b/loop'))).toBe('b/c d');
+    expect(await readlink(join(workspace, 'b/pipe'))).toBe('../fifo');
+    expect((await snapshot(workspace, options)).tree).toBe(target);
   });
 
   it('touches only what differs, and is idempotent', async () => {
