@@ -16,7 +16,6 @@ import {
   keyOf,
   type Model,
   NAMES,
-  NON_UTF8_NAMES,
   readModel,
   resolveEdit,
   showKey,
@@ -24,7 +23,7 @@ import {
 
 // A model-based test: random sequences of a person's edits (writes, removals, type changes,
 // renames, directory swaps, trees moved in from outside with old times, modes, links; names with
-// newlines, of 255 bytes, and not UTF-8 when NON_UTF8_NAMES is on), commands run through
+// newlines, of 255 bytes, and not valid UTF-8), commands run through
 // `exec`, checkpoints, rollbacks, undos, prune, gc, and crashes (the CLI killed at a random call
 // that changes the disk, sometimes an edit, then the next command), against an in-memory model of
 // the workspace and of what each checkpoint holds. After every step the workspace is what the
@@ -460,7 +459,7 @@ class Run {
 }
 
 describe('the workspace against a model of it', () => {
-  it(`edits, checkpoints, rollbacks, undos, gc and crashes never lose anything (${RUNS} runs of up to ${STEPS} steps${NON_UTF8_NAMES ? ', names not UTF-8 included' : ''})`, async () => {
+  it(`edits, checkpoints, rollbacks, undos, gc and crashes never lose anything (${RUNS} runs of up to ${STEPS} steps)`, async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(step, { minLength: Math.ceil(STEPS / 2), maxLength: STEPS, size: 'max' }),
