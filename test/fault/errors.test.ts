@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readState, sameState } from '../helpers/state.js';
 import { checkAfterFault, copyOf, makeTemplate, whichState } from './checks.js';
-import { inPool, pointsToTry, problemWithFailure, runCli } from './harness.js';
+import { inPool, lastPoints, pointsToTry, problemWithFailure, runCli } from './harness.js';
 import { realisticWorkspace, SCENARIOS } from './scenarios.js';
 
 // A call that changes the disk or syncs it fails, for every operation: with ENOSPC from there on
@@ -11,7 +11,7 @@ import { realisticWorkspace, SCENARIOS } from './scenarios.js';
 // trace) or succeed whole; the workspace must be as before or as after, never half-applied
 // (unless the disk stays full and the message says the workspace is partly restored); then,
 // the fault gone, the next command and every invariant of checks.ts. By default a spread of
-// calls; REWIND_FAULT_POINTS=all tries every one.
+// calls and the last four (EIO once); REWIND_FAULT_POINTS=all tries every one.
 
 const FAULTS = [
   { code: 'ENOSPC', isPersistent: true, cause: /no space|full|ENOSPC/i },
@@ -27,10 +27,16 @@ describe('a write that fails (ENOSPC, EIO, EACCES) at any call', () => {
     it(`${scenario.name}: fails plainly with nothing half-applied, and the next command is clean`, async () => {
       const template = await makeTemplate(scenario, await realisticWorkspace());
       expect(template.reference.code, template.reference.stderr).toBe(0);
-      const points = pointsToTry(template.allCalls, scenario.errorBudget);
+      const points = [
+        ...pointsToTry(template.allCalls, scenario.errorBudget).map((point, index) => ({
+          point,
+          fault: FAULTS[index % FAULTS.length] as (typeof FAULTS)[number],
+        })),
+        // The last calls journal the operation's end: each also fails once, then the disk is fine.
+        ...lastPoints(template.allCalls).map((point) => ({ point, fault: FAULTS[1] })),
+      ];
       const isChanging = !sameState(template.before, template.after);
-      const found = await inPool(points, async (point, index) => {
-        const fault = FAULTS[index % FAULTS.length] as (typeof FAULTS)[number];
+      const found = await inPool(points, async ({ point, fault }) => {
         const spec = `error:${fault.code}:${point}${fault.isPersistent ? '+' : ''}`;
         const workspace = await copyOf(template);
         const run = await runCli(workspace, template.prepared.argv, {

@@ -91,6 +91,14 @@ export function pointsToTry(total: number, budget: number): number[] {
   return [...points];
 }
 
+/**
+ * The last `count` points out of `total`: an operation journals its end there, where a failing
+ * sync once made a restore put the workspace back though its end was in the ledger.
+ */
+export function lastPoints(total: number, count = 4): number[] {
+  return Array.from({ length: Math.min(total, count) }, (_, index) => total - index).reverse();
+}
+
 /** Runs `work` on every item with at most `limit` at once; resolves with the results in order. */
 export async function inPool<T, R>(
   items: readonly T[],

@@ -71,7 +71,10 @@ async function targetRulesOf(
  * Applies an announced restore (the changes its `*-started` entry names) and journals how it
  * ended. If it fails (a missing object, a path that became a link), the paths it touched are put
  * back as they were, the failure is journaled (closing the intent, so it is not retried
- * forever), and the error is rethrown saying whether the workspace is back as it was.
+ * forever), and the error is rethrown saying whether the workspace is back as it was. If only
+ * journaling its end fails, the workspace stays as the restore left it: the entry may be in the
+ * ledger though the call failed (written, then not synced), and if it is not, the next command
+ * finds the intent open and the workspace at its end, and closes it.
  */
 export async function applyAnnounced(
   context: SessionContext,
@@ -100,14 +103,14 @@ export async function applyAnnounced(
     target: await targetRulesOf(context, started.body),
     ...(options.leaveAlone && { leaveAlone: options.leaveAlone }),
   };
+  const name = kind === 'action' ? String(started.body.action) : kind;
+  let applied: ApplyResult;
   try {
-    const applied = await applyChanges(target, context.store, changes, {
+    applied = await applyChanges(target, context.store, changes, {
       isRecovery: options.isRecovery,
       ...rules,
       ...(options.onProgress && { onProgress: options.onProgress }),
     });
-    await journal.append(`${kind}-completed`, { ...common, ...applied, ...options.completion });
-    return applied;
   } catch (error) {
     let isReverted = false;
     try {
@@ -129,7 +132,7 @@ export async function applyAnnounced(
       );
     throw new RewindError(
       code,
-      `The ${kind === 'action' ? String(started.body.action) : kind} #${started.seq} failed: ${message} ` +
+      `The ${name} #${started.seq} failed: ${message} ` +
         (isReverted
           ? 'The workspace was put back as it was before; nothing was lost.'
           : isJournaled
@@ -138,6 +141,17 @@ export async function applyAnnounced(
       { data: { id: started.seq, isReverted, isJournaled }, cause: error },
     );
   }
+  try {
+    await journal.append(`${kind}-completed`, { ...common, ...applied, ...options.completion });
+  } catch (error) {
+    throw new RewindError(
+      isRewindError(error) ? error.code : 'IO_FAILED',
+      `The ${name} #${started.seq} was applied, but its end could not be journaled: ${error instanceof Error ? error.message : String(error)} ` +
+        `The workspace is as the ${name} leaves it; the next command records its end, and nothing was lost.`,
+      { data: { id: started.seq, isApplied: true }, cause: error },
+    );
+  }
+  return applied;
 }
 
 const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean =>
