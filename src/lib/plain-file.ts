@@ -63,7 +63,7 @@ export async function readPlainFile(path: string): Promise<Opened<Buffer>> {
 }
 
 /** {@link readPlainFile}, synchronously: for small files read on hot paths (locks, caches). */
-export function readPlainFileSync(path: string): Opened<Buffer> {
+export function readPlainFileSync(path: string | Buffer): Opened<Buffer> {
   let descriptor: number;
   try {
     descriptor = openSync(path, READ_FLAGS);

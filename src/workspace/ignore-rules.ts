@@ -1,9 +1,15 @@
 // What snapshots leave out: git's rules for the workspace, then Rewind's own, as git applies them.
-import { readFileSync, statSync } from 'node:fs';
+import { lstatSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative as relativePath, resolve, sep } from 'node:path';
 import ignore, { type Ignore } from 'ignore';
 import { isSystemError } from '../errors.js';
-import { canonicalJson, type Digest, digestBytes, diskPath } from '../lib/index.js';
+import {
+  canonicalJson,
+  type Digest,
+  digestBytes,
+  diskPath,
+  readPlainFileSync,
+} from '../lib/index.js';
 
 /** Rewind's own ignore file, in gitignore syntax, in any directory; it may re-include with `!`. */
 export const IGNORE_FILE = '.rewindignore';
@@ -54,6 +60,43 @@ function readText(file: string): string | undefined {
       isSystemError(error, 'EISDIR')
     ) {
       return undefined;
+    }
+    throw error;
+  }
+}
+
+/**
+ * The text of an ignore file in the workspace, if it is a plain file. One that is a link is not
+ * followed (git does not either: it could name a file outside, or /dev/zero), and a named pipe
+ * is not waited on; either is read as no rules, as a folder on the way that is no folder.
+ */
+function readIgnoreFile(file: string): string | undefined {
+  try {
+    const read = readPlainFileSync(diskPath(file));
+    return read.isFile ? read.value.toString('utf8') : undefined;
+  } catch (error) {
+    if (
+      isSystemError(error, 'ENOENT') ||
+      isSystemError(error, 'ENOTDIR') ||
+      isSystemError(error, 'ELOOP')
+    ) {
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+/** Whether `absolute` is a directory itself, not a link to one (nor a link that loops). */
+function isRealDirectory(absolute: string): boolean {
+  try {
+    return lstatSync(diskPath(absolute)).isDirectory();
+  } catch (error) {
+    if (
+      isSystemError(error, 'ENOENT') ||
+      isSystemError(error, 'ENOTDIR') ||
+      isSystemError(error, 'ELOOP')
+    ) {
+      return false;
     }
     throw error;
   }
@@ -155,11 +198,16 @@ export class IgnoreRules {
     return IgnoreRules.outside(outside).enter(root, '');
   }
 
-  /** The rules inside `directory` (relative path `relative`), adding its ignore files, read from disk. */
+  /**
+   * The rules inside `directory` (relative path `relative`), adding its ignore files, read from
+   * disk. A directory that is not one on disk (absent, a file, a link) adds none: the callers
+   * enter each directory from the root down, so no rule is read through a link.
+   */
   enter(absolute: string, relative: string): IgnoreRules {
+    if (relative !== '' && !isRealDirectory(absolute)) return this;
     const texts: string[] = [];
     for (const name of IGNORE_FILES) {
-      const text = readText(`${absolute}/${name}`);
+      const text = readIgnoreFile(`${absolute}/${name}`);
       if (text !== undefined) texts.push(text);
     }
     return this.within(relative, texts);

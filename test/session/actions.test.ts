@@ -182,6 +182,22 @@ describe('file actions', () => {
     expect(await read(workspace, 'a')).toBe('file a\n');
   });
 
+  it('refuses, naming it, to undo into a folder replaced since by a link that loops', async () => {
+    const { workspace, session } = await sessionOn({ 'a/.gitignore': '*.log\n', 'a/x.txt': 'x' });
+    await session.checkpoint('c1');
+    await rm(join(workspace, 'a'), { recursive: true });
+    const rolledBack = await session.rollback('c1');
+    await rm(join(workspace, 'a'), { recursive: true });
+    await symlink('a', join(workspace, 'a'));
+    const result = await session.undo(rolledBack.id);
+    expect(result).toMatchObject({
+      status: 'refused',
+      conflicts: expect.arrayContaining([
+        { path: 'a', expected: expect.stringMatching(/^directory/), found: 'symbolic link to a' },
+      ]),
+    });
+  });
+
   it('refuses paths outside the workspace, through links, or left out of snapshots, changing nothing', async () => {
     const { workspace, session } = await sessionOn({
       'real/f.txt': 'f',

@@ -1,4 +1,5 @@
-import { mkdir, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -66,6 +67,34 @@ describe('what snapshots leave out', () => {
     expect(git(repository, ['status', '--porcelain', '--untracked-files=all'])).not.toMatch(
       /\.rewind\//,
     );
+  });
+
+  it('reads no rules through a link or from a named pipe, as git does not: nothing hangs, nothing outside counts', async () => {
+    const outside = await makeTempDirectory();
+    await writeFile(join(outside, 'rules'), '*\n');
+    const workspace = await makeTempDirectory();
+    await lay(workspace, {
+      'linked/.gitignore': { link: join(outside, 'rules') },
+      'linked/kept.txt': 'k',
+      'piped/kept.txt': 'k',
+      'through/kept.txt': 'k',
+    });
+    execFileSync('mkfifo', [join(workspace, 'piped/.gitignore')]);
+    await symlink(outside, join(workspace, 'elsewhere'));
+    await writeFile(join(outside, '.gitignore'), '*\n');
+    await symlink('loop', join(workspace, 'loop'));
+    expect(await snapshotFiles(workspace)).toEqual([
+      'elsewhere',
+      'linked/.gitignore',
+      'linked/kept.txt',
+      'loop',
+      'piped/kept.txt',
+      'through/kept.txt',
+    ]);
+    expect(isIgnoredPath(workspace, 'linked/kept.txt', false)).toBe(false);
+    expect(isIgnoredPath(workspace, 'piped/kept.txt', false)).toBe(false);
+    expect(isIgnoredPath(workspace, 'elsewhere/x.txt', false)).toBe(false);
+    expect(isIgnoredPath(workspace, 'loop/x.txt', false)).toBe(false);
   });
 
   it('tells a single path as the full walk does', async () => {
