@@ -405,15 +405,13 @@ class Run {
       if (!labels.includes(label)) this.fail(`checkpoint ${label} is gone`);
     }
     this.checkpoints.set(next, copy(now));
-    // An edit made meanwhile is kept, or saved before recovery overwrote it.
-    if (
-      edit &&
-      differences(now, found, (key) => !isNear(edit, key)).length > 0 &&
-      saved.length === 0
-    ) {
-      this.fail(
-        `the edit made after the crash is lost (disk | as edited):\n${differences(now, found, (key) => !isNear(edit, key)).join('\n')}`,
-      );
+    // An edit made meanwhile is kept, or saved before recovery overwrote it: every path the edit
+    // changed (a folder above it only if the edit made it) holds what the edit left there. A
+    // recovery that finishes the operation may still remove the folder above a removed path.
+    const edited = new Set(edit ? changedKeys(halfway, found) : []);
+    const lost = differences(now, found, (key) => !edited.has(key));
+    if (lost.length > 0 && saved.length === 0) {
+      this.fail(`the edit made after the crash is lost (disk | as edited):\n${lost.join('\n')}`);
     }
     if (edit) {
       // Whether it was finished is not known: an undo that may be done is not offered again.
