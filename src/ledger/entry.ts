@@ -38,13 +38,13 @@ export const ENTRY_KINDS = {
   'action-completed':
     'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
   'verification-recorded':
-    'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`).',
+    'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`); `tree`, the files it judged, when the session had a checkpoint.',
   'checkpoint-pruned':
     "A checkpoint was dropped: by an automatic checkpoint policy's keepLast, or by prune. It is no longer listed, and no longer keeps its objects alive. Body: `label`, `checkpointSeq`; `reason` (`keep-last`, `older-than`, `max-size`) when prune dropped it.",
   'escalation-resolved':
     'A verification stayed unknown after its retries and was escalated. Body: `verificationSeq`, `resolution` (continue, rollback, stop), `checkpoint` (the rollback target), `handler`, `error` (when the handler failed: then stop).',
   'rollback-skipped':
-    'An automatic rollback was not done because it would change nothing. Body: `label`, `event` (exception, test-failure, escalation), `reason`.',
+    'An automatic rollback was not done: it would have changed nothing, or there was no checkpoint to go to (none, or every one holds files a verifier failed). Body: `label`, `event` (exception, test-failure, escalation), `reason`.',
   'view-created':
     'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`.',
   'commit-refused':

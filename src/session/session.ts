@@ -59,6 +59,7 @@ import {
   sessionStatus,
 } from './isolation.js';
 import type { CheckpointInfo } from './journal/checkpoint-records.js';
+import { readJournal } from './journal/journal.js';
 import {
   type IsolatedSessionOptions,
   type OpenSessionOptions,
@@ -69,6 +70,7 @@ import { type AutoCheckpointOptions, setAutoCheckpoint } from './policies/auto-c
 import {
   type AutoRollbackOptions,
   checkVerdict,
+  rollbackTargetsOf,
   setAutoRollback,
 } from './policies/auto-rollback.js';
 import {
@@ -209,11 +211,8 @@ export class Session {
    * an automatic-rollback policy aims at. With `dryRun`, only lists them. Throws `INVALID_ARGUMENT`.
    */
   async prune(options: Omit<PruneOptions, 'protect'>): Promise<PruneResult> {
-    const target = this.#policies.rollback?.to;
-    return pruneCheckpoints(this.#context, {
-      ...options,
-      ...(target !== undefined && target !== 'latest' && { protect: [target] }),
-    });
+    const protect = rollbackTargetsOf(this.#policies, await readJournal(this.#context));
+    return pruneCheckpoints(this.#context, { ...options, protect });
   }
 
   /**
@@ -505,16 +504,21 @@ export class Session {
    * Takes an automatic checkpoint before every wrapped tool call ({@link Session.tool}), keeping
    * the last `keepLast`: older automatic checkpoints are pruned (journaled; they stop being
    * listed and keeping objects alive, so `rewind gc` reclaims what only they held). Labels are
-   * `auto-NNNN-<tool>-<ms>`, the time from the session's clock (`now`).
+   * `auto-NNNN-<tool>-<ms>`, the time from the session's clock (`now`). The checkpoint an
+   * automatic rollback would go back to is never pruned.
    */
   autoCheckpoint(options: AutoCheckpointOptions = {}): void {
     setAutoCheckpoint(this.#policies, options);
   }
 
   /**
-   * Rolls back files and conversation to `to` (default `latest`: the newest checkpoint of any
-   * kind) when a wrapped tool fails (`exception`) or the verifier fails (`test-failure`, through
-   * {@link Session.check}). A rollback that would change nothing is skipped and journaled.
+   * Rolls back files and conversation to `to` when a wrapped tool fails (`exception`) or the
+   * verifier fails (`test-failure`, through {@link Session.check}). The default, `latest`, is the
+   * newest checkpoint that is not already broken: after a failed verdict, the newest one a
+   * verifier passed, else the newest one no verifier failed; after an exception, the newest one
+   * no verifier failed (the one taken before the failing call). A rollback that would change
+   * nothing is skipped and journaled; {@link Session.lastAutoRollback} keeps the last one that
+   * changed something.
    * An unknown verdict goes to `escalation` (default {@link stopEscalation}).
    */
   autoRollback(options: AutoRollbackOptions = {}): void {

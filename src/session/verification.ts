@@ -4,7 +4,7 @@ import { REDACTION_LOOKAHEAD_BYTES, readPlainFile } from '../lib/index.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from '../sandbox/index.js';
 import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
 import { redactCapped } from './actions/journaled-spec.js';
-import { type SessionContext, sandboxFor } from './context.js';
+import { type SessionContext, sandboxFor, snapshotWorkspace } from './context.js';
 import { withWorkspaceLock } from './journal/journal.js';
 
 /**
@@ -67,6 +67,16 @@ export async function runVerification(
     );
   }
   return withWorkspaceLock(context, 'running the verifier', async (journal) => {
+    // The files the verdict is about, so that an automatic rollback can tell the checkpoints a
+    // verifier passed from those it failed. Only worth a snapshot when there is a checkpoint to
+    // compare with; a workspace that cannot be read whole is judged without one.
+    const judged =
+      journal.checkpoints().length > 0
+        ? await snapshotWorkspace(context).then(
+            (snapshot) => (snapshot.unreadable.length === 0 ? snapshot.tree : undefined),
+            () => undefined,
+          )
+        : undefined;
     const sandbox = sandboxFor(context);
     const result = await runVerifier(config, async (command, timeoutMs) => {
       // Read past the cap, so that a secret the cap cuts is redacted whole, not stored in part.
@@ -107,10 +117,12 @@ export async function runVerification(
           exitCode: attempt.exitCode,
         })),
         evidence: { stdout, stderr, sandbox: sandbox.backend },
+        ...(judged !== undefined && { tree: judged }),
       },
       [
         { type: 'blob', digest: stdout.digest },
         { type: 'blob', digest: stderr.digest },
+        ...(judged !== undefined ? [{ type: 'tree' as const, digest: judged }] : []),
       ],
     );
     return { ...result, id: entry.seq };

@@ -189,7 +189,7 @@ describe('file actions', () => {
     const rolledBack = await session.rollback('c1');
     await rm(join(workspace, 'a'), { recursive: true });
     await symlink('a', join(workspace, 'a'));
-    const result = await session.undo(rolledBack.id);
+    const result = await session.undo(rolledBack.id as number);
     expect(result).toMatchObject({
       status: 'refused',
       conflicts: expect.arrayContaining([

@@ -1,3 +1,5 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   escalationFor,
@@ -15,6 +17,8 @@ import { lay } from '../helpers/workspace.js';
 const PASS = `echo '{"status":"pass","summary":"3 tests passed"}'`;
 const FAIL = `echo '{"status":"fail","summary":"Tests failed","errors":["assertion failed"]}'`;
 const UNKNOWN = 'echo not json';
+
+const read = (workspace: string, path: string) => readFile(join(workspace, path), 'utf8');
 
 async function kinds(workspace: string): Promise<string[]> {
   return (await log({ workspace })).entries.map((line) => line.kind);
@@ -104,10 +108,16 @@ describe('auto-rollback and escalation', () => {
     expect(session.lastAutoRollback?.messages?.at(-1)).toMatchObject({ role: 'user' });
     const tail = (await kinds(workspace)).slice(-3);
     expect(tail).toEqual(['verification-recorded', 'rollback-started', 'rollback-completed']);
-    // Nothing changed since: a second failure skips the rollback and journals the skip (seed 31-33, fixed).
+    // Nothing changed since: a second failure skips the rollback and journals the skip (seed 31-33,
+    // fixed); lastAutoRollback keeps the rollback that changed something, and what it restored.
+    const restored = session.lastAutoRollback;
     await expect(session.check()).rejects.toMatchObject({ code: 'VERIFICATION_FAILED' });
-    expect(session.lastAutoRollback).toMatchObject({ isSkipped: true });
-    expect((await kinds(workspace)).at(-1)).toBe('rollback-skipped');
+    expect(session.lastAutoRollback).toBe(restored);
+    // The files at "good" have now failed too: no checkpoint is left that is not broken.
+    expect((await log({ workspace })).entries.at(-1)?.entry.body).toMatchObject({
+      label: 'latest',
+      reason: 'every checkpoint holds files a verifier failed',
+    });
     // The ledger is never rolled back, and filters by kind and by checkpoint.
     const verifications = await log({ workspace, kind: 'verification' });
     expect(verifications.entries.map((line) => line.entry.body.status)).toEqual(['fail', 'fail']);
@@ -115,8 +125,78 @@ describe('auto-rollback and escalation', () => {
     expect(aboutGood.entries.map((line) => line.kind)).toEqual([
       'checkpoint-created',
       'rollback-started',
-      'rollback-skipped',
     ]);
+  });
+
+  it('goes back by default to the newest checkpoint a verifier passed, never one holding the failing files', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'v1' });
+    await session.checkpoint('one');
+    session.autoCheckpoint();
+    session.autoRollback({
+      verifier: {
+        command: 'grep -q v3 a.txt && echo \'{"status":"fail"}\' || echo \'{"status":"pass"}\'',
+      },
+    });
+    const edit = session.tool(
+      async (text: string) => {
+        await session.write('a.txt', text);
+        return 'edited';
+      },
+      { name: 'edit' },
+    );
+    // A run_tests tool: the checkpoint taken before it already holds whatever the tests judge.
+    const runTests = session.tool(async () => `tests: ${(await session.check()).status}`, {
+      name: 'run_tests',
+    });
+    expect(await edit('v2')).toBe('edited');
+    expect(await runTests()).toBe('tests: pass');
+    expect(await edit('v3')).toBe('edited');
+    const said = await runTests();
+    expect(said).toMatch(/^ERROR: Tests failed.*\[REWIND\] .*checkpoint "auto-0003-edit-/s);
+    expect(await read(workspace, 'a.txt')).toBe('v2');
+    expect(session.lastAutoRollback).toMatchObject({
+      event: 'test-failure',
+      to: expect.stringMatching(/^auto-0003-edit-/),
+      isSkipped: false,
+    });
+    // Without a passing verdict, it goes to the newest checkpoint that does not hold the failure.
+    const fresh = await sessionOn({ 'a.txt': 'v1' });
+    await fresh.session.checkpoint('before');
+    fresh.session.autoCheckpoint();
+    fresh.session.autoRollback({ verifier: { command: FAIL } });
+    const freshEdit = fresh.session.tool(
+      async () => {
+        await fresh.session.write('a.txt', 'bad');
+        return 'edited';
+      },
+      { name: 'edit' },
+    );
+    const freshTests = fresh.session.tool(() => fresh.session.check(), { name: 'run_tests' });
+    await freshEdit();
+    expect(await freshTests()).toMatch(/\[REWIND\] .*checkpoint "auto-0001-edit-/s);
+    expect(await read(fresh.workspace, 'a.txt')).toBe('v1');
+    // A label the policy names is taken as it is.
+    fresh.session.autoRollback({ to: 'before', verifier: { command: FAIL } });
+    await fresh.session.write('a.txt', 'worse');
+    await expect(fresh.session.check()).rejects.toMatchObject({ code: 'VERIFICATION_FAILED' });
+    expect(fresh.session.lastAutoRollback).toMatchObject({ to: 'before' });
+  });
+
+  it('keeps the checkpoint a verifier passed when pruning, whatever keepLast says', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'v1' });
+    session.autoCheckpoint({ keepLast: 1 });
+    session.autoRollback({ verifier: { command: PASS } });
+    const edit = session.tool((text: string) => session.write('a.txt', text), { name: 'edit' });
+    await edit('v2');
+    await session.check();
+    await edit('v3');
+    await edit('v4');
+    const labels = (await session.checkpoints()).map((checkpoint) => checkpoint.label);
+    expect(labels).toEqual([
+      expect.stringMatching(/^auto-0002-edit-/),
+      expect.stringMatching(/^auto-0003-edit-/),
+    ]);
+    expect((await session.prune({ keepLast: 1, dryRun: true })).pruned).toEqual([]);
   });
 
   it('passes without rolling back (seed 16, 39)', async () => {

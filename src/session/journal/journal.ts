@@ -28,6 +28,7 @@ export class Journal {
   #checkpoints = new CheckpointIndex();
   #conversation = new ConversationTracker();
   #recordedTrees = new Set<Digest>();
+  #verdicts = new Map<Digest, 'pass' | 'fail'>();
   #viewCreated: LedgerEntry | undefined;
   #queue: Promise<void> = Promise.resolve();
 
@@ -52,6 +53,7 @@ export class Journal {
       this.#checkpoints = new CheckpointIndex();
       this.#conversation = new ConversationTracker();
       this.#recordedTrees = new Set();
+      this.#verdicts = new Map();
       this.#viewCreated = undefined;
       from = 0;
     }
@@ -69,6 +71,12 @@ export class Journal {
       if (reference.type === 'tree') this.#recordedTrees.add(reference.digest);
     }
     if (entry.kind === 'view-created' && !this.#viewCreated) this.#viewCreated = entry;
+    if (entry.kind === 'verification-recorded') {
+      const { tree, status } = entry.body;
+      if (typeof tree === 'string' && (status === 'pass' || status === 'fail')) {
+        this.#verdicts.set(tree as Digest, status);
+      }
+    }
   }
 
   /**
@@ -162,6 +170,11 @@ export class Journal {
   /** Every tree some entry references. */
   recordedTrees(): ReadonlySet<Digest> {
     return this.#recordedTrees;
+  }
+
+  /** The newest verdict a verifier gave on exactly these files, if one judged them. */
+  verdictOn(tree: Digest): 'pass' | 'fail' | undefined {
+    return this.#verdicts.get(tree);
   }
 
   /** The `view-created` entry of an isolated session. */

@@ -1,6 +1,8 @@
 import { RewindError } from '../../errors.js';
 import type { SessionContext } from '../context.js';
 import { createCheckpoint, listCheckpoints, pruneCheckpoint } from '../history/checkpoints.js';
+import { readJournal } from '../journal/journal.js';
+import { rollbackTargetsOf } from './auto-rollback.js';
 import type { PolicyState } from './policy-state.js';
 
 /** Options of `Session.autoCheckpoint`. */
@@ -44,11 +46,13 @@ export async function checkpointBeforeTool(
   const label = `auto-${String(policies.autoCheckpointCount).padStart(4, '0')}-${tool}-${context.settings.now().getTime()}`;
   await createCheckpoint(context, label, { isAutomatic: true, messages: undefined });
   if (policy.keepLast !== undefined) {
+    // The checkpoint an automatic rollback would go back to stays, whatever its age.
+    const kept = new Set(rollbackTargetsOf(policies, await readJournal(context)));
     const automatic = (await listCheckpoints(context)).filter(
       (checkpoint) => checkpoint.isAutomatic,
     );
     for (const old of automatic.slice(0, Math.max(0, automatic.length - policy.keepLast))) {
-      await pruneCheckpoint(context, old);
+      if (!kept.has(old.label)) await pruneCheckpoint(context, old);
     }
   }
   return label;

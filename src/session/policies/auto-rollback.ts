@@ -8,7 +8,8 @@ import { diffTrees, fileChangeKind } from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
 import { checkLabel } from '../history/checkpoints.js';
 import { rollbackWithin } from '../history/rollback.js';
-import { withWorkspaceLock } from '../journal/journal.js';
+import type { CheckpointInfo } from '../journal/checkpoint-records.js';
+import { type Journal, withWorkspaceLock } from '../journal/journal.js';
 import { runVerification } from '../verification.js';
 import {
   type EscalationHandler,
@@ -62,9 +63,40 @@ export function rewindNotice(
 }
 
 /**
+ * The checkpoint an automatic rollback goes to when its policy names none (`latest`): the newest
+ * one that is not already broken. After a failed or undecided verdict, the newest checkpoint a
+ * verifier passed, else the newest one no verifier failed (never one holding the very files that
+ * just failed); after an exception, the newest one no verifier failed, which is the one taken
+ * before the failing call began. Undefined when there is none.
+ */
+export function defaultRollbackTarget(
+  journal: Journal,
+  event: AutoRollbackReport['event'],
+): CheckpointInfo | undefined {
+  const checkpoints = journal.checkpoints();
+  const passed =
+    event === 'exception'
+      ? undefined
+      : checkpoints.findLast((checkpoint) => journal.verdictOn(checkpoint.tree) === 'pass');
+  return (
+    passed ?? checkpoints.findLast((checkpoint) => journal.verdictOn(checkpoint.tree) !== 'fail')
+  );
+}
+
+/** The labels pruning must keep for the rollback policy: the checkpoint it would go back to. */
+export function rollbackTargetsOf(policies: PolicyState, journal: Journal): string[] {
+  const to = policies.rollback?.to;
+  if (to === undefined) return [];
+  if (to !== 'latest') return [to];
+  const target = defaultRollbackTarget(journal, 'test-failure');
+  return target ? [target.label] : [];
+}
+
+/**
  * Rolls back for a policy, unless that would change nothing (files and conversation already as
  * at the checkpoint) or there is no checkpoint: then the skip is journaled instead. Records
- * `lastAutoRollback`. Undefined when the policy is off or there is nothing to go back to.
+ * `lastAutoRollback` when it changed something. Undefined when the policy is off or there is
+ * nothing to go back to.
  */
 export async function autoRollbackTo(
   context: SessionContext,
@@ -76,16 +108,21 @@ export async function autoRollbackTo(
   if (!policy) return undefined;
   const to = policy.to;
   const report = await withWorkspaceLock(context, `rolling back to ${to}`, async (journal) => {
-    let target: ReturnType<typeof journal.findCheckpoint>;
+    let target: CheckpointInfo | undefined;
     try {
-      target = journal.findCheckpoint(to);
+      target = to === 'latest' ? defaultRollbackTarget(journal, event) : journal.findCheckpoint(to);
     } catch (error) {
       if (!isRewindError(error, 'CHECKPOINT_NOT_FOUND')) throw error;
+    }
+    if (!target) {
       // Nothing to go back to: the failure propagates as it is.
       await journal.append('rollback-skipped', {
         label: to,
         event,
-        reason: 'no checkpoint to roll back to',
+        reason:
+          journal.checkpoints().length === 0
+            ? 'no checkpoint to roll back to'
+            : 'every checkpoint holds files a verifier failed',
       });
       return undefined;
     }
@@ -115,7 +152,10 @@ export async function autoRollbackTo(
       messages: result.conversation?.messages,
     };
   });
-  if (report) policies.lastAutoRollback = report;
+  if (report && !report.isSkipped) {
+    policies.lastAutoRollback = report;
+    policies.autoRollbackCount += 1;
+  }
   return report;
 }
 

@@ -33,7 +33,10 @@ export interface PolicyState {
   toolDepth: number;
   /** Tool calls run one at a time: a checkpoint never interleaves with another call's write. */
   toolQueue: Promise<unknown>;
+  /** The last automatic rollback that changed something. */
   lastAutoRollback: AutoRollbackReport | undefined;
+  /** How many automatic rollbacks changed something: a tool call tells whether one ran inside it. */
+  autoRollbackCount: number;
 }
 
 /** No policy on, nothing running. */
@@ -45,5 +48,6 @@ export function createPolicyState(): PolicyState {
     toolDepth: 0,
     toolQueue: Promise.resolve(),
     lastAutoRollback: undefined,
+    autoRollbackCount: 0,
   };
 }

@@ -33,14 +33,19 @@ export function wrapTool<A extends unknown[], R>(
   return (...args: A) => {
     const call = policies.toolQueue.then(async () => {
       await checkpointBeforeTool(context, policies, name);
+      const rollbacksBefore = policies.autoRollbackCount;
       policies.toolDepth += 1;
       try {
         return await work(...args);
       } catch (error) {
         if (error instanceof HaltError) throw error;
         const message = error instanceof Error ? error.message : String(error);
+        // A rollback inside the call (a failed check) already chose where to go, and its message
+        // says so: rolling back again would only move away from that choice.
         const rolled =
-          options.rollbackOnError !== false && policies.rollback?.on.has('exception')
+          options.rollbackOnError !== false &&
+          policies.rollback?.on.has('exception') &&
+          policies.autoRollbackCount === rollbacksBefore
             ? await autoRollbackTo(context, policies, 'exception', message)
             : undefined;
         return `ERROR: ${message}${rewindNotice(rolled, undefined)}`;
