@@ -122,6 +122,7 @@ export {
   type RestoredConversation,
   type RollbackOptions,
   type RollbackResult,
+  type RollbackScope,
   Session,
   type SessionStatus,
   type SessionSummary,

@@ -38,6 +38,7 @@ export const aiSdk: Adapter = {
           .filter((part) => part.type === 'tool-result')
           .map((part) => ({ id: textOf(part.toolCallId), name: textOf(part.toolName) }))
       : [],
+  isRequest: (message) => message.role === 'user',
   isOnlyResults: (message) => message.role === 'tool',
   withoutResults: (message, drop) => {
     if (message.role !== 'tool') return message;

@@ -47,6 +47,9 @@ export const anthropic: Adapter = {
           .filter((block) => block.type === 'tool_result')
           .map((block) => ({ id: textOf(block.tool_use_id), name: undefined }))
       : [],
+  isRequest: (message) =>
+    message.role === 'user' &&
+    !contentPartsOf(message).some((block) => block.type === 'tool_result'),
   isOnlyResults: (message) =>
     message.role === 'user' &&
     contentPartsOf(message).length > 0 &&

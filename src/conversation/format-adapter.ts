@@ -47,6 +47,8 @@ export interface Adapter {
   callsOf(message: Message): Call[];
   /** The tool results a message carries. */
   resultsOf(message: Message): Result[];
+  /** True when the message is a turn a person wrote (a user turn holding no tool results). */
+  isRequest(message: Message): boolean;
   /** True when the message holds only results (a tool message, a user turn of results only). */
   isOnlyResults(message: Message): boolean;
   /** The message without the results `drop` selects; undefined when nothing else remains. */

@@ -40,6 +40,9 @@ export const gemini: Adapter = {
           .filter((part) => isObject(part.functionResponse))
           .map((part) => identityOf(part.functionResponse as Record<string, unknown>))
       : [],
+  isRequest: (message) =>
+    message.role !== 'model' &&
+    !geminiParts(message).some((part) => isObject(part.functionResponse)),
   isOnlyResults: (message) =>
     message.role !== 'model' &&
     geminiParts(message).length > 0 &&

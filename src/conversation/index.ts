@@ -3,10 +3,12 @@ export { adapterOf, checkFormat, detectFormat } from './formats.js';
 export {
   DEFAULT_RESULT_TEXT,
   type NoteOptions,
+  RESUME_NOTE_OPENING,
   type RepairOptions,
   type RepairResult,
   type RepairStrategy,
   repair,
+  requestToKeep,
   resumeNote,
   syntheticResult,
   withResumeNote,

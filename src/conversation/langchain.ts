@@ -83,6 +83,7 @@ export const langchain: Adapter = {
     const { kind, fields } = langchainView(message);
     return kind === 'tool' ? [{ id: textOf(fields.tool_call_id), name: undefined }] : [];
   },
+  isRequest: (message) => langchainView(message).kind === 'human',
   isOnlyResults: (message) => langchainView(message).kind === 'tool',
   withoutResults: (message, drop) =>
     langchain.resultsOf(message).some((result, index) => drop(result, index)) ? undefined : message,

@@ -42,6 +42,7 @@ export const openaiChat: Adapter = {
       : [],
   resultsOf: (message) =>
     message.role === 'tool' ? [{ id: textOf(message.tool_call_id), name: undefined }] : [],
+  isRequest: (message) => message.role === 'user',
   isOnlyResults: (message) => message.role === 'tool',
   withoutResults: (message, drop) =>
     message.role === 'tool' && drop({ id: textOf(message.tool_call_id), name: undefined }, 0)
@@ -117,6 +118,7 @@ export const openaiResponses: Adapter = {
     isResponsesCall(message) ? [{ id: textOf(message.call_id), name: textOf(message.name) }] : [],
   resultsOf: (message) =>
     isResponsesOutput(message) ? [{ id: textOf(message.call_id), name: undefined }] : [],
+  isRequest: (message) => message.role === 'user',
   isOnlyResults: isResponsesOutput,
   withoutResults: (message, drop) =>
     isResponsesOutput(message) && drop({ id: textOf(message.call_id), name: undefined }, 0)

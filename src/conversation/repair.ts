@@ -1,4 +1,12 @@
-import type { Adapter, Call, Format, Message, Result } from './format-adapter.js';
+import { canonicalJson } from '../lib/index.js';
+import {
+  type Adapter,
+  type Call,
+  type Format,
+  isObject,
+  type Message,
+  type Result,
+} from './format-adapter.js';
 import { adapterOf, checkFormat } from './formats.js';
 import type { NoteOf, SyntheticResultOf } from './types.js';
 import { validate } from './validate.js';
@@ -332,6 +340,55 @@ function endOfResults(list: readonly Message[], call: number, adapter: Adapter):
   let index = call + 1;
   while (index < list.length && adapter.isOnlyResults(list[index] as Message)) index += 1;
   return index;
+}
+
+/** How every note a rollback adds begins: what tells a note from what a person wrote. */
+export const RESUME_NOTE_OPENING = 'Rewind: the workspace and this conversation were rolled back';
+
+const isNoteText = (value: unknown): boolean =>
+  typeof value === 'string' && value.startsWith(RESUME_NOTE_OPENING);
+
+/**
+ * The message without the resume notes a rollback put in it: the note parts merged into a user
+ * turn are taken out; undefined when the message is a note and nothing else.
+ */
+function withoutNotes(message: Message): Message | undefined {
+  if (!JSON.stringify(message).includes(RESUME_NOTE_OPENING)) return message;
+  for (const key of ['content', 'parts']) {
+    const parts = message[key];
+    if (!Array.isArray(parts)) continue;
+    const kept = parts.filter((part) => !(isObject(part) && isNoteText(part.text)));
+    if (kept.length === parts.length) continue;
+    return kept.length > 0 ? { ...message, [key]: kept } : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * The request a person made last in `current`, the conversation as it is now (the newest turn
+ * they wrote, with no tool results in it, without the notes of earlier rollbacks), when
+ * `restored`, an earlier state of it, does not hold it: what a rollback to that state keeps at its
+ * end. Undefined when there is none, or `restored` holds it.
+ */
+export function requestToKeep(
+  current: readonly Message[],
+  restored: readonly Message[],
+  format: Format,
+): Message | undefined {
+  const adapter = adapterOf(format);
+  for (let index = current.length - 1; index >= 0; index--) {
+    const message = current[index] as Message;
+    if (!adapter.isRequest(message)) continue;
+    const request = withoutNotes(message);
+    if (!request) continue;
+    const text = canonicalJson(request);
+    const isHeld = restored.some((earlier) => {
+      const own = withoutNotes(earlier);
+      return own !== undefined && canonicalJson(own) === text;
+    });
+    return isHeld ? undefined : request;
+  }
+  return undefined;
 }
 
 /** Options of {@link resumeNote} and {@link withResumeNote}. */

@@ -94,7 +94,7 @@ export const rollbackOperation = defineOperation({
   summary:
     'restore the workspace (and the conversation, if the checkpoint has one), or only some paths, to a checkpoint; the current state is saved first',
   description:
-    'Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; with paths, only those files or directories (the rest of the workspace and the conversation stay). The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one. With dryRun: true, lists what would change and changes nothing.',
+    "Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; with scope, only the files or only the conversation; with paths, only those files or directories (the rest of the workspace and the conversation stay). The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one: the person's current request stays at its end. With dryRun: true, lists what would change and changes nothing.",
   input: z.object({
     label: z.string().describe('The checkpoint label, or "latest".'),
     dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
@@ -106,15 +106,29 @@ export const rollbackOperation = defineOperation({
       .array(workspacePath)
       .optional()
       .describe('Restore only these files or directories (default: the whole workspace).'),
+    scope: z
+      .enum(['both', 'files', 'conversation'])
+      .optional()
+      .describe(
+        'What to restore: both (default) the files and the conversation, only the files, or only the conversation.',
+      ),
+    keepRequest: z
+      .boolean()
+      .optional()
+      .describe(
+        "Keep the person's current request at the end of the restored conversation when the checkpoint lacks it (default true).",
+      ),
   }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { label: name, dryRun, patchNote, paths }) => {
+  run: async (target, { label: name, dryRun, patchNote, paths, scope, keepRequest }) => {
     const { progress } = target;
     return (await target.session()).rollback(name, {
       dryRun: dryRun === true,
       ...(patchNote !== undefined && { patchNote }),
       ...(paths !== undefined && { paths }),
+      ...(scope !== undefined && { scope }),
+      ...(keepRequest !== undefined && { keepRequest }),
       ...(progress && {
         onProgress: ({ done, total }) => progress({ step: 'restoring', done, total }),
       }),

@@ -18,7 +18,12 @@ export {
 export type { ConversationState, RestoredConversation } from './history/conversation.js';
 export type { DiffResult } from './history/diff.js';
 export type { PruneOptions, PruneResult } from './history/prune.js';
-export type { PlannedChange, RollbackOptions, RollbackResult } from './history/rollback.js';
+export type {
+  PlannedChange,
+  RollbackOptions,
+  RollbackResult,
+  RollbackScope,
+} from './history/rollback.js';
 export type { UndoConflict, UndoResult } from './history/undo.js';
 export type {
   CommitConflict,

@@ -64,6 +64,41 @@ describe('rewind conversation', () => {
     expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one');
   });
 
+  it('rolls back only the files or only the conversation, and keeps the current request unless told not to', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await writeFile(join(cwd, 'a.txt'), 'one');
+    const early = [
+      { role: 'user', content: 'go' },
+      { role: 'assistant', content: 'went' },
+    ];
+    await writeFile(join(cwd, 'messages.json'), JSON.stringify(early));
+    expect((await rewind(cwd, ['checkpoint', 'base', '--messages', 'messages.json'])).code).toBe(0);
+    const later = [...early, { role: 'user', content: 'now the docs' }];
+    await rewind(cwd, ['conversation', 'sync', '-'], { stdin: JSON.stringify(later) });
+    await writeFile(join(cwd, 'a.txt'), 'two');
+
+    expect((await rewind(cwd, ['rollback', 'base', '--scope', 'files'])).code).toBe(0);
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one');
+    expect(JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout)).toEqual(later);
+
+    await writeFile(join(cwd, 'a.txt'), 'three');
+    expect((await rewind(cwd, ['rollback', 'base', '--scope', 'conversation'])).code).toBe(0);
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('three');
+    const restored = JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout);
+    expect(restored.slice(0, 3)).toEqual(later);
+    expect(restored[3]).toMatchObject({ role: 'system', content: expect.stringContaining('base') });
+
+    await rewind(cwd, ['conversation', 'sync', '-'], { stdin: JSON.stringify(later) });
+    await rewind(cwd, ['rollback', 'base', '--scope', 'conversation', '--no-keep-request']);
+    const plain = JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout);
+    expect(plain.slice(0, 2)).toEqual(early);
+    expect(JSON.stringify(plain)).not.toContain('now the docs');
+    const wrong = await rewind(cwd, ['rollback', 'base', '--scope', 'everything']);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('both, files, conversation');
+  });
+
   it('refuses what is not a conversation, with its code', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type Message, validate } from '../../src/conversation/index.js';
+import { type Format, type Message, validate } from '../../src/conversation/index.js';
 import { Ledger, listSessions } from '../../src/ledger/index.js';
 import { log, openSession } from '../../src/session/index.js';
 import { sessionOn } from '../helpers/session.js';
@@ -20,6 +20,8 @@ const result = (id: string): Message => ({
   role: 'user',
   content: [{ type: 'tool_result', tool_use_id: id, content: `ran ${id}` }],
 });
+
+const toolCall = { id: 'c1', type: 'function', function: { name: 'exec', arguments: '{}' } };
 
 async function objectCount(workspace: string): Promise<number> {
   let count = 0;
@@ -70,12 +72,21 @@ describe('conversation checkpoints', () => {
           content: expect.stringContaining('rolled back'),
           is_error: true,
         },
+      ],
+    });
+    // The request made since the checkpoint stays at the end, so the agent knows what it was
+    // asked; the note goes with it.
+    expect(restored.messages[5]).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'now break it' },
         {
           type: 'text',
           text: expect.stringContaining('Patch applied since: the build script was fixed'),
         },
       ],
     });
+    expect(restored.messages).toHaveLength(6);
     expect(validate(restored.messages, 'anthropic').problems).toEqual([]);
     expect((await session.conversation())?.messages).toEqual(restored.messages);
 
@@ -102,8 +113,8 @@ describe('conversation checkpoints', () => {
     ).toBe(false);
     expect((await log({ workspace })).entries).toHaveLength(entries);
     await session.checkpoint('long');
-    // The agent summarizes its history down to two messages...
-    await session.syncConversation([user('summary of 21 messages'), assistant('ok')], {
+    // The agent summarizes its history down to three messages...
+    await session.syncConversation([user('summary of 20 messages'), assistant('ok'), user('q20')], {
       format: 'anthropic',
     });
     const rolled = await session.rollback('long');
@@ -166,5 +177,161 @@ describe('conversation checkpoints', () => {
     );
     await session.checkpoint('files-only-but-current-conversation');
     expect(await session.conversationAt('files-only-but-current-conversation')).toBeDefined();
+  });
+});
+
+describe("a rollback keeps the person's current request", () => {
+  it('at the end of the restored history, once, in every rollback and dry run, unless told not to', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'one' });
+    const first = [user('add a test'), assistant('added it')];
+    await session.checkpoint('done', { messages: first, format: 'anthropic' });
+    await session.syncConversation([...first, user('now fix the bug'), call('toolu_9')]);
+    const shown = await session.rollback('done', { dryRun: true });
+    const expected = [
+      ...first,
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'now fix the bug' },
+          { type: 'text', text: expect.stringContaining('rolled back to checkpoint "done"') },
+        ],
+      },
+    ];
+    expect(shown.conversation?.messages).toEqual(expected);
+    expect((await session.rollback('done')).conversation?.messages).toEqual(expected);
+    const current = (await session.conversation())?.messages ?? [];
+    expect(current).toEqual(expected);
+    // Rolled back again (the note of the first rollback is not part of the request): one request.
+    await session.syncConversation([...current, assistant('trying again')], {
+      format: 'anthropic',
+    });
+    const again = await session.rollback('done');
+    expect(again.conversation?.messages).toEqual(current);
+    // A checkpoint that holds the request gets no second copy.
+    await session.checkpoint('asked');
+    await session.syncConversation([...(again.conversation?.messages ?? []), assistant('broke')], {
+      format: 'anthropic',
+    });
+    const atAsked = await session.rollback('asked');
+    expect(
+      atAsked.conversation?.messages.filter((message) =>
+        JSON.stringify(message).includes('now fix the bug'),
+      ),
+    ).toHaveLength(1);
+    // Tool results are not requests, and keepRequest: false restores the checkpoint as it was.
+    await session.syncConversation([...first, user('something else')], { format: 'anthropic' });
+    const plain = await session.rollback('done', { keepRequest: false });
+    expect(plain.conversation?.messages.slice(0, 2)).toEqual(first);
+    expect(JSON.stringify(plain.conversation?.messages)).not.toContain('something else');
+  });
+
+  it('in every format: the newest turn a person wrote, never a tool result or a note', async () => {
+    const { session } = await sessionOn({});
+    const cases: [Format, Message[], Message[], Message][] = [
+      [
+        'openai-chat',
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+        [
+          { role: 'user', content: 'fix it' },
+          { role: 'assistant', content: null, tool_calls: [toolCall] },
+          { role: 'tool', tool_call_id: 'c1', content: 'done' },
+        ],
+        { role: 'user', content: 'fix it' },
+      ],
+      [
+        'gemini',
+        [
+          { role: 'user', parts: [{ text: 'a' }] },
+          { role: 'model', parts: [{ text: 'b' }] },
+        ],
+        [
+          { role: 'user', parts: [{ text: 'fix it' }] },
+          { role: 'model', parts: [{ functionCall: { name: 'exec', args: {} } }] },
+          { role: 'user', parts: [{ functionResponse: { name: 'exec', response: {} } }] },
+        ],
+        { role: 'user', parts: [{ text: 'fix it' }] },
+      ],
+      [
+        'ai-sdk',
+        [
+          { role: 'user', content: 'a' },
+          { role: 'assistant', content: 'b' },
+        ],
+        [
+          { role: 'user', content: [{ type: 'text', text: 'fix it' }] },
+          {
+            role: 'assistant',
+            content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'exec', input: {} }],
+          },
+          {
+            role: 'tool',
+            content: [
+              {
+                type: 'tool-result',
+                toolCallId: 'c1',
+                toolName: 'exec',
+                output: { type: 'text', value: 'ok' },
+              },
+            ],
+          },
+        ],
+        { role: 'user', content: [{ type: 'text', text: 'fix it' }] },
+      ],
+    ];
+    for (const [format, before, after, request] of cases) {
+      await session.checkpoint(`at-${format}`, { messages: before, format });
+      await session.syncConversation([...before, ...after], { format });
+      const restored = await session.rollback(`at-${format}`, { dryRun: true });
+      const messages = restored.conversation?.messages ?? [];
+      expect(messages.slice(0, 2)).toEqual(before);
+      // The request, with the note merged in where roles must alternate, else after it.
+      const kept = messages.filter((message) => JSON.stringify(message).includes('fix it'));
+      expect(kept).toHaveLength(1);
+      expect(messages[2]).toMatchObject({ role: 'user' });
+      expect(messages).toHaveLength(format === 'gemini' || format === 'ai-sdk' ? 3 : 4);
+      if (messages.length === 4) expect(messages[2]).toEqual(request);
+      expect(validate(messages, format).problems).toEqual([]);
+    }
+  });
+});
+
+describe('a rollback of the files or of the conversation only', () => {
+  it('restores one side, leaves the other, and undo brings it back', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'one' });
+    const early = [user('start'), assistant('started')];
+    await session.checkpoint('base', { messages: early, format: 'anthropic' });
+    const base = await stateOf();
+    await lay(workspace, { 'a.txt': 'two', 'b.txt': 'new' });
+    const later = [...early, assistant('more')];
+    await session.syncConversation(later, { format: 'anthropic' });
+    const changed = await stateOf();
+
+    const filesOnly = await session.rollback('base', { scope: 'files' });
+    expect(await stateOf()).toBe(base);
+    expect(filesOnly.conversation).toBeUndefined();
+    expect((await session.conversation())?.messages).toEqual(later);
+    await session.undo(filesOnly.id as number);
+    expect(await stateOf()).toBe(changed);
+
+    const talkOnly = await session.rollback('base', { scope: 'conversation' });
+    expect(talkOnly.changes).toEqual([]);
+    expect(await stateOf()).toBe(changed);
+    expect((await session.conversation())?.messages.slice(0, 2)).toEqual(early);
+    await session.undo(talkOnly.id as number);
+    expect((await session.conversation())?.messages).toEqual(later);
+    expect(await stateOf()).toBe(changed);
+
+    // A checkpoint with no conversation has none to restore.
+    const bare = await sessionOn({ 'a.txt': 'x' });
+    await bare.session.checkpoint('files');
+    await expect(bare.session.rollback('files', { scope: 'conversation' })).rejects.toMatchObject({
+      code: 'CONVERSATION_NOT_FOUND',
+    });
+    await expect(
+      session.rollback('base', { scope: 'conversation', paths: ['a.txt'] }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });

@@ -102,7 +102,9 @@ describe('seed behaviours: conversation and session', () => {
     const rolled = await session.rollback('stable', { patchNote: 'fixed the parser' });
     expect(await readFile(join(workspace, 'data.txt'), 'utf8')).toBe('good data\n');
     const messages = rolled.conversation?.messages ?? [];
-    expect(messages).toHaveLength(4);
+    // The question asked since stays at the end (issue 15), followed by the note.
+    expect(messages).toHaveLength(5);
+    expect(messages[3]).toEqual(user('?'));
     expect(JSON.stringify(messages)).not.toContain('bad data');
     expect(JSON.stringify(messages.at(-1))).toContain('fixed the parser');
   });

@@ -8,6 +8,7 @@ import {
   type PruneResult,
   RewindError,
   type RollbackResult,
+  type RollbackScope,
   type SnapshotPreview,
   type UndoResult,
   writeFileAtomic,
@@ -44,6 +45,8 @@ interface CheckpointFlags {
 interface RollbackFlags {
   dryRun?: boolean;
   patchNote?: string;
+  scope?: string;
+  keepRequest?: boolean;
   messagesOut?: string;
 }
 
@@ -338,6 +341,22 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     'patchNote',
     new Option('--patch-note <text>', 'tell the model what changed since the checkpoint'),
   );
+  feed(
+    rollback,
+    'scope',
+    new Option(
+      '--scope <what>',
+      'restore both (default) the files and the conversation, only the files, or only the conversation',
+    ),
+  );
+  feed(
+    rollback,
+    'keepRequest',
+    new Option(
+      '--no-keep-request',
+      "restore the checkpoint's conversation as it was, without the current request at its end",
+    ),
+  );
   addCliOnly(
     rollback,
     new Option(
@@ -354,6 +373,8 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
           dryRun: flags.dryRun,
           patchNote: flags.patchNote,
           paths: paths.length > 0 ? paths : undefined,
+          scope: flags.scope as RollbackScope | undefined,
+          keepRequest: flags.keepRequest === false ? false : undefined,
         }),
       );
       const where = await placeConversation(

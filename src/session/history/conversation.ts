@@ -4,10 +4,12 @@ import {
   detectFormat,
   type Format,
   type Message,
+  RESUME_NOTE_OPENING,
   type RepairStrategy,
   type Result,
   readConversation,
   repair,
+  requestToKeep,
   storeConversation,
   withResumeNote,
 } from '../../conversation/index.js';
@@ -45,6 +47,12 @@ export interface RestoreOptions {
   repairStrategy?: RepairStrategy;
   /** Only compute it: nothing is stored. */
   dryRun?: boolean;
+  /**
+   * Keep the person's current request (the newest turn they wrote in the conversation recorded
+   * now) at the end of the restored history when the checkpoint does not hold it, so the agent
+   * still knows what it was asked. Default true.
+   */
+  keepRequest?: boolean;
 }
 
 /** A message list checked against its format (detected when not given). */
@@ -110,6 +118,20 @@ export async function readCurrentConversation(
   };
 }
 
+/** The person's current request, when the conversation recorded now holds one `restored` lacks. */
+async function requestMissingFrom(
+  context: SessionContext,
+  current: ConversationRef | undefined,
+  recorded: ConversationRef,
+  restored: readonly Message[],
+): Promise<Message | undefined> {
+  if (!current || current.format !== recorded.format || current.tree === recorded.tree) {
+    return undefined;
+  }
+  const messages = await readConversation(context.store, current.tree);
+  return requestToKeep(messages, restored, current.format);
+}
+
 /**
  * The conversation a checkpoint recorded, as a rollback to it hands it back: repaired for its
  * provider, with the resume note; stored unless `dryRun`. Undefined when it recorded none.
@@ -127,10 +149,19 @@ export async function restoreConversation(
     ...(options.repairStrategy && { strategy: options.repairStrategy }),
     resultText: `Rewind: this tool call was rolled back with the workspace to checkpoint "${target.label}" before it completed, so it had no effect. Call it again if it is still needed.`,
   });
-  const note = `Rewind: the workspace and this conversation were rolled back to checkpoint "${target.label}". Everything done after it was undone (it is still recorded); tool calls that were in flight were cancelled. Resume from this exact state.`;
-  const restored = withResumeNote(repaired.messages, recorded.format, note, {
-    ...(options.patchNote && { patchNote: options.patchNote }),
-  });
+  const note = `${RESUME_NOTE_OPENING} to checkpoint "${target.label}". Everything done after it was undone (it is still recorded); tool calls that were in flight were cancelled. Resume from this exact state.`;
+  const request =
+    options.keepRequest === false
+      ? undefined
+      : await requestMissingFrom(context, journal.currentConversation(), recorded, messages);
+  const restored = withResumeNote(
+    request ? [...repaired.messages, request] : repaired.messages,
+    recorded.format,
+    note,
+    {
+      ...(options.patchNote && { patchNote: options.patchNote }),
+    },
+  );
   const ref = options.dryRun
     ? { ...recorded, messageCount: restored.length }
     : await storeMessages(context, { messages: restored, format: recorded.format });

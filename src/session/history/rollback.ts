@@ -31,7 +31,15 @@ export interface RollbackOptions extends Omit<RestoreOptions, 'dryRun'> {
    * workspace root; the rest of the workspace and the conversation stay as they are.
    */
   paths?: readonly string[];
+  /**
+   * What to restore: `both` (the default) the files and the conversation, `files` only the
+   * files (the conversation stays as it is), `conversation` only the conversation (no file moves).
+   */
+  scope?: RollbackScope;
 }
+
+/** What a rollback restores: see {@link RollbackOptions.scope}. */
+export type RollbackScope = 'both' | 'files' | 'conversation';
 
 /** One path a rollback would change, as a dry run lists it. */
 export interface PlannedChange {
@@ -114,13 +122,30 @@ export async function rollbackWithin(
   target: CheckpointInfo,
   options: RollbackOptions,
 ): Promise<RollbackResult> {
+  const scope = options.scope ?? 'both';
+  if (scope === 'conversation' && options.paths !== undefined) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      'Paths restore files: leave them out to restore only the conversation, or restore files.',
+      { data: { scope } },
+    );
+  }
+  if (scope === 'conversation' && !journal.conversationAt(target)) {
+    throw new RewindError(
+      'CONVERSATION_NOT_FOUND',
+      `Checkpoint ${target.label} has no conversation to restore. Roll back its files instead.`,
+      { data: { label: target.label } },
+    );
+  }
   const snapshot = await snapshotWorkspace(context);
   if (options.paths !== undefined) {
     return restorePaths(context, journal, target, snapshot, options.paths, options);
   }
   const leaveAlone = snapshot.unreadable.map(({ path }) => path);
+  // The files after the rollback: the checkpoint's, or (conversation only) those there now.
+  const afterTree = scope === 'conversation' ? snapshot.tree : target.tree;
   // What could not be read is left as it is (the snapshot's warnings say so).
-  const changes = (await diffTrees(context.store, snapshot.tree, target.tree)).filter(
+  const changes = (await diffTrees(context.store, snapshot.tree, afterTree)).filter(
     (change) => !isAtOrUnder(change.path, leaveAlone),
   );
   const isDryRun = options.dryRun === true;
@@ -129,12 +154,13 @@ export async function rollbackWithin(
     label: target.label,
     id: undefined,
     beforeTree: snapshot.tree,
-    afterTree: target.tree,
+    afterTree,
     changes: await planChanges(context, changes, isDryRun ? journal : undefined),
     applied: undefined,
     warnings: snapshot.warnings,
   };
-  const restored = await restoreConversation(context, journal, target, options);
+  const restored =
+    scope === 'files' ? undefined : await restoreConversation(context, journal, target, options);
   if (restored) result.conversation = restored.result;
   if (isDryRun) return result;
   const before = journal.currentConversation();
@@ -145,10 +171,11 @@ export async function rollbackWithin(
       label: target.label,
       checkpointSeq: target.seq,
       beforeTree: snapshot.tree,
-      afterTree: target.tree,
+      afterTree,
       changeCount: changes.length,
+      ...(scope !== 'both' && { scope }),
       // What the checkpoint left out is left alone, even if the rules changed since.
-      ...(rules && { afterRules: rules }),
+      ...(rules && scope !== 'conversation' && { afterRules: rules }),
       ...(restored && {
         ...(before && { conversationBefore: before }),
         conversationAfter: restored.ref,
@@ -156,7 +183,7 @@ export async function rollbackWithin(
     },
     [
       { type: 'tree', digest: snapshot.tree },
-      { type: 'tree', digest: target.tree },
+      { type: 'tree', digest: afterTree },
       ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
       ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
     ],

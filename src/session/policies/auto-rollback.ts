@@ -7,7 +7,7 @@ import {
 import { diffTrees, fileChangeKind } from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
 import { checkLabel } from '../history/checkpoints.js';
-import { rollbackWithin } from '../history/rollback.js';
+import { type RollbackScope, rollbackWithin } from '../history/rollback.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
 import { runVerification } from '../verification.js';
@@ -24,6 +24,8 @@ import type { AutoRollbackReport, PolicyState } from './policy-state.js';
 export interface AutoRollbackOptions {
   on?: readonly ('exception' | 'test-failure')[];
   to?: string;
+  /** What to restore: both (default) the files and the conversation, or only one of them. */
+  scope?: RollbackScope;
   verifier?: VerifierConfig;
   escalation?: EscalationHandler;
   /** Picks the escalation handler when none is given: see {@link escalationFor}. Default agent. */
@@ -43,9 +45,18 @@ export function setAutoRollback(policies: PolicyState, options: AutoRollbackOpti
     }
   }
   if (options.to !== undefined && options.to !== 'latest') checkLabel(options.to);
+  const scope = options.scope ?? 'both';
+  if (scope !== 'both' && scope !== 'files' && scope !== 'conversation') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `"${String(scope)}" is not a scope: use both, files or conversation.`,
+      { data: { scope } },
+    );
+  }
   policies.rollback = {
     on: new Set(on),
     to: options.to ?? 'latest',
+    scope,
     verifier: options.verifier,
     escalation: options.escalation ?? escalationFor(options.mode ?? 'agent'),
   };
@@ -126,15 +137,19 @@ export async function autoRollbackTo(
       });
       return undefined;
     }
+    const { scope } = policy;
     const snapshot = await snapshotWorkspace(context);
     const changes = await diffTrees(context.store, snapshot.tree, target.tree);
     const current = journal.currentConversation();
     const targetConversation = journal.conversationAt(target);
     const isConversationUnchanged =
+      scope === 'files' ||
       targetConversation === undefined ||
       current?.tree === targetConversation.tree ||
       (current !== undefined && current.tree === journal.lastRestoredFrom(target.label)?.tree);
-    if (changes.every((change) => !fileChangeKind(change)) && isConversationUnchanged) {
+    const areFilesUnchanged =
+      scope === 'conversation' || changes.every((change) => !fileChangeKind(change));
+    if (areFilesUnchanged && isConversationUnchanged) {
       await journal.append('rollback-skipped', {
         label: target.label,
         event,
@@ -143,6 +158,7 @@ export async function autoRollbackTo(
       return { event, to: target.label, isSkipped: true, messages: undefined };
     }
     const result = await rollbackWithin(context, journal, target, {
+      scope,
       ...(patchNote !== undefined && { patchNote }),
     });
     return {

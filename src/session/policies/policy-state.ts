@@ -1,5 +1,6 @@
 import type { Message } from '../../conversation/index.js';
 import type { VerifierConfig } from '../../verifier/index.js';
+import type { RollbackScope } from '../history/rollback.js';
 import type { EscalationHandler } from './escalation.js';
 
 /** What the last automatic rollback did. */
@@ -16,6 +17,7 @@ export interface AutoRollbackReport {
 export interface RollbackPolicy {
   on: ReadonlySet<'exception' | 'test-failure'>;
   to: string;
+  scope: RollbackScope;
   verifier: VerifierConfig | undefined;
   escalation: EscalationHandler;
 }
