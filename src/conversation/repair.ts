@@ -1,4 +1,3 @@
-import { canonicalJson } from '../lib/index.js';
 import {
   type Adapter,
   type Call,
@@ -8,6 +7,7 @@ import {
   type Result,
 } from './format-adapter.js';
 import { adapterOf, checkFormat } from './formats.js';
+import { storedMessageText } from './store.js';
 import type { NoteOf, SyntheticResultOf } from './types.js';
 import { validate } from './validate.js';
 
@@ -381,10 +381,10 @@ export function requestToKeep(
     if (!adapter.isRequest(message)) continue;
     const request = withoutNotes(message);
     if (!request) continue;
-    const text = canonicalJson(request);
+    const text = storedMessageText(request);
     const isHeld = restored.some((earlier) => {
       const own = withoutNotes(earlier);
-      return own !== undefined && canonicalJson(own) === text;
+      return own !== undefined && storedMessageText(own) === text;
     });
     return isHeld ? undefined : request;
   }

@@ -16,11 +16,63 @@ export interface StoredConversation {
   messageCount: number;
 }
 
+/** The key of the object that stands for binary content in a stored message: its bytes in base64. */
+const BYTES_KEY = 'rewind:bytes';
+/** Beside it, the kind of binary value when it was not a Uint8Array (`ArrayBuffer`, `Buffer`). */
+const BYTES_TYPE_KEY = 'rewind:type';
+
+/**
+ * JSON.stringify's replacer for messages: binary content (an image part's `Uint8Array`, a
+ * `Buffer`, an `ArrayBuffer`) becomes `{"rewind:bytes": base64}`, so it comes back byte for byte
+ * (JSON alone would turn it into `{"0":137,...}`, which no provider takes back).
+ */
+function encodeBinary(this: unknown, key: string, value: unknown): unknown {
+  const original = (this as Record<string, unknown>)[key];
+  if (original instanceof ArrayBuffer) {
+    return {
+      [BYTES_KEY]: Buffer.from(original).toString('base64'),
+      [BYTES_TYPE_KEY]: 'ArrayBuffer',
+    };
+  }
+  if (original instanceof Uint8Array) {
+    const bytes = Buffer.from(original.buffer, original.byteOffset, original.byteLength);
+    return {
+      [BYTES_KEY]: bytes.toString('base64'),
+      ...(Buffer.isBuffer(original) && { [BYTES_TYPE_KEY]: 'Buffer' }),
+    };
+  }
+  return value;
+}
+
+/** JSON.parse's reviver for stored messages: the binary content {@link encodeBinary} wrote, back. */
+function decodeBinary(_key: string, value: unknown): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+  const record = value as Record<string, unknown>;
+  const encoded = record[BYTES_KEY];
+  if (typeof encoded !== 'string') return value;
+  const keys = Object.keys(record);
+  const type = record[BYTES_TYPE_KEY];
+  if (keys.length > (type === undefined ? 1 : 2)) return value;
+  const bytes = Buffer.from(encoded, 'base64');
+  if (type === 'Buffer') return bytes;
+  const copy = new Uint8Array(bytes);
+  return type === 'ArrayBuffer' ? copy.buffer : copy;
+}
+
+/**
+ * A message as it is stored: canonical JSON (key order normalized; `undefined` fields dropped, as
+ * JSON does), binary content as base64. Two equal messages always give the same text. Throws
+ * what JSON.stringify throws (a cycle, a bigint).
+ */
+export function storedMessageText(message: Message): string {
+  return canonicalJson(JSON.parse(JSON.stringify(message, encodeBinary)) as JsonValue);
+}
+
 /**
  * Stores a conversation as a tree with one object per message, in order. Messages are objects
  * named by their content, so storing a longer history again costs only its new messages, and the
- * exact list comes back whatever happens to the history later. Each message is kept as its
- * canonical JSON (key order normalized; `undefined` fields dropped, as JSON does).
+ * exact list comes back whatever happens to the history later. Each message is kept as
+ * {@link storedMessageText} writes it.
  * The caller commits `batch`.
  */
 export async function storeConversation(
@@ -31,7 +83,7 @@ export async function storeConversation(
   for (const [index, message] of messages.entries()) {
     let text: string;
     try {
-      text = canonicalJson(JSON.parse(JSON.stringify(message)) as JsonValue);
+      text = storedMessageText(message);
     } catch (error) {
       throw new RewindError(
         'INVALID_ARGUMENT',
@@ -63,7 +115,7 @@ export async function readConversation(store: ObjectStore, tree: Digest): Promis
     if (entry.type !== 'file') continue;
     const text = (await store.get(entry.digest)).toString('utf8');
     try {
-      messages.push(JSON.parse(text) as Message);
+      messages.push(JSON.parse(text, decodeBinary) as Message);
     } catch (error) {
       throw new RewindError(
         'TREE_INVALID',

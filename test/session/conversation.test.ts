@@ -335,3 +335,42 @@ describe('a rollback of the files or of the conversation only', () => {
     ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
   });
 });
+
+describe('binary message content', () => {
+  it('comes back byte for byte, as the kind of value it was', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
+    const png = new Uint8Array([137, 80, 78, 71, 13, 10, 26, 10, 0, 255]);
+    const framed = new Uint8Array(new Uint8Array([9, 9, 1, 2, 3, 9]).buffer, 2, 3);
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'what is in this picture?' },
+          { type: 'image', image: png, mediaType: 'image/png' },
+          { type: 'file', data: Buffer.from('%PDF-1.7'), mediaType: 'application/pdf' },
+          { type: 'file', data: framed, mediaType: 'application/octet-stream' },
+          { type: 'file', data: new Uint8Array([7, 8]).buffer, mediaType: 'text/plain' },
+        ],
+      },
+      { role: 'assistant', content: [{ type: 'text', text: 'a logo' }] },
+    ];
+    await session.checkpoint('seen', { messages, format: 'ai-sdk' });
+    await lay(workspace, { 'a.txt': 'two' });
+    await session.syncConversation([...messages, { role: 'user', content: 'thanks' }], {
+      format: 'ai-sdk',
+    });
+    const restored = (await session.rollback('seen', { keepRequest: false })).conversation;
+    const data = ((restored?.messages[0]?.content ?? []) as Record<string, unknown>[]).map(
+      (part) => part.image ?? part.data,
+    );
+    expect(data[1]).toBeInstanceOf(Uint8Array);
+    expect(Buffer.from(data[1] as Uint8Array).equals(Buffer.from(png))).toBe(true);
+    expect(Buffer.isBuffer(data[2])).toBe(true);
+    expect(String(data[2])).toBe('%PDF-1.7');
+    expect(Array.from(data[3] as Uint8Array)).toEqual([1, 2, 3]);
+    expect(data[4]).toBeInstanceOf(ArrayBuffer);
+    expect(Array.from(new Uint8Array(data[4] as ArrayBuffer))).toEqual([7, 8]);
+    // Shown without rolling back, it is the same.
+    expect((await session.conversationAt('seen'))?.messages[0]).toEqual(restored?.messages[0]);
+  });
+});
