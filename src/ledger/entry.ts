@@ -10,7 +10,7 @@ export const LEDGER_FORMAT_VERSION = 1;
  */
 export const ENTRY_KINDS = {
   'session-started':
-    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init; `isolation` (`isolated`) for an isolated session; `redact` (`headers`: true to redact credentials, `patterns`) and `blockPrivate` (true) when the session was started with them: every process that opens the session applies them.',
+    'A session began. Body: `hashChain` (boolean), `rewindVersion`, `workspace`, `host`, `pid`; `sandbox` and `network` when given at init; `isolation` (`isolated`) for an isolated session, and `startedBy` (`mcp`) when what started it said so; `redact` (`headers`: true to redact credentials, `patterns`) and `blockPrivate` (true) when the session was started with them: every process that opens the session applies them.',
   'settings-tightened':
     'A process opened the session with protections it did not have yet; from here on every process applies them too. Body: what was added: `redact` (`headers`: true, `patterns`), `blockPrivate` (true).',
   'note-added':

@@ -10,11 +10,18 @@ import { messageLines } from './stdio.js';
 const MIN_TOKEN_LENGTH = 16;
 
 const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST] [--token TOKEN]] [--isolated]
-                  [--sandbox bwrap|none|auto] [--network] [--redact] [--redact-pattern RE]...
-                  [--block-private] [--exec-timeout S] [--http-timeout S]
+                  [--hash-chain] [--tool-prefix PREFIX] [--sandbox bwrap|none|auto] [--network]
+                  [--redact] [--redact-pattern RE]... [--block-private]
+                  [--exec-timeout S] [--http-timeout S]
 
 Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (127.0.0.1 unless
 --host says otherwise). Every file operation is journaled and undoable.
+
+--isolated works in an isolated session (a private view; the workspace changes only on commit),
+and resumes the one it worked in before, whose work is never stranded by a restart.
+--hash-chain makes a store the server creates start a hash-chained session, and refuses to work
+in a session that is not. --tool-prefix puts PREFIX before every tool name (rewind_ gives
+rewind_write), for clients that mix servers.
 
 Over HTTP, every request must carry a token: a random one per launch, printed on stderr in the
 URL to give the client (http://127.0.0.1:PORT/mcp?token=...), or the one set by --token or the
@@ -38,6 +45,8 @@ export function mcpOptions(
       host: { type: 'string' },
       token: { type: 'string' },
       isolated: { type: 'boolean' },
+      'hash-chain': { type: 'boolean' },
+      'tool-prefix': { type: 'string' },
       sandbox: { type: 'string' },
       network: { type: 'boolean' },
       redact: { type: 'boolean' },
@@ -62,6 +71,12 @@ export function mcpOptions(
     throw new UsageMessage(`--sandbox must be bwrap, none or auto.\n${USAGE}`);
   }
   const patterns = values['redact-pattern'] ?? [];
+  const toolPrefix = values['tool-prefix'];
+  if (toolPrefix !== undefined && !/^[A-Za-z0-9_.-]{1,32}$/.test(toolPrefix)) {
+    throw new UsageMessage(
+      `--tool-prefix must be 1 to 32 letters, digits, "_", "-" or ".".\n${USAGE}`,
+    );
+  }
   const execTimeoutMs = seconds(values['exec-timeout'], '--exec-timeout');
   const httpTimeoutMs = seconds(values['http-timeout'], '--http-timeout');
   let http: { port: number; host: string; token?: string } | undefined;
@@ -92,6 +107,8 @@ export function mcpOptions(
     },
     ...(execTimeoutMs && { execTimeoutMs }),
     ...(httpTimeoutMs && { httpTimeoutMs }),
+    ...(values['hash-chain'] && { hashChain: true }),
+    ...(toolPrefix !== undefined && { toolPrefix }),
     ...(http && { http }),
   };
 }
@@ -152,7 +169,7 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     return 0;
   }
   // The store is made once, before any request: requests racing to make it would collide.
-  await init({ workspace: options.root });
+  await init({ workspace: options.root, ...(options.hashChain && { hashChain: true }) });
   const { port, host } = options.http;
   const token = options.http.token ?? generateToken();
   const { server: http, endpoint } = await serveHttp(options, { port, host, token });

@@ -5,11 +5,15 @@
 import { McpServer } from '@modelcontextprotocol/server';
 import {
   init,
+  isRewindError,
   type OpenSessionOptions,
   openSession,
   REWIND_VERSION,
+  RewindError,
   resolveWorkspacePath,
   type Session,
+  startIsolatedSession,
+  status,
 } from '../index.js';
 import {
   type AnyOperation,
@@ -29,6 +33,70 @@ export interface McpServerOptions {
   execTimeoutMs?: number;
   /** Default request timeout for `http`, ms. */
   httpTimeoutMs?: number;
+  /**
+   * A store this server creates starts a hash-chained session; on a store whose current session
+   * is not hash-chained, every tool call is refused, saying how to start one.
+   */
+  hashChain?: boolean;
+  /** Put before every tool name (`rewind_` gives `rewind_write`), for clients that mix servers. */
+  toolPrefix?: string;
+}
+
+/** What every client is told about the server as it connects: how its tools fit together. */
+export const SERVER_INSTRUCTIONS = `Rewind makes your changes to this workspace cheap to take back.
+- Every file tool (write, delete, move, mkdir) and every command (exec) is journaled as an action with an id; undo takes one back unless a later edit would be trampled (it then lists the paths). An undo is an action too.
+- Before risky work, checkpoint with a label (and your conversation as messages, so a rollback brings both back). rollback restores files and conversation together, and can itself be undone; use dryRun first to see what would change, scope to restore only the files or only the conversation.
+- test runs the workspace's verifier and gives pass, fail or unknown; a fail means: fix it, or roll back.
+- log, show, diff, checkpoints, read, list and conversation-show only read.
+- What cannot be undone (http requests with side effects, commands outside the workspace) is journaled too, and may be left as a draft for a person to approve.
+Paths are relative to the workspace root; .rewind/ is Rewind's own and is never read or written by these tools.`;
+
+/** The tool name prefix's shape: MCP tool names are letters, digits, "_", "-" and ".". */
+const TOOL_PREFIX = /^[A-Za-z0-9_.-]{1,32}$/;
+
+/** Marks the isolated sessions this server starts, so that the next start finds them again. */
+const STARTED_BY_MCP = 'mcp';
+
+/**
+ * The isolated session a server with `isolation: isolated` works in: the newest one `rewind mcp`
+ * started on this store whose view is still there (uncommitted work is never stranded by a
+ * restart), else a new one.
+ */
+async function openIsolated(options: McpServerOptions): Promise<Session> {
+  const mine = (await status({ workspace: options.root })).sessions
+    .filter((session) => session.isolation === 'isolated' && session.startedBy === STARTED_BY_MCP)
+    .sort((a, b) => String(b.startedAt).localeCompare(String(a.startedAt)));
+  for (const session of mine) {
+    if (session.unsupported) continue;
+    try {
+      return await openSession({
+        ...options.session,
+        workspace: options.root,
+        session: session.id,
+      });
+    } catch (error) {
+      // Its view was destroyed: look further, else start another.
+      if (!isRewindError(error, 'SESSION_NOT_FOUND')) throw error;
+    }
+  }
+  return startIsolatedSession({
+    ...options.session,
+    workspace: options.root,
+    startedBy: STARTED_BY_MCP,
+  });
+}
+
+/** Refuses a store whose current session is not hash-chained when the server was asked for one. */
+async function checkHashChained(options: McpServerOptions): Promise<void> {
+  const { sessions } = await status({ workspace: options.root });
+  const current = sessions.find((session) => session.isCurrent);
+  if (current && !current.isHashChained) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The server was started with --hash-chain, but the current session ${current.id} is not hash-chained. Start one with \`rewind session new --hash-chain\` and restart the server, or leave --hash-chain out.`,
+      { data: { session: current.id } },
+    );
+  }
 }
 
 /** An operation's annotations as MCP tool hints, every one stated. */
@@ -58,7 +126,18 @@ export function whenIdle(server: McpServer): Promise<void> {
  * CLI's commands. One session, opened (and the store created) on first use.
  */
 export function createMcpServer(options: McpServerOptions): McpServer {
-  const server = new McpServer({ name: 'rewind', version: REWIND_VERSION });
+  const prefix = options.toolPrefix ?? '';
+  if (prefix !== '' && !TOOL_PREFIX.test(prefix)) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `A tool prefix is 1 to 32 letters, digits, "_", "-" or ".", not ${JSON.stringify(prefix)}.`,
+      { data: { prefix } },
+    );
+  }
+  const server = new McpServer(
+    { name: 'rewind', version: REWIND_VERSION },
+    { instructions: SERVER_INSTRUCTIONS },
+  );
   let stored: Promise<unknown> | undefined;
   // What protects the session (redaction, private addresses refused) is recorded in a session
   // init starts, and added to one the server opens: it belongs to the session from then on.
@@ -67,13 +146,22 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     ...(options.session?.blockPrivate === true && { blockPrivate: true }),
   };
   // init is idempotent: a workspace with a store keeps it and its current session.
-  const ready = () => (stored ??= init({ workspace: options.root, ...protections }));
+  const ready = () =>
+    (stored ??= init({
+      workspace: options.root,
+      ...protections,
+      ...(options.hashChain === true && { hashChain: true }),
+    }).then(() => (options.hashChain === true ? checkHashChained(options) : undefined)));
   let opened: Promise<Session> | undefined;
   const target: OperationTarget = {
     workspace: options.root,
     protections,
     session: () => {
-      opened ??= ready().then(() => openSession({ workspace: options.root, ...options.session }));
+      opened ??= ready().then(() =>
+        options.session?.isolation === 'isolated'
+          ? openIsolated(options)
+          : openSession({ workspace: options.root, ...options.session }),
+      );
       return opened;
     },
     // The server works in one session for its whole life: naming it means opening it, once.
@@ -92,7 +180,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     if (operation.excludedFrom?.mcp !== undefined) continue;
     const present = presenterOf(operation.name);
     server.registerTool(
-      operation.name,
+      `${prefix}${operation.name}`,
       {
         title: operation.title,
         description: operation.description,

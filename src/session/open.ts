@@ -71,6 +71,11 @@ export interface OpenSessionOptions {
 export interface IsolatedSessionOptions extends OpenSessionOptions {
   /** Make it the workspace's current session (default true), as `rewind init --isolated` does. */
   makeCurrent?: boolean;
+  /**
+   * What starts it, recorded in its `session-started` entry (letters, digits, `-`), so that it
+   * can find its session again: `rewind mcp --isolated` records `mcp` and resumes the newest.
+   */
+  startedBy?: string;
 }
 
 /**
@@ -157,6 +162,13 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
 export async function startIsolatedContext(
   options: IsolatedSessionOptions,
 ): Promise<SessionContext> {
+  if (options.startedBy !== undefined && !/^[A-Za-z0-9-]{1,40}$/.test(options.startedBy)) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `startedBy must be 1 to 40 letters, digits or "-", not ${JSON.stringify(options.startedBy)}.`,
+      { data: { startedBy: options.startedBy } },
+    );
+  }
   const location = await openStore(options.workspace);
   const ledger = await startLedger(location, {
     isolation: 'isolated',
@@ -166,6 +178,7 @@ export async function startIsolatedContext(
     ...(options.network !== undefined && { network: options.network }),
     ...(options.redact && { redact: options.redact }),
     ...(options.blockPrivate === true && { blockPrivate: true }),
+    ...(options.startedBy !== undefined && { startedBy: options.startedBy }),
   });
   const id = ledger.session.id;
   try {

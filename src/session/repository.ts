@@ -62,6 +62,8 @@ export interface SessionSummary {
   isolation: 'shared' | 'isolated';
   /** Whether its sandboxed commands may use the network. */
   network: boolean;
+  /** What started it, when that was recorded (`mcp` for `rewind mcp --isolated`). */
+  startedBy: string | undefined;
   /** What every process that opens it applies: redaction, refusal of private addresses. */
   protections: Protections;
   /**
@@ -101,6 +103,10 @@ function summarize(
     sandbox: String(reading.entries[0]?.body.sandbox ?? 'none'),
     isolation: reading.entries[0]?.body.isolation === 'isolated' ? 'isolated' : 'shared',
     network: reading.entries[0]?.body.network === true,
+    startedBy:
+      typeof reading.entries[0]?.body.startedBy === 'string'
+        ? reading.entries[0].body.startedBy
+        : undefined,
     protections: protectionsOf(reading.entries),
     interrupted: interruptedOf(reading.entries),
   };

@@ -33,6 +33,8 @@ export interface StartOptions extends ProtectionOptions {
   /** Whether sandboxed commands may use the network, when given. */
   network?: boolean;
   isolation?: 'isolated';
+  /** What started it, for finding it again (`mcp`: `rewind mcp --isolated`). */
+  startedBy?: string;
 }
 
 /**
@@ -54,6 +56,7 @@ export function startLedger(location: StoreLocation, options: StartOptions): Pro
       ...(options.isolation && { isolation: options.isolation }),
       ...(options.sandbox && { sandbox: options.sandbox }),
       ...(options.network !== undefined && { network: options.network }),
+      ...(options.startedBy !== undefined && { startedBy: options.startedBy }),
       ...startedFieldsOf(options),
     },
   });

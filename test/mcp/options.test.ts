@@ -1,0 +1,121 @@
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { mcpOptions, UsageMessage } from '../../src/mcp/main.js';
+import { createMcpServer, type McpServerOptions } from '../../src/mcp/server.js';
+import { status } from '../../src/session/index.js';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+const open: { client: Client; close: () => Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map(({ close }) => close()));
+});
+
+/** A client of a server made with `options`; closing it closes the server and its session. */
+async function connected(options: McpServerOptions): Promise<Client> {
+  const server = createMcpServer(options);
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new Client({ name: 'test', version: '1.0.0' });
+  await client.connect(clientSide);
+  open.push({ client, close: () => client.close().then(() => server.close()) });
+  return client;
+}
+
+async function closeAll(): Promise<void> {
+  await Promise.all(open.splice(0).map(({ close }) => close()));
+}
+
+type CallResult = { content: { type: string; text?: string }[]; isError?: boolean };
+const textOf = (result: unknown): string =>
+  (result as CallResult).content.map((part) => part.text ?? '').join('');
+
+describe('rewind mcp options', () => {
+  it('tells every client how the tools fit together, and prefixes tool names when asked', async () => {
+    const root = await makeTempDirectory();
+    const plain = await connected({ root });
+    expect(plain.getInstructions()).toMatch(/undo.*checkpoint.*rollback/s);
+    const prefixed = await connected({ root, toolPrefix: 'rewind_' });
+    const names = (await prefixed.listTools()).tools.map((tool) => tool.name);
+    expect(names).toContain('rewind_write');
+    expect(names).toContain('rewind_conversation-show');
+    expect(names.every((name) => name.startsWith('rewind_'))).toBe(true);
+    const wrote = await prefixed.callTool({
+      name: 'rewind_write',
+      arguments: { path: 'a.txt', content: 'hi' },
+    });
+    expect(textOf(wrote)).toContain('journaled as action');
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('hi');
+    expect(() => createMcpServer({ root, toolPrefix: 'no spaces' })).toThrow(/tool prefix/);
+    expect(() => mcpOptions(['--tool-prefix', 'a b'], root)).toThrow(UsageMessage);
+    expect(mcpOptions(['--tool-prefix', 'rw.', '--hash-chain'], root)).toMatchObject({
+      toolPrefix: 'rw.',
+      hashChain: true,
+    });
+  });
+
+  it('--hash-chain starts a hash-chained store, and refuses a session that is not', async () => {
+    const chained = await makeTempDirectory();
+    const client = await connected({ root: chained, hashChain: true });
+    await client.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'x' } });
+    const [session] = (await status({ workspace: chained })).sessions;
+    expect(session?.isHashChained).toBe(true);
+    expect((await rewind(chained, ['verify'])).code).toBe(0);
+
+    const plain = await makeTempDirectory();
+    await rewind(plain, ['init']);
+    const refused = await (await connected({ root: plain, hashChain: true })).callTool({
+      name: 'write',
+      arguments: { path: 'a.txt', content: 'x' },
+    });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain('rewind session new --hash-chain');
+    expect(existsSync(join(plain, 'a.txt'))).toBe(false);
+  });
+
+  it('--isolated resumes its own isolated session across restarts, and starts another once that one is destroyed', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'host' });
+    const isolated = { root, session: { isolation: 'isolated' as const } };
+    const first = await connected(isolated);
+    await first.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'in the view' } });
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('host');
+    const started = (await status({ workspace: root })).sessions.filter(
+      (session) => session.isolation === 'isolated',
+    );
+    expect(started).toHaveLength(1);
+    expect(started[0]?.startedBy).toBe('mcp');
+    await closeAll();
+
+    // A restart (a new server process would do the same) finds the work where it was left.
+    const second = await connected(isolated);
+    expect(textOf(await second.callTool({ name: 'read', arguments: { path: 'a.txt' } }))).toBe(
+      'in the view',
+    );
+    const committed = await second.callTool({ name: 'commit', arguments: {} });
+    expect(committed.isError).toBeFalsy();
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('in the view');
+    await closeAll();
+    // An isolated session a person started is not the server's.
+    await rewind(root, ['init', '--isolated']);
+    expect(
+      (await status({ workspace: root })).sessions.filter(
+        (session) => session.isolation === 'isolated',
+      ),
+    ).toHaveLength(2);
+    const id = started[0]?.id as string;
+    expect((await rewind(root, ['destroy', '--session', id])).code).toBe(0);
+
+    const third = await connected(isolated);
+    await third.callTool({ name: 'write', arguments: { path: 'b.txt', content: 'new' } });
+    const mine = (await status({ workspace: root })).sessions.filter(
+      (session) => session.startedBy === 'mcp',
+    );
+    expect(mine).toHaveLength(2);
+    expect(existsSync(join(root, 'b.txt'))).toBe(false);
+  });
+});
