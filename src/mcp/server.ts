@@ -22,6 +22,7 @@ import {
   type OperationTarget,
 } from '../operations/index.js';
 import { presenterOf, presentFailure } from './present.js';
+import { structuredOf } from './structured.js';
 
 /** Options of {@link createMcpServer}. */
 export interface McpServerOptions {
@@ -179,19 +180,22 @@ export function createMcpServer(options: McpServerOptions): McpServer {
   for (const operation of operations) {
     if (operation.excludedFrom?.mcp !== undefined) continue;
     const present = presenterOf(operation.name);
+    const structured = structuredOf(operation.name);
     server.registerTool(
       `${prefix}${operation.name}`,
       {
         title: operation.title,
         description: operation.description,
         inputSchema: operation.input,
+        outputSchema: structured.schema,
         annotations: toolAnnotationsOf(operation.annotations),
       },
       async (input) => {
         running += 1;
         try {
           await ready();
-          return present(await operation.run(target, input), input);
+          const output = await operation.run(target, input);
+          return { ...present(output, input), structuredContent: structured.of(output, input) };
         } catch (error) {
           return presentFailure(error);
         } finally {

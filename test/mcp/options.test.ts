@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Client, InMemoryTransport } from '@modelcontextprotocol/client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -56,6 +56,64 @@ describe('rewind mcp options', () => {
       toolPrefix: 'rw.',
       hashChain: true,
     });
+  });
+
+  it('answers every tool with structured content that fits the output schema it lists', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    const client = await connected({ root });
+    const { tools } = await client.listTools();
+    for (const tool of tools) expect(tool.outputSchema?.type, tool.name).toBe('object');
+    const call = async (name: string, args: Record<string, unknown>) => {
+      const result = await client.callTool({ name, arguments: args });
+      expect(result.isError, `${name}: ${textOf(result)}`).toBeFalsy();
+      return result.structuredContent as Record<string, unknown>;
+    };
+    expect(await call('checkpoint', { label: 'base' })).toMatchObject({ label: 'base' });
+    const wrote = await call('write', { path: 'a.txt', content: 'two\n' });
+    expect(wrote).toMatchObject({
+      kind: 'write',
+      class: 'reversible',
+      undo: { way: 'undo', id: expect.any(Number) },
+    });
+    expect(await call('exec', { command: 'echo hi > b.txt' })).toMatchObject({
+      exitCode: 0,
+      created: ['b.txt'],
+    });
+    expect(await call('exec', { command: 'rm -rf /', draft: true })).toMatchObject({
+      state: 'draft',
+      undo: { way: 'approve-or-discard' },
+    });
+    expect(await call('read', { path: 'a.txt' })).toEqual({ path: 'a.txt', content: 'two\n' });
+    expect(await call('list', {})).toMatchObject({ entries: ['a.txt', 'b.txt'] });
+    expect(await call('diff', { from: 'base' })).toMatchObject({
+      changes: [
+        { path: 'a.txt', kind: 'modified' },
+        { path: 'b.txt', kind: 'added' },
+      ],
+    });
+    const rolled = await call('rollback', { label: 'base' });
+    expect(rolled).toMatchObject({ isDryRun: false, applied: { written: 1, deleted: 1 } });
+    expect(await call('undo', { id: rolled.id })).toMatchObject({ status: 'undone' });
+    expect(await call('checkpoints', {})).toMatchObject({ checkpoints: [{ label: 'base' }] });
+    expect(await call('log', { last: 2 })).toMatchObject({ entries: [{}, {}] });
+    expect(await call('status', {})).toMatchObject({ sessions: [{ isCurrent: true }] });
+    expect(await call('session-list', {})).toMatchObject({ sessions: [{ isCurrent: true }] });
+    expect(await call('verify', {})).toMatchObject({ isOk: true });
+    expect(await call('note', { text: 'done' })).toMatchObject({ id: expect.any(Number) });
+    expect(
+      await call('conversation-sync', { messages: [{ role: 'user', content: 'hi' }] }),
+    ).toMatchObject({ isChanged: true, messageCount: 1 });
+    expect(await call('conversation-show', {})).toMatchObject({ format: 'openai-chat' });
+    expect(
+      await call('test', { verifier: `echo '{"status":"pass","summary":"ok"}'` }),
+    ).toMatchObject({ status: 'pass', summary: 'ok' });
+    expect(await call('show', { id: rolled.id })).toMatchObject({ kind: 'rollback' });
+    // A refused undo is an error result, and still carries what was refused.
+    await writeFile(join(root, 'a.txt'), 'edited by a person\n');
+    const refused = await client.callTool({ name: 'undo', arguments: { id: wrote.id } });
+    expect(refused.isError).toBe(true);
+    expect(refused.structuredContent).toMatchObject({ status: 'refused' });
   });
 
   it('--hash-chain starts a hash-chained store, and refuses a session that is not', async () => {
