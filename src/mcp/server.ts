@@ -20,9 +20,9 @@ import {
   OPERATIONS,
   type OperationAnnotations,
   type OperationTarget,
+  structuredOutputOf,
 } from '../operations/index.js';
 import { presenterOf, presentFailure } from './present.js';
-import { structuredOf } from './structured.js';
 
 /** Options of {@link createMcpServer}. */
 export interface McpServerOptions {
@@ -180,7 +180,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
   for (const operation of operations) {
     if (operation.excludedFrom?.mcp !== undefined) continue;
     const present = presenterOf(operation.name);
-    const structured = structuredOf(operation.name);
+    const structured = structuredOutputOf(operation.name);
     server.registerTool(
       `${prefix}${operation.name}`,
       {

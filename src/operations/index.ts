@@ -61,6 +61,7 @@ export {
 } from './define-operation.js';
 export { FIRST_CHECKPOINT_BUDGET } from './history.js';
 export { parseDuration, parseSize } from './inputs.js';
+export { structuredOutputOf } from './outputs.js';
 export type {
   InitOutput,
   SessionListOutput,

@@ -1,13 +1,16 @@
 /**
- * The structured content of every tool the MCP server offers, beside the text a model reads
- * (present.ts): a JSON object, with the schema the server advertises as the tool's output schema.
- * Schemas name the fields a client can rely on and let others through, so that a field added to
- * an operation's result never turns a call that did its work into a validation error. The map is
- * typed by the operation table: an operation offered without an entry fails the typecheck.
+ * What the operations an agent calls give back as data: per operation offered over MCP, a JSON
+ * object made from its result (the MCP tool's structured content, beside the text a model reads)
+ * and the schema it fits (the tool's output schema). Schemas name the fields a client can rely on
+ * and let others through, so that a field added to an operation's result never turns a call that
+ * did its work into a validation error. The map is typed by the table: an operation offered
+ * without an entry fails the typecheck.
  */
 import { z } from 'zod';
 import type { ActionResult, SessionSummary } from '../index.js';
-import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
+import type { InputOf, OutputOf } from './define-operation.js';
+import type { OperationsOn } from './index.js';
+import { undoHintOf } from './undo-hint.js';
 
 type McpOperation = OperationsOn<'mcp'>;
 type McpOperationNamed<Name> = Extract<McpOperation, { name: Name }>;
@@ -301,10 +304,10 @@ function asJson(value: Record<string, unknown>): Record<string, unknown> {
 }
 
 /**
- * The output schema and structured content of an operation the server offers. Throws for any
- * other name: the map above is typed to hold exactly those.
+ * The output schema of an operation offered over MCP, and the JSON object its result gives.
+ * Throws for any other name: the map above is typed to hold exactly those.
  */
-export function structuredOf(name: string): {
+export function structuredOutputOf(name: string): {
   schema: z.ZodObject;
   of: (output: unknown, input: unknown) => Record<string, unknown>;
 } {
@@ -314,6 +317,6 @@ export function structuredOf(name: string): {
       { schema: z.ZodObject; of: (output: unknown, input: unknown) => Record<string, unknown> }
     >
   )[name];
-  if (!entry) throw new Error(`The MCP server has no structured content for ${name}.`);
+  if (!entry) throw new Error(`The operation ${name} has no structured output.`);
   return { schema: entry.schema, of: (output, input) => asJson(entry.of(output, input)) };
 }
