@@ -12,6 +12,7 @@ import { registerVerificationCommands } from './commands/verification.js';
 import { type CliIo, createCliContext, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './context.js';
 import { describeError, errorDocument, UsageError, usageDocument } from './errors.js';
 import { LISTED_AT_MOST } from './format.js';
+import { addHookCommand } from './hook.js';
 import { outsideTable, repeatable } from './options.js';
 
 export type { CliIo } from './context.js';
@@ -67,6 +68,7 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
   registerIsolationCommands(program, cli);
   registerVerificationCommands(program, cli);
   addMcpCommand(program);
+  addHookCommand(program, io, state);
   return program;
 }
 
