@@ -1,5 +1,7 @@
 // The end-to-end demo: copies examples/sample-project to a temporary directory and drives the
-// real `rewind` binary through it. Exits non-zero if any step does not behave as it should.
+// real `rewind` binary through it, then runs the examples. Exits non-zero if any step does not
+// behave as it should. `npm run demo NAME` runs one: cli (the sample project), refactor-rescue
+// (an agent through the MCP server), ai-sdk (a Vercel AI SDK agent).
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,6 +9,34 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+
+/** The examples, each a function that runs it and throws if it went wrong. */
+const EXAMPLES = {
+  'refactor-rescue': async () =>
+    (await import('../examples/refactor-rescue/run.mjs')).runRefactorRescue(),
+  'ai-sdk': async () => (await import('../examples/ai-sdk/run.mjs')).runAiSdkAgent(),
+};
+
+async function runExample(name) {
+  console.log(`\n\n# examples/${name}\n`);
+  try {
+    await EXAMPLES[name]();
+  } catch (error) {
+    console.error(`\ndemo failed: ${error.message}`);
+    process.exit(1);
+  }
+  console.log(`\n${name} complete.`);
+}
+
+const only = process.argv[2];
+if (only !== undefined && only !== 'cli' && !(only in EXAMPLES)) {
+  console.error(`No demo "${only}". Run one of: cli, ${Object.keys(EXAMPLES).join(', ')}.`);
+  process.exit(2);
+}
+if (only !== undefined && only !== 'cli') {
+  await runExample(only);
+  process.exit(0);
+}
 const bin = join(root, 'bin', 'rewind.js');
 const workspace = mkdtempSync(join(tmpdir(), 'rewind-demo-'));
 cpSync(join(root, 'examples', 'sample-project'), workspace, { recursive: true });
@@ -147,14 +177,6 @@ check(
 );
 console.log(`\nDemo complete. Explore it yourself: cd ${workspace} && node ${bin} log`);
 
-console.log(
-  '\n\n# Through MCP: examples/refactor-rescue (a scripted agent on the real `rewind mcp`).\n',
-);
-const { runRefactorRescue } = await import('../examples/refactor-rescue/run.mjs');
-try {
-  await runRefactorRescue();
-} catch (error) {
-  console.error(`\ndemo failed: ${error.message}`);
-  process.exit(1);
+if (only === undefined) {
+  for (const name of Object.keys(EXAMPLES)) await runExample(name);
 }
-console.log('\nrefactor-rescue complete.');

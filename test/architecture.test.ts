@@ -42,6 +42,7 @@ const PACKAGE_OWNERS: Record<string, string> = {
   '@modelcontextprotocol/node': 'mcp',
   '@modelcontextprotocol/server': 'mcp',
   zod: 'operations',
+  ai: 'adapters/ai-sdk',
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',

@@ -195,6 +195,31 @@ describe('the package installed from its tarball', () => {
     });
   });
 
+  it('imports rewind-agent/ai-sdk and journals a tool, with no `ai` package installed (an optional peer)', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(join(workspace, 'a.txt'), 'before\n');
+    await writeFile(
+      join(app, 'ai-user.mjs'),
+      `import { init, openSession } from 'rewind-agent';
+import { rewindTools } from 'rewind-agent/ai-sdk';
+const workspace = process.argv[2];
+await init({ workspace });
+const session = await openSession({ workspace });
+const tools = rewindTools(session, {
+  write_file: { description: 'Write', inputSchema: {}, execute: ({ text }) => session.write('a.txt', text).then(() => 'ok') },
+});
+const said = await tools.write_file.execute({ text: 'after\\n' }, { toolCallId: 'c1', messages: [] });
+const checkpoints = (await session.checkpoints()).map((checkpoint) => checkpoint.isAutomatic);
+await session.close();
+process.stdout.write(JSON.stringify({ said, checkpoints }));
+`,
+    );
+    const result = await runNode([join(app, 'ai-user.mjs'), workspace], { cwd: app });
+    expect(result.code, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout)).toEqual({ said: 'ok', checkpoints: [true] });
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('after\n');
+  });
+
   it('type-checks an ES module and a CommonJS module that use it, under NodeNext', async () => {
     const user = join(app, 'typed');
     await mkdir(user);
