@@ -43,6 +43,8 @@ const PACKAGE_OWNERS: Record<string, string> = {
   '@modelcontextprotocol/server': 'mcp',
   zod: 'operations',
   ai: 'adapters/ai-sdk',
+  '@langchain/core': 'adapters/langgraph',
+  '@langchain/langgraph': 'adapters/langgraph',
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',

@@ -6,6 +6,22 @@ import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 describe('pruning checkpoints', () => {
+  it('prunes only the checkpoints whose label has a prefix, when asked (an adapter pruning its own)', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'v0' });
+    for (const label of ['mine', 'lg-1', 'lg-2', 'theirs', 'lg-3']) await session.checkpoint(label);
+    const result = await session.prune({ keepLast: 1, labelPrefix: 'lg-' });
+    expect(result.pruned.map((checkpoint) => checkpoint.label)).toEqual(['lg-1', 'lg-2']);
+    expect(result.keptCount).toBe(3);
+    expect((await session.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
+      'mine',
+      'theirs',
+      'lg-3',
+    ]);
+    await session.checkpoint('newest');
+    // The newest of the prefix is kept by keepLast; the newest of all is never dropped.
+    expect((await session.prune({ keepLast: 1, labelPrefix: 'ne' })).pruned).toEqual([]);
+  });
+
   it('keeps the last N, journals each one dropped, and lets gc free what only they held', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'v0' });
     for (let index = 1; index <= 4; index++) {

@@ -20,6 +20,11 @@ export interface PruneOptions {
   dryRun?: boolean;
   /** Labels to keep whatever the criteria say (a policy's rollback target). */
   protect?: readonly string[];
+  /**
+   * Only the checkpoints whose label starts with this are looked at (counted by `keepLast`,
+   * dropped by any criterion); the others stay. An adapter prunes its own pairings this way.
+   */
+  labelPrefix?: string;
 }
 
 /** What `Session.prune` dropped, or would drop. */
@@ -96,7 +101,12 @@ export function pruneCheckpoints(
     }
   }
   return withWorkspaceLock(context, 'pruning checkpoints', async (journal) => {
-    const newestFirst = journal.checkpoints().reverse();
+    const all = journal.checkpoints();
+    const newest = all.at(-1);
+    const prefix = options.labelPrefix;
+    const newestFirst = all
+      .filter((checkpoint) => prefix === undefined || checkpoint.label.startsWith(prefix))
+      .reverse();
     const nowMs = context.settings.now().getTime();
     const fitting =
       maxSizeBytes === undefined
@@ -105,7 +115,7 @@ export function pruneCheckpoints(
     const result: PruneResult = {
       isDryRun: options.dryRun === true,
       pruned: [],
-      keptCount: 0,
+      keptCount: all.length - newestFirst.length,
       spared: [],
     };
     for (const [index, checkpoint] of newestFirst.entries()) {
@@ -118,7 +128,7 @@ export function pruneCheckpoints(
               ? 'max-size'
               : undefined;
       const why =
-        index === 0
+        checkpoint === newest
           ? 'the newest checkpoint is always kept'
           : options.protect?.includes(checkpoint.label)
             ? 'an automatic rollback aims at it'
