@@ -1,7 +1,8 @@
 // The end-to-end demo: copies examples/sample-project to a temporary directory and drives the
 // real `rewind` binary through it, then runs the examples. Exits non-zero if any step does not
 // behave as it should. `npm run demo NAME` runs one: cli (the sample project), refactor-rescue
-// (an agent through the MCP server), ai-sdk (a Vercel AI SDK agent).
+// (an agent through the MCP server), ai-sdk (a Vercel AI SDK agent), langgraph (a LangGraph.js
+// agent and its time travel), db-migration (a LangGraph.js agent migrating a SQLite database).
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +16,8 @@ const EXAMPLES = {
   'refactor-rescue': async () =>
     (await import('../examples/refactor-rescue/run.mjs')).runRefactorRescue(),
   'ai-sdk': async () => (await import('../examples/ai-sdk/run.mjs')).runAiSdkAgent(),
+  langgraph: async () => (await import('../examples/langgraph/run.mjs')).runLangGraphAgent(),
+  'db-migration': async () => (await import('../examples/db-migration/run.mjs')).runDbMigration(),
 };
 
 async function runExample(name) {

@@ -21,3 +21,34 @@ describe('examples/ai-sdk', () => {
     expect(messages.at(-1)).toMatchObject({ role: 'assistant' });
   }, 60_000);
 });
+
+describe('examples/langgraph and examples/db-migration', () => {
+  it("time-travels a LangGraph agent's files with its state, and lets a halt out", async () => {
+    const example = pathToFileURL(join(ROOT, 'examples', 'langgraph', 'run.mjs')).href;
+    const { runLangGraphAgent } = (await import(example)) as {
+      runLangGraphAgent: (options: {
+        say: (text: string) => void;
+      }) => Promise<{ workspace: string }>;
+    };
+    const said: string[] = [];
+    const { workspace } = await runLangGraphAgent({ say: (text) => said.push(text) });
+    expect(readFileSync(join(workspace, 'greeting.txt'), 'utf8')).toBe('hello, world\n');
+    expect(said.join('\n')).toContain('halt: Stopped');
+  }, 60_000);
+
+  it('migrates a SQLite database, fails verification, forks back with the patch note and passes', async () => {
+    const example = pathToFileURL(join(ROOT, 'examples', 'db-migration', 'run.mjs')).href;
+    const { runDbMigration } = (await import(example)) as {
+      runDbMigration: (options: { say: (text: string) => void }) => Promise<{ workspace: string }>;
+    };
+    const said: string[] = [];
+    await runDbMigration({ say: (text) => said.push(text) });
+    const story = said.join('\n');
+    expect(story).toContain('run_tests: FAIL');
+    expect(story).toContain('user 6: balance 50.00, expected 75.00');
+    expect(story).toContain('run_tests: PASS');
+    expect(story).toContain(
+      'balances: 2.00, 4.95, 10.00, 25.00, 49.90, 75.00, 120.00, 0.60, 36.50, 149.85',
+    );
+  }, 60_000);
+});
