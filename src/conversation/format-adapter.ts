@@ -8,6 +8,7 @@ export const FORMATS = [
   'gemini',
   'ai-sdk',
   'langchain',
+  'openai-agents',
 ] as const;
 
 /** A message format: see {@link FORMATS}. */

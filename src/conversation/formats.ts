@@ -14,6 +14,7 @@ import {
 import { gemini } from './gemini.js';
 import { langchain } from './langchain.js';
 import { openaiChat, openaiResponses, RESPONSES_TYPES } from './openai.js';
+import { openaiAgents } from './openai-agents.js';
 
 const ADAPTERS: Record<Format, Adapter> = {
   'openai-chat': openaiChat,
@@ -22,6 +23,7 @@ const ADAPTERS: Record<Format, Adapter> = {
   gemini,
   'ai-sdk': aiSdk,
   langchain,
+  'openai-agents': openaiAgents,
 };
 
 /** The adapter of a format. Throws `INVALID_ARGUMENT` for a name that is not a format. */
@@ -64,6 +66,9 @@ function specificFormat(messages: readonly unknown[]): Format | undefined {
     if (value.lc === 1 || (isObject(value.data) && typeof value.type === 'string'))
       return 'langchain';
     if (Array.isArray(value.parts)) return 'gemini';
+    // The Agents SDK's items: results are items of their own, ids are `callId`.
+    if (value.type === 'function_call_result' || typeof value.callId === 'string')
+      return 'openai-agents';
     if (typeof value.type === 'string' && RESPONSES_TYPES.has(value.type))
       return 'openai-responses';
     if (value.role === 'model') return 'gemini';

@@ -16,6 +16,7 @@ export interface NoteOf {
   gemini: { role: 'user'; parts: { text: string }[] };
   'ai-sdk': { role: 'user'; content: { type: 'text'; text: string }[] };
   langchain: LangChainSerialized;
+  'openai-agents': { type: 'message'; role: 'user'; content: string };
 }
 
 /** The synthetic result Rewind creates for a call left without one, per format. */
@@ -31,6 +32,13 @@ export interface SyntheticResultOf {
     output: { type: 'error-text'; value: string };
   };
   langchain: LangChainSerialized;
+  'openai-agents': {
+    type: 'function_call_result';
+    callId: string;
+    name: string;
+    status: 'incomplete';
+    output: { type: 'text'; text: string };
+  };
 }
 
 /** Checks, at compile time, that the two maps above cover every format. */

@@ -7,6 +7,7 @@ import type {
   ToolResultBlockParam,
 } from '@anthropic-ai/sdk/resources/messages';
 import type { Content, Part } from '@google/genai';
+import type { AgentInputItem } from '@openai/agents';
 import type {
   ChatCompletionMessageParam,
   ChatCompletionToolMessageParam,
@@ -40,6 +41,24 @@ describe('provider types', () => {
     const note: ResponseInputItem = resumeNote('openai-responses', 'rolled back');
     const output: ResponseInputItem = syntheticResult('openai-responses', call);
     expect([note, output]).toHaveLength(2);
+  });
+
+  it('OpenAI Agents SDK: both are AgentInputItems, and a history of them is repaired by callId', () => {
+    const note: AgentInputItem = resumeNote('openai-agents', 'rolled back');
+    const result: AgentInputItem = syntheticResult('openai-agents', call);
+    const history: AgentInputItem[] = [
+      { role: 'user', content: 'go' },
+      {
+        type: 'function_call',
+        callId: 'call_1',
+        name: 'exec',
+        arguments: '{}',
+        status: 'completed',
+      },
+    ];
+    const repaired = repair(history as unknown as Message[], 'openai-agents').messages;
+    expect(repaired[2]).toEqual(result);
+    expect(note).toMatchObject({ role: 'user' });
   });
 
   it('Anthropic Messages: the note is a user message, the synthetic result a tool_result block', () => {

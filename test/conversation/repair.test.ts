@@ -166,6 +166,25 @@ function render(events: readonly Event[], format: Format): Message[] {
             ],
           });
           break;
+        case 'openai-agents':
+          if (event.thinking)
+            out.push({
+              type: 'reasoning',
+              id: `rs_${out.length}`,
+              content: [],
+              providerData: { encrypted: event.thinking },
+            });
+          if (event.text)
+            out.push({
+              type: 'message',
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: event.text }],
+            });
+          for (const call of event.calls) {
+            out.push({ type: 'function_call', callId: call.id, name: call.name, arguments: '{}' });
+          }
+          break;
         case 'langchain':
           out.push(
             lc('AIMessage', {
@@ -228,6 +247,16 @@ function render(events: readonly Event[], format: Format): Message[] {
         for (const result of event.results)
           out.push(lc('ToolMessage', { content: result.output, tool_call_id: result.id }));
         break;
+      case 'openai-agents':
+        for (const result of event.results)
+          out.push({
+            type: 'function_call_result',
+            callId: result.id,
+            name: result.name,
+            status: 'completed',
+            output: { type: 'text', text: result.output },
+          });
+        break;
     }
   }
   return out;
@@ -250,6 +279,7 @@ function resultsById(messages: readonly Message[]): Map<string, string> {
     const id =
       (record.role === 'tool' && typeof record.tool_call_id === 'string' && record.tool_call_id) ||
       (record.type === 'function_call_output' && record.call_id) ||
+      (record.type === 'function_call_result' && record.callId) ||
       (record.type === 'tool_result' && record.tool_use_id) ||
       (record.type === 'tool-result' && record.toolCallId) ||
       (typeof record.functionResponse === 'object' &&

@@ -50,6 +50,24 @@ const SEEDS: Record<Format, Message[]> = {
     { type: 'function_call_output', call_id: 'c1', output: 'ok' },
     { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'done' }] },
   ],
+  'openai-agents': [
+    { role: 'user', content: 'hi' },
+    { type: 'reasoning', id: 'r1', content: [] },
+    { type: 'function_call', callId: 'c1', name: 'read', arguments: '{}', status: 'completed' },
+    {
+      type: 'function_call_result',
+      callId: 'c1',
+      name: 'read',
+      status: 'completed',
+      output: { type: 'text', text: 'ok' },
+    },
+    {
+      type: 'message',
+      role: 'assistant',
+      status: 'completed',
+      content: [{ type: 'output_text', text: 'done' }],
+    },
+  ],
   anthropic: [
     { role: 'user', content: 'hi' },
     {
