@@ -2,7 +2,8 @@
 // real `rewind` binary through it, then runs the examples. Exits non-zero if any step does not
 // behave as it should. `npm run demo NAME` runs one: cli (the sample project), refactor-rescue
 // (an agent through the MCP server), ai-sdk (a Vercel AI SDK agent), langgraph (a LangGraph.js
-// agent and its time travel), db-migration (a LangGraph.js agent migrating a SQLite database).
+// agent and its time travel), db-migration (a LangGraph.js agent migrating a SQLite database),
+// openai-agents (an OpenAI Agents SDK agent, its memory in Rewind, a draft a person approves).
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +19,7 @@ const EXAMPLES = {
   'ai-sdk': async () => (await import('../examples/ai-sdk/run.mjs')).runAiSdkAgent(),
   langgraph: async () => (await import('../examples/langgraph/run.mjs')).runLangGraphAgent(),
   'db-migration': async () => (await import('../examples/db-migration/run.mjs')).runDbMigration(),
+  'openai-agents': async () => (await import('../examples/openai-agents/run.mjs')).runOpenAiAgent(),
 };
 
 async function runExample(name) {

@@ -45,6 +45,7 @@ const PACKAGE_OWNERS: Record<string, string> = {
   ai: 'adapters/ai-sdk',
   '@langchain/core': 'adapters/langgraph',
   '@langchain/langgraph': 'adapters/langgraph',
+  '@openai/agents': 'adapters/openai-agents',
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',

@@ -52,3 +52,16 @@ describe('examples/langgraph and examples/db-migration', () => {
     );
   }, 60_000);
 });
+
+describe('examples/openai-agents', () => {
+  it("keeps the Agents SDK's memory in Rewind, rolls back on a failed test, and waits for a person's approval", async () => {
+    const example = pathToFileURL(join(ROOT, 'examples', 'openai-agents', 'run.mjs')).href;
+    const { runOpenAiAgent } = (await import(example)) as {
+      runOpenAiAgent: (options: { say: (text: string) => void }) => Promise<{ workspace: string }>;
+    };
+    const said: string[] = [];
+    const { workspace } = await runOpenAiAgent({ say: (text) => said.push(text) });
+    expect(readFileSync(join(workspace, 'PUBLISHED'), 'utf8')).toBe('1.1.0\n');
+    expect(said.join('\n')).toMatch(/publish waits as draft #\d+/);
+  }, 60_000);
+});

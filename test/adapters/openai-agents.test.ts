@@ -1,0 +1,189 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Agent, type AgentInputItem, type Model, setTracingDisabled, Usage } from '@openai/agents';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  applyApprovals,
+  RewindAgentsSession,
+  rewindRun,
+  rewindTool,
+} from '../../src/adapters/openai-agents/index.js';
+import { HaltError, log, type Session } from '../../src/index.js';
+import { rewind } from '../helpers/cli.js';
+import { sessionOn } from '../helpers/session.js';
+
+setTracingDisabled(true);
+
+let calls = 0;
+const callOf = (name: string, args: Record<string, unknown>) => ({
+  type: 'function_call' as const,
+  callId: `call_${++calls}`,
+  name,
+  arguments: JSON.stringify(args),
+  status: 'completed' as const,
+});
+const says = (text: string) => ({
+  type: 'message' as const,
+  role: 'assistant' as const,
+  status: 'completed' as const,
+  content: [{ type: 'output_text' as const, text }],
+});
+
+/** A model that answers from a script: each call gives the next output; what it was sent is kept. */
+function scripted(steps: object[][]): Model & { seen: unknown[] } {
+  const script = [...steps];
+  const seen: unknown[] = [];
+  return {
+    seen,
+    async getResponse(request) {
+      seen.push(request.input);
+      const output = script.shift();
+      if (!output) throw new Error('the script ran out');
+      return { usage: new Usage(), output: output as never, responseId: `r${seen.length}` };
+    },
+    // biome-ignore lint/correctness/useYield: a scripted model never streams.
+    async *getStreamedResponse() {
+      throw new Error('not streamed');
+    },
+  };
+}
+
+function toolsOf(session: Session) {
+  return [
+    rewindTool(session, {
+      name: 'write_file',
+      description: 'Write a file',
+      parameters: z.object({ path: z.string(), content: z.string() }),
+      execute: async (input: unknown) => {
+        const { path, content } = input as { path: string; content: string };
+        await session.write(path, content);
+        return `wrote ${path}`;
+      },
+    }),
+    rewindTool(session, {
+      name: 'run_tests',
+      description: 'Run the tests',
+      parameters: z.object({}),
+      execute: async () => `tests ${(await session.check()).status}`,
+    }),
+    rewindTool(session, {
+      name: 'deploy',
+      description: 'Deploy',
+      parameters: z.object({ target: z.string() }),
+      needsApproval: true,
+      execute: async (input: unknown) => {
+        const { target } = input as { target: string };
+        await session.write('DEPLOYED', target);
+        return `deployed to ${target}`;
+      },
+    }),
+  ];
+}
+
+const text = (workspace: string, path = 'a.txt') => readFile(join(workspace, path), 'utf8');
+
+describe('rewind-agent/openai-agents', () => {
+  it("keeps the SDK's memory in Rewind: a failed test rolls back files and items together, the request kept", async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'v1' });
+    session.autoRollback({
+      verifier: {
+        command: `grep -q broken a.txt && echo '{"status":"fail"}' || echo '{"status":"pass"}'`,
+      },
+    });
+    const model = scripted([
+      [callOf('write_file', { path: 'a.txt', content: 'v2' })],
+      [callOf('run_tests', {})],
+      [says('Done: v2.')],
+      [callOf('write_file', { path: 'a.txt', content: 'broken' })],
+      [callOf('run_tests', {})],
+      [says('never asked: the run stops at the rollback')],
+    ]);
+    const agent = new Agent({ name: 'coder', model, tools: toolsOf(session) });
+    const first = await rewindRun(session, agent, 'Write v2');
+    expect(first.result?.finalOutput).toBe('Done: v2.');
+    const memory = new RewindAgentsSession(session);
+    const afterFirst = await memory.getItems();
+    expect(afterFirst[0]).toMatchObject({ role: 'user', content: 'Write v2' });
+    expect(afterFirst.some((item) => item.type === 'function_call_result')).toBe(true);
+    expect((await session.conversation())?.format).toBe('openai-agents');
+
+    const second = await rewindRun(session, agent, 'Now break it');
+    expect(second.result).toBeUndefined();
+    expect(second.rolledBack).toMatchObject({ event: 'test-failure' });
+    expect(await text(workspace)).toBe('v2');
+    const restored = await memory.getItems();
+    expect(restored.slice(0, afterFirst.length)).toEqual(afterFirst);
+    expect(JSON.stringify(restored)).not.toContain('broken');
+    const request = restored.find(
+      (item) => (item as { content?: unknown }).content === 'Now break it',
+    );
+    expect(request).toMatchObject({ role: 'user' });
+    expect(JSON.stringify(restored.at(-1))).toContain('rolled back to checkpoint');
+
+    // The next run goes on from the restored items, which the SDK accepts.
+    const third = await rewindRun(
+      session,
+      new Agent({ name: 'coder', model: scripted([[says('ok')]]), tools: toolsOf(session) }),
+      'go on',
+    );
+    expect(third.result?.finalOutput).toBe('ok');
+    // A person rolls back a whole run: files and items.
+    await memory.rollback(first.checkpoint as string);
+    expect(await text(workspace)).toBe('v1');
+    // Back to no items, but for the latest request and the note that says what happened.
+    const undone = await memory.getItems();
+    expect(undone).toHaveLength(2);
+    expect(undone[0]).toMatchObject({ role: 'user', content: 'go on' });
+    expect(JSON.stringify(undone[1])).toContain('rolled back to checkpoint');
+  });
+
+  it('maps needsApproval onto Rewind drafts: a person approves or discards with the CLI', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'v1' });
+    const model = scripted([
+      [callOf('deploy', { target: 'staging' })],
+      [says('Deployed to staging.')],
+      [callOf('deploy', { target: 'production' })],
+      [says('Not deployed.')],
+    ]);
+    const agent = new Agent({ name: 'deployer', model, tools: toolsOf(session) });
+    const asked = await rewindRun(session, agent, 'Deploy to staging');
+    expect(asked.result?.interruptions).toHaveLength(1);
+    const drafts = (await session.actions()).filter((action) => action.state === 'draft');
+    expect(drafts).toHaveLength(1);
+    expect(drafts[0]).toMatchObject({ kind: 'x.deploy' });
+    // Nobody decided yet: the run stays stopped.
+    const result = asked.result as NonNullable<typeof asked.result>;
+    expect(await applyApprovals(session, result)).toEqual({ approved: 0, rejected: 0, pending: 1 });
+    expect((await rewind(workspace, ['approve', String(drafts[0]?.id), '--yes'])).code).toBe(0);
+    expect(await applyApprovals(session, result)).toEqual({ approved: 1, rejected: 0, pending: 0 });
+    const resumed = await rewindRun(session, agent, result.state, { checkpoint: false });
+    expect(resumed.result?.finalOutput).toBe('Deployed to staging.');
+    expect(await text(workspace, 'DEPLOYED')).toBe('staging');
+    expect((await session.actions()).find((action) => action.id === drafts[0]?.id)?.state).toBe(
+      'done',
+    );
+
+    const again = await rewindRun(session, agent, 'Deploy to production');
+    const next = again.result as NonNullable<typeof again.result>;
+    const draft = (await session.actions()).findLast((action) => action.state === 'draft');
+    expect((await rewind(workspace, ['discard', String(draft?.id)])).code).toBe(0);
+    expect(await applyApprovals(session, next)).toEqual({ approved: 0, rejected: 1, pending: 0 });
+    const declined = await rewindRun(session, agent, next.state, { checkpoint: false });
+    expect(declined.result?.finalOutput).toBe('Not deployed.');
+    expect(await text(workspace, 'DEPLOYED')).toBe('staging');
+  });
+
+  it('hands a halt to the caller, not to the model', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'v1' });
+    session.autoRollback({ verifier: { command: 'echo no verdict' } });
+    const model = scripted([[callOf('run_tests', {})], [says('never asked')]]);
+    const agent = new Agent({ name: 'coder', model, tools: toolsOf(session) });
+    await expect(rewindRun(session, agent, 'test it')).rejects.toBeInstanceOf(HaltError);
+    expect(model.seen).toHaveLength(1);
+    const verdicts = (await log({ workspace: session.workspace, kind: 'escalation' })).entries;
+    expect(verdicts.at(-1)?.entry.body).toMatchObject({ resolution: 'stop' });
+    const items: AgentInputItem[] = await new RewindAgentsSession(session).getItems();
+    expect(Array.isArray(items)).toBe(true);
+  });
+});
