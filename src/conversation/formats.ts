@@ -93,6 +93,23 @@ function specificFormat(messages: readonly unknown[]): Format | undefined {
 }
 
 /**
+ * The messages as JSON would write them: a live object of a class that says how (a LangChain
+ * `HumanMessage`, whose `toJSON()` is its serialized form) becomes that form; plain objects stay
+ * as they are. A list that is not an array is left for the checks to refuse.
+ */
+export function plainMessages<T>(messages: T): T {
+  if (!Array.isArray(messages)) return messages;
+  return messages.map((message) => {
+    if (!isObject(message)) return message;
+    const prototype = Object.getPrototypeOf(message);
+    const toJSON = (message as { toJSON?: unknown }).toJSON;
+    return prototype !== Object.prototype && prototype !== null && typeof toJSON === 'function'
+      ? toJSON.call(message)
+      : message;
+  }) as T;
+}
+
+/**
  * Recognizes the format of a message list from markers only one format has (tool calls, parts,
  * item types, serialized classes). A list of plain `{role, content}` text messages fits several
  * formats and is reported as `openai-chat`; pass the format explicitly when it matters (it does

@@ -1,5 +1,5 @@
 export { type Call, FORMATS, type Format, type Message, type Result } from './format-adapter.js';
-export { adapterOf, checkFormat, detectFormat } from './formats.js';
+export { adapterOf, checkFormat, detectFormat, plainMessages } from './formats.js';
 export {
   DEFAULT_RESULT_TEXT,
   type NoteOptions,

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BaseChatModel } from '@langchain/core/language_models/chat_models';
-import { AIMessage, type BaseMessage, HumanMessage } from '@langchain/core/messages';
+import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from '@langchain/core/messages';
 import type { ChatResult } from '@langchain/core/outputs';
 import { tool } from '@langchain/core/tools';
 import { END, MessagesAnnotation, START, StateGraph } from '@langchain/langgraph';
@@ -177,5 +177,27 @@ describe('rewind-agent/langgraph', () => {
     await expect(
       graph.invoke({ messages: [new HumanMessage('again')] }, history.at(-1)?.config),
     ).rejects.toThrow(/are not kept/);
+  });
+
+  it('takes live LangChain messages as they are, stored in their serialized form', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'v0' });
+    const live = [
+      new HumanMessage('write v1'),
+      new AIMessage({
+        content: '',
+        tool_calls: [{ id: 'c1', name: 'write_file', args: { content: 'v1' }, type: 'tool_call' }],
+      }),
+      new ToolMessage({ content: 'wrote a.txt', tool_call_id: 'c1' }),
+      new AIMessage({
+        content: '',
+        tool_calls: [{ id: 'c2', name: 'write_file', args: { content: 'v2' }, type: 'tool_call' }],
+      }),
+    ];
+    const taken = await session.checkpoint('live', { messages: live });
+    expect(taken.conversation).toEqual({ format: 'langchain', messageCount: 4 });
+    const shown = await session.conversationAt('live');
+    expect(shown?.messages[0]).toMatchObject({ lc: 1, kwargs: { content: 'write v1' } });
+    // The call in flight is answered, as for any LangChain history.
+    expect(JSON.stringify(shown?.messages[4])).toContain('"tool_call_id":"c2"');
   });
 });

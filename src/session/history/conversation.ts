@@ -4,6 +4,7 @@ import {
   detectFormat,
   type Format,
   type Message,
+  plainMessages,
   RESUME_NOTE_OPENING,
   type RepairStrategy,
   type Result,
@@ -69,8 +70,10 @@ export function checkMessages(
   messages: readonly unknown[],
   format: Format | undefined,
 ): CheckedMessages {
-  const resolved = format ?? detectFormat(messages);
-  return { messages: checkFormat(messages, resolved), format: resolved };
+  // Live framework objects (LangChain messages) are taken in their serialized form.
+  const plain = plainMessages(messages);
+  const resolved = format ?? detectFormat(plain);
+  return { messages: checkFormat(plain, resolved), format: resolved };
 }
 
 /** Stores messages one object each (a longer history costs only its new messages). */
