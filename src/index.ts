@@ -124,6 +124,7 @@ export {
   type RollbackResult,
   type RollbackScope,
   Session,
+  type SessionPolicies,
   type SessionStatus,
   type SessionSummary,
   type StatusReport,

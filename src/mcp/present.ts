@@ -8,6 +8,7 @@ import {
   asRewindError,
   type ExecResult,
   formatVerification,
+  type SessionPolicies,
 } from '../index.js';
 import { type InputOf, type OperationsOn, type OutputOf, undoHintOf } from '../operations/index.js';
 
@@ -251,7 +252,26 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     const body = JSON.stringify(result, null, 2);
     return result.status === 'refused' ? refusal(body) : text(body);
   },
+  'policy-show': (policies) => text(describePolicies(policies)),
+  'policy-set': (policies) => text(describePolicies(policies)),
 };
+
+/** The policies in words: what happens before and after the calls that change something. */
+function describePolicies(policies: SessionPolicies): string {
+  const { autoCheckpoint: checkpoint, autoRollback: rollback } = policies;
+  const verifier = rollback?.verifier?.command;
+  return [
+    checkpoint
+      ? `autoCheckpoint: on, a checkpoint before each write, delete, move, mkdir, exec and http call${checkpoint.keepLast !== undefined ? `, keeping the newest ${checkpoint.keepLast}` : ''}`
+      : 'autoCheckpoint: off',
+    rollback
+      ? `autoRollback: on ${rollback.on.join(' and ')}, to ${rollback.to === 'latest' ? 'the newest checkpoint not already broken' : `checkpoint ${rollback.to}`}, restoring ${rollback.scope === 'both' ? 'files and conversation' : `the ${rollback.scope}`}` +
+        (verifier !== undefined
+          ? `; verifier: ${typeof verifier === 'string' ? verifier : verifier.join(' ')}`
+          : '')
+      : 'autoRollback: off',
+  ].join('\n');
+}
 
 /** What a model should do next, for the failures where it differs from what a person would do. */
 const ADVICE_FOR_A_MODEL: Partial<Record<string, string>> = {

@@ -87,6 +87,25 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
   });
 }
 
+/**
+ * Runs an operation; a call that changes something (`isToolCall`) runs as a tool call of the
+ * session when it has policies on (`policy-set`): a checkpoint first, and a failure rolled back
+ * under the rollback policy, answered with `ERROR: ...` and what was rolled back.
+ */
+async function runWithPolicies(
+  operation: AnyOperation,
+  target: OperationTarget,
+  input: unknown,
+): Promise<{ output: unknown } | { failure: string }> {
+  const run = () => operation.run(target, input as never);
+  if (operation.isToolCall !== true) return { output: await run() };
+  const session = await target.session();
+  const { autoCheckpoint, autoRollback } = session.policies();
+  if (!autoCheckpoint && !autoRollback) return { output: await run() };
+  const output = await session.tool(run, { name: operation.name })();
+  return typeof output === 'string' ? { failure: output } : { output };
+}
+
 /** Refuses a store whose current session is not hash-chained when the server was asked for one. */
 async function checkHashChained(options: McpServerOptions): Promise<void> {
   const { sessions } = await status({ workspace: options.root });
@@ -194,7 +213,10 @@ export function createMcpServer(options: McpServerOptions): McpServer {
         running += 1;
         try {
           await ready();
-          const output = await operation.run(target, input);
+          const ran = await runWithPolicies(operation, target, input);
+          if ('failure' in ran)
+            return { content: [{ type: 'text', text: ran.failure }], isError: true };
+          const { output } = ran;
           return { ...present(output, input), structuredContent: structured.of(output, input) };
         } catch (error) {
           return presentFailure(error);

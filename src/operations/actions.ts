@@ -29,6 +29,7 @@ export const execOperation = defineOperation({
     draft: draft.describe('Journal it for a person to approve instead of running it.'),
   }),
   scope: 'session',
+  isToolCall: true,
   annotations: { destructive: true, openWorld: true },
   run: async (target, { command, timeout, draft: isDraft }) => {
     const session = await target.session();
@@ -59,6 +60,7 @@ export const httpOperation = defineOperation({
     })
     .refine(hasOneCompensation, ONE_COMPENSATION),
   scope: 'session',
+  isToolCall: true,
   annotations: { destructive: true, openWorld: true },
   run: async (target, input) => {
     const timeoutMs =

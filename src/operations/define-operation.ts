@@ -81,6 +81,12 @@ export interface Operation<
   readonly input: Input;
   /** `session`: it works in one session, which the caller may name; `workspace`: on the store as a whole. */
   readonly scope: 'session' | 'workspace';
+  /**
+   * A call an agent makes to change something (a file, a command, a request). When the session
+   * has policies on (`policy-set`), the MCP server runs it as a tool call: an automatic checkpoint
+   * first, and a failure rolled back under the rollback policy.
+   */
+  readonly isToolCall?: boolean;
   readonly annotations: OperationAnnotations;
   readonly excludedFrom?: Excluded;
   run(target: OperationTarget, input: z.output<Input>): Promise<Output>;

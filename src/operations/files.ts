@@ -23,6 +23,7 @@ export const writeOperation = defineOperation({
       ),
   }),
   scope: 'session',
+  isToolCall: true,
   annotations: CHANGING,
   run: async (target, { path, content, encoding }) =>
     (await target.session()).write(
@@ -39,6 +40,7 @@ export const deleteOperation = defineOperation({
     'Delete a file, a symbolic link or a whole directory. Everything is kept, so it can be undone.',
   input: z.object({ path: workspacePath }),
   scope: 'session',
+  isToolCall: true,
   annotations: CHANGING,
   run: async (target, { path }) => (await target.session()).delete(path),
 });
@@ -51,6 +53,7 @@ export const moveOperation = defineOperation({
     'Move or rename a file or directory. The destination must be free (or a file, when moving a file).',
   input: z.object({ from: workspacePath, to: workspacePath }),
   scope: 'session',
+  isToolCall: true,
   annotations: CHANGING,
   run: async (target, { from, to }) => (await target.session()).move(from, to),
 });
@@ -62,6 +65,7 @@ export const mkdirOperation = defineOperation({
   description: 'Create a directory and its missing parents.',
   input: z.object({ path: workspacePath }),
   scope: 'session',
+  isToolCall: true,
   annotations: {},
   run: async (target, { path }) => (await target.session()).mkdir(path),
 });

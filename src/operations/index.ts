@@ -29,6 +29,7 @@ import {
   undoOperation,
 } from './history.js';
 import { commitOperation, destroyOperation } from './isolation.js';
+import { policySetOperation, policyShowOperation } from './policies.js';
 import {
   gcOperation,
   initOperation,
@@ -90,6 +91,8 @@ export {
   mkdirOperation,
   moveOperation,
   noteOperation,
+  policySetOperation,
+  policyShowOperation,
   pruneOperation,
   readOperation,
   recordOperation,
@@ -142,6 +145,8 @@ export const OPERATIONS = [
   commitOperation,
   destroyOperation,
   testOperation,
+  policyShowOperation,
+  policySetOperation,
 ] as const;
 
 /** Any row of {@link OPERATIONS}. */

@@ -7,7 +7,7 @@
  * without an entry fails the typecheck.
  */
 import { z } from 'zod';
-import type { ActionResult, SessionSummary } from '../index.js';
+import type { ActionResult, SessionPolicies, SessionSummary } from '../index.js';
 import type { InputOf, OutputOf } from './define-operation.js';
 import type { OperationsOn } from './index.js';
 import { undoHintOf } from './undo-hint.js';
@@ -86,6 +86,24 @@ const checkpoint = {
 };
 
 const conversation = { format: z.string(), messages: z.array(z.unknown()) };
+
+/** The policies on now; null for one that is off. */
+function policiesSchema() {
+  return open({
+    autoCheckpoint: open({ trigger: z.string(), keepLast: count.optional() }).nullable(),
+    autoRollback: open({
+      on: z.array(z.enum(['exception', 'test-failure'])),
+      to: z.string(),
+      scope: z.enum(['both', 'files', 'conversation']),
+      verifier: z.unknown().optional(),
+    }).nullable(),
+  });
+}
+
+const policiesOf = (policies: SessionPolicies) => ({
+  autoCheckpoint: policies.autoCheckpoint ?? null,
+  autoRollback: policies.autoRollback ?? null,
+});
 
 const STRUCTURED = {
   write: { schema: actionSchema, of: journaled },
@@ -266,6 +284,8 @@ const STRUCTURED = {
     }),
     of: (report) => ({ ...report }),
   },
+  'policy-show': { schema: policiesSchema(), of: policiesOf },
+  'policy-set': { schema: policiesSchema(), of: policiesOf },
   commit: {
     schema: open({
       status: z.enum(['committed', 'refused', 'nothing-to-commit', 'dry-run']),

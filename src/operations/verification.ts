@@ -9,7 +9,7 @@ export const testOperation = defineOperation({
   summary:
     "run the session's verifier, print its verdict in words, journal it; exit 0 pass, 1 fail, 3 unknown",
   description:
-    "Run the workspace's verifier (tests) and get its verdict: pass, fail or unknown; the verdict is journaled. Give verifier to run another command than the configured one; retries and timeout apply to it.",
+    "Run the workspace's verifier (tests) and get its verdict: pass, fail or unknown; the verdict is journaled. Give verifier to run another command than the configured one; retries and timeout apply to it. Under a rollback policy on test failures (policy-set), the policy's verifier runs and a fail rolls files and conversation back, which the answer says.",
   input: z.object({
     verifier: z
       .string()
@@ -29,8 +29,13 @@ export const testOperation = defineOperation({
   scope: 'session',
   // Not read-only: the verifier is a command, and whatever it does happens.
   annotations: {},
-  run: async (target, { verifier, retries, timeout }) =>
-    (await target.session()).test(
+  run: async (target, { verifier, retries, timeout }) => {
+    const session = await target.session();
+    // Under a rollback policy on test failures (policy-set), a failed verdict rolls back.
+    if (verifier === undefined && session.policies().autoRollback?.on.includes('test-failure')) {
+      return session.check();
+    }
+    return session.test(
       verifier !== undefined
         ? {
             verifier: {
@@ -40,5 +45,6 @@ export const testOperation = defineOperation({
             },
           }
         : {},
-    ),
+    );
+  },
 });

@@ -49,7 +49,7 @@ export {
   type Resolution,
   stopEscalation,
 } from './policies/escalation.js';
-export type { AutoRollbackReport } from './policies/policy-state.js';
+export type { AutoRollbackReport, SessionPolicies } from './policies/policy-state.js';
 export type { Protections } from './protections.js';
 export type { ActionDetail, ActionInfo, StoredText } from './reads.js';
 export {

@@ -77,6 +77,7 @@ import {
   type AutoRollbackReport,
   createPolicyState,
   type PolicyState,
+  type SessionPolicies,
 } from './policies/policy-state.js';
 import { runCommand, type ToolOptions, wrapTool } from './policies/tool-wrapper.js';
 import {
@@ -139,7 +140,7 @@ export class Session {
     return [...this.#context.recoveries];
   }
 
-  /** What the last automatic rollback did, if one was attempted. */
+  /** What the last automatic rollback that changed something did, if one did. */
   get lastAutoRollback(): AutoRollbackReport | undefined {
     return this.#policies.lastAutoRollback;
   }
@@ -507,8 +508,9 @@ export class Session {
    * `auto-NNNN-<tool>-<ms>`, the time from the session's clock (`now`). The checkpoint an
    * automatic rollback would go back to is never pruned.
    */
-  autoCheckpoint(options: AutoCheckpointOptions = {}): void {
-    setAutoCheckpoint(this.#policies, options);
+  autoCheckpoint(options: AutoCheckpointOptions | false = {}): void {
+    if (options === false) this.#policies.checkpoint = undefined;
+    else setAutoCheckpoint(this.#policies, options);
   }
 
   /**
@@ -521,8 +523,26 @@ export class Session {
    * changed something.
    * An unknown verdict goes to `escalation` (default {@link stopEscalation}).
    */
-  autoRollback(options: AutoRollbackOptions = {}): void {
-    setAutoRollback(this.#policies, options);
+  autoRollback(options: AutoRollbackOptions | false = {}): void {
+    if (options === false) this.#policies.rollback = undefined;
+    else setAutoRollback(this.#policies, options);
+  }
+
+  /** The policies on now (false turns one off: `autoCheckpoint(false)`, `autoRollback(false)`). */
+  policies(): SessionPolicies {
+    const { checkpoint, rollback } = this.#policies;
+    return {
+      autoCheckpoint: checkpoint && {
+        trigger: checkpoint.trigger,
+        ...(checkpoint.keepLast !== undefined && { keepLast: checkpoint.keepLast }),
+      },
+      autoRollback: rollback && {
+        on: [...rollback.on],
+        to: rollback.to,
+        scope: rollback.scope,
+        ...(rollback.verifier && { verifier: rollback.verifier }),
+      },
+    };
   }
 
   /**

@@ -116,6 +116,51 @@ describe('rewind mcp options', () => {
     expect(refused.structuredContent).toMatchObject({ status: 'refused' });
   });
 
+  it('sets and reads the policies: a checkpoint before each call that changes something, a rollback when one fails or the tests fail', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    const client = await connected({ root });
+    const call = (name: string, args: Record<string, unknown>) =>
+      client.callTool({ name, arguments: args });
+    const off = await call('policy-show', {});
+    expect(off.structuredContent).toEqual({ autoCheckpoint: null, autoRollback: null });
+    expect(textOf(off)).toBe('autoCheckpoint: off\nautoRollback: off');
+    const on = await call('policy-set', {
+      autoCheckpoint: { keepLast: 5 },
+      autoRollback: {
+        verifier: `grep -q broken a.txt && echo '{"status":"fail","errors":["a.txt is broken"]}' || echo '{"status":"pass"}'`,
+      },
+    });
+    expect(on.structuredContent).toMatchObject({
+      autoCheckpoint: { keepLast: 5 },
+      autoRollback: { on: ['exception', 'test-failure'], to: 'latest', scope: 'both' },
+    });
+    expect(textOf(on)).toContain('to the newest checkpoint not already broken');
+    await call('write', { path: 'a.txt', content: 'two\n' });
+    expect(textOf(await call('test', {}))).toMatch(/^PASS/);
+    await call('write', { path: 'a.txt', content: 'broken\n' });
+    const failed = await call('test', {});
+    expect(failed.isError).toBe(true);
+    expect(textOf(failed)).toContain('[REWIND]');
+    expect(textOf(failed)).toContain('a.txt is broken');
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('two\n');
+    const automatic = (structured: unknown) =>
+      (structured as { checkpoints: { label: string }[] }).checkpoints.map((c) => c.label);
+    expect(automatic((await call('checkpoints', {})).structuredContent)).toEqual([
+      expect.stringMatching(/^auto-0001-write-/),
+      expect.stringMatching(/^auto-0002-write-/),
+    ]);
+    // A call that fails is answered with ERROR and, nothing having changed, no rollback.
+    const missing = await call('delete', { path: 'nope.txt' });
+    expect(missing.isError).toBe(true);
+    expect(textOf(missing)).toMatch(/^ERROR: .*nope\.txt/);
+    const cleared = await call('policy-set', { autoCheckpoint: false, autoRollback: false });
+    expect(cleared.structuredContent).toEqual({ autoCheckpoint: null, autoRollback: null });
+    await call('write', { path: 'a.txt', content: 'broken\n' });
+    expect(textOf(await call('test', { verifier: 'echo \'{"status":"fail"}\'' }))).toMatch(/^FAIL/);
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('broken\n');
+  });
+
   it('--hash-chain starts a hash-chained store, and refuses a session that is not', async () => {
     const chained = await makeTempDirectory();
     const client = await connected({ root: chained, hashChain: true });

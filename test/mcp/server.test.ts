@@ -65,6 +65,8 @@ const TOOLS = [
   'diff',
   'undo',
   'commit',
+  'policy-show',
+  'policy-set',
 ];
 
 describe('the MCP server', () => {

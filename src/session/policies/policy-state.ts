@@ -13,6 +13,19 @@ export interface AutoRollbackReport {
   messages: Message[] | undefined;
 }
 
+/** The policies a session has on, as `Session.policies` describes them. */
+export interface SessionPolicies {
+  autoCheckpoint: { trigger: 'before-tool-call'; keepLast?: number } | undefined;
+  autoRollback:
+    | {
+        on: ('exception' | 'test-failure')[];
+        to: string;
+        scope: RollbackScope;
+        verifier?: VerifierConfig;
+      }
+    | undefined;
+}
+
 /** The policy set by `Session.autoRollback`. */
 export interface RollbackPolicy {
   on: ReadonlySet<'exception' | 'test-failure'>;
