@@ -11,10 +11,13 @@ import type { Message } from './format-adapter.js';
 
 /** A stored conversation: its tree and how many messages it holds. */
 export interface StoredConversation {
-  /** A tree with one file per message, named by position (`00000000.json`, ...). */
+  /** The tree of its messages: see {@link storeConversation}. */
   tree: Digest;
   messageCount: number;
 }
+
+/** A position as tree entries name it: eight digits, so that names sort as positions do. */
+const positionName = (index: number) => String(index).padStart(8, '0');
 
 /** The key of the object that stands for binary content in a stored message: its bytes in base64. */
 const BYTES_KEY = 'rewind:bytes';
@@ -69,17 +72,21 @@ export function storedMessageText(message: Message): string {
 }
 
 /**
- * Stores a conversation as a tree with one object per message, in order. Messages are objects
- * named by their content, so storing a longer history again costs only its new messages, and the
- * exact list comes back whatever happens to the history later. Each message is kept as
- * {@link storedMessageText} writes it.
- * The caller commits `batch`.
+ * Stores a conversation as a tree of its messages, in order, each message an object named by its
+ * content (kept as {@link storedMessageText} writes it), so the exact list comes back whatever
+ * happens to the history later. The messages are grouped as a binary counter groups a number:
+ * the tree holds, from the first message on, runs of 2^k messages for the bits of the count, the
+ * largest first; a run of one is the message's file (`00000012.json`), a longer one a subtree
+ * named by its first position (`00000000`) holding its two halves. A run depends only on its
+ * messages, so a longer history shares every full run with the shorter one: storing a growing
+ * history again costs its new messages and a few small trees (at most log2 of the count entries
+ * each), not a listing of every message. The caller commits `batch`.
  */
 export async function storeConversation(
   messages: readonly Message[],
   batch: ObjectBatch,
 ): Promise<StoredConversation> {
-  const entries: TreeEntry[] = [];
+  const files: TreeEntry[] = [];
   for (const [index, message] of messages.entries()) {
     let text: string;
     try {
@@ -92,15 +99,31 @@ export async function storeConversation(
       );
     }
     const { digest, sizeBytes } = await batch.put(Buffer.from(text));
-    entries.push({
-      name: `${String(index).padStart(8, '0')}.json`,
+    files.push({
+      name: `${positionName(index)}.json`,
       type: 'file',
       mode: 0o644,
       sizeBytes,
       digest,
     });
   }
-  const { digest } = await batch.put(encodeTree(entries));
+  // The entry of the run of `size` messages (a power of two) that starts at `start`.
+  const run = async (start: number, size: number): Promise<TreeEntry> => {
+    if (size === 1) return files[start] as TreeEntry;
+    const half = size / 2;
+    const children = [await run(start, half), await run(start + half, half)];
+    const { digest } = await batch.put(encodeTree(children));
+    return { name: positionName(start), type: 'directory', mode: 0o755, digest };
+  };
+  const top: TreeEntry[] = [];
+  let start = 0;
+  for (let size = 2 ** 30; size >= 1; size /= 2) {
+    if (messages.length - start >= size) {
+      top.push(await run(start, size));
+      start += size;
+    }
+  }
+  const { digest } = await batch.put(encodeTree(top));
   return { tree: digest, messageCount: messages.length };
 }
 
@@ -111,11 +134,34 @@ export async function storeConversation(
  */
 export async function readConversation(store: ObjectStore, tree: Digest): Promise<Message[]> {
   const messages: Message[] = [];
+  await readRuns(store, tree, messages, 0);
+  return messages;
+}
+
+/** Reads the messages of a tree of runs (or the flat tree earlier versions wrote) into `into`, in order. */
+async function readRuns(
+  store: ObjectStore,
+  tree: Digest,
+  into: Message[],
+  depth: number,
+): Promise<void> {
+  // A conversation of 2^31 messages is no conversation: a deeper tree is damage, not a history.
+  if (depth > 31) {
+    throw new RewindError(
+      'TREE_INVALID',
+      `Tree ${tree} is not a conversation: its runs nest deeper than any history. The entry that names it may be damaged; run \`rewind verify\`.`,
+      { data: { digest: tree } },
+    );
+  }
   for (const entry of (await readTree(store, tree)).entries) {
+    if (entry.type === 'directory') {
+      await readRuns(store, entry.digest, into, depth + 1);
+      continue;
+    }
     if (entry.type !== 'file') continue;
     const text = (await store.get(entry.digest)).toString('utf8');
     try {
-      messages.push(JSON.parse(text, decodeBinary) as Message);
+      into.push(JSON.parse(text, decodeBinary) as Message);
     } catch (error) {
       throw new RewindError(
         'TREE_INVALID',
@@ -124,5 +170,4 @@ export async function readConversation(store: ObjectStore, tree: Digest): Promis
       );
     }
   }
-  return messages;
 }
