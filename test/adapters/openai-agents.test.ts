@@ -136,6 +136,16 @@ describe('rewind-agent/openai-agents', () => {
     expect(undone).toHaveLength(2);
     expect(undone[0]).toMatchObject({ role: 'user', content: 'go on' });
     expect(JSON.stringify(undone[1])).toContain('rolled back to checkpoint');
+    // keepLast prunes the older run checkpoints: four runs, three kept.
+    await rewindRun(
+      session,
+      new Agent({ name: 'coder', model: scripted([[says('fine')]]), tools: toolsOf(session) }),
+      'and again',
+      { keepLast: 3 },
+    );
+    const runs = (await session.checkpoints()).filter((c) => c.label.startsWith('run-'));
+    expect(runs.map((c) => c.label)).not.toContain(first.checkpoint);
+    expect(runs).toHaveLength(3);
   });
 
   it('maps needsApproval onto Rewind drafts: a person approves or discards with the CLI', async () => {

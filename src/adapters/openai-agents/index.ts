@@ -307,6 +307,8 @@ export type RewindRunOptions<TAgent extends AnyAgent, TContext> = NonStreamRunOp
 > & {
   /** The checkpoint's label (default `run-<n>-<ms since epoch>`); false takes none. */
   checkpoint?: string | false;
+  /** Keep the newest this many `run-` checkpoints, pruning the older ones (default: all). */
+  keepLast?: number;
 };
 
 // The SDK types its agents with `any`: an agent of any context and output.
@@ -342,7 +344,7 @@ export async function rewindRun<TAgent extends AnyAgent, TContext = undefined>(
   input: string | AgentInputItem[] | RunState<TContext, TAgent>,
   options: RewindRunOptions<TAgent, TContext> = {},
 ): Promise<RewindRunResult<TContext, TAgent>> {
-  const { checkpoint, ...runOptions } = options;
+  const { checkpoint, keepLast, ...runOptions } = options;
   const memory = runOptions.session ?? new RewindAgentsSession(session);
   let label: string | undefined;
   if (checkpoint !== false) {
@@ -351,6 +353,7 @@ export async function rewindRun<TAgent extends AnyAgent, TContext = undefined>(
     // The checkpoint holds the items as they are, none included, so a rollback to it restores them.
     if (memory instanceof RewindAgentsSession) await memory.replaceItems(await memory.getItems());
     await session.checkpoint(label);
+    if (keepLast !== undefined) await session.prune({ keepLast, labelPrefix: 'run-' });
   }
   const stop = new AbortController();
   let rolledBack: AutoRollbackReport | undefined;
