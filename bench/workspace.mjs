@@ -3,9 +3,13 @@
 // For each workspace size and each number of changed files (1, 10, 1000), it times:
 //   rewind    Session.checkpoint / Session.rollback in a resident process (how agents use it),
 //             and the `rewind checkpoint` command as a whole process
-//   git       a shadow repository: `git add -A && git commit`; restore with
-//             `git restore --source HEAD . && git clean -fdq` (as Gemini CLI and OpenCode do)
+//   git       a shadow repository, run the way Gemini CLI's GitService runs it: one persistent
+//             repository and index, `git add -A && git commit`; restore with
+//             `git restore --source HEAD . && git clean -fdq`, which writes only what differs
 //   cp -a     a full copy of the tree; restore by moving the tree aside and copying it back
+// Each approach works on its own copy of the workspace, changed the same way before each step, so
+// that none pays for what another did to the files (a `cp -a` restore rewrites every file, which
+// would make git re-hash the whole tree).
 //   find      `find WS -printf '%s %T@\n'`: the stat walk, the floor for any approach that looks
 //             at every file
 // and reports medians, ratios to the stat walk, and store growth per checkpoint.
@@ -50,12 +54,13 @@ const devNull = openSync('/dev/null', 'w');
 let trashCount = 0;
 const moveToTrash = (path) => renameSync(path, join(trash, String(trashCount++)));
 
-function modify(files, count, next, round) {
+/** Appends a line to `count` text files of the workspace at `root`, chosen by `next`. */
+function modify(root, files, count, next, round) {
   const text = files.filter((file) => !file.endsWith('.bin'));
   const chosen = new Set();
   while (chosen.size < Math.min(count, text.length))
     chosen.add(text[Math.floor(next() * text.length)]);
-  for (const file of chosen) appendFileSync(file, `// change ${round}\n`);
+  for (const file of chosen) appendFileSync(join(root, file), `// change ${round}\n`);
   return [...chosen];
 }
 
@@ -64,11 +69,15 @@ for (const size of selected) {
   const fileCount = SIZES[size];
   const workspace = join(base, `ws-${size}`);
   mkdirSync(workspace);
-  const files = generateWorkspace(workspace, fileCount).map((file) => join(workspace, file));
+  const files = generateWorkspace(workspace, fileCount);
+  // The shadow repository and the copies work on workspaces of their own, the same files.
+  const gitWorkspace = join(base, `ws-${size}-git`);
+  const cpWorkspace = join(base, `ws-${size}-cp`);
+  sh(`cp -a ${workspace} ${gitWorkspace} && cp -a ${workspace} ${cpWorkspace} && sync`);
   const next = random(7);
   const repeats = size === 'L' ? 3 : 5;
   const git = (args) =>
-    `git --git-dir=${join(base, `git-${size}`)} --work-tree=${workspace} ${args}`;
+    `git --git-dir=${join(base, `git-${size}`)} --work-tree=${gitWorkspace} ${args}`;
   const findArgs = [
     workspace,
     '-path',
@@ -94,7 +103,7 @@ for (const size of selected) {
     sh(`${git('add -A')} && ${git('commit -qm first --no-verify')}`),
   );
   row.first.cpMs = await timed(() =>
-    sh(`mkdir ${copies}/first && cp -a ${workspace}/* ${copies}/first/`),
+    sh(`mkdir ${copies}/first && cp -a ${cpWorkspace}/* ${copies}/first/`),
   );
   row.first.rewindStoreBytes = duBytes(join(workspace, '.rewind'));
   row.first.gitStoreBytes = duBytes(join(base, `git-${size}`));
@@ -122,13 +131,17 @@ for (const size of selected) {
         ),
       );
 
-      let changed = modify(files, changes, next, ++round);
+      // Each approach gets the same files changed, in its own workspace.
+      const changeEach = (root, chosen) => {
+        for (const file of chosen) appendFileSync(join(root, file), `// change ${round}\n`);
+      };
+      const changed = modify(workspace, files, changes, next, ++round);
       growth.changedBytes.push(changed.length * 1);
       let before = duBytes(join(workspace, '.rewind', 'objects'));
       samples.rewind.push(await timed(() => session.checkpoint(`r${round}`)));
       growth.rewind.push(duBytes(join(workspace, '.rewind', 'objects')) - before);
 
-      modify(files, changes, next, ++round);
+      modify(workspace, files, changes, next, ++round);
       samples.rewindCli.push(
         await timed(() => {
           const result = spawnSync(
@@ -140,46 +153,43 @@ for (const size of selected) {
         }),
       );
 
-      changed = modify(files, changes, next, ++round);
+      changeEach(gitWorkspace, changed);
       before = duBytes(join(base, `git-${size}`, 'objects'));
       samples.git.push(
         await timed(() => sh(`${git('add -A')} && ${git(`commit -qm r${round} --no-verify`)}`)),
       );
       growth.git.push(duBytes(join(base, `git-${size}`, 'objects')) - before);
 
+      changeEach(cpWorkspace, changed);
+      const latestCopy = `${copies}/${round}`;
       samples.cp.push(
-        await timed(() =>
-          sh(`mkdir ${copies}/${round} && cp -a ${workspace}/* ${copies}/${round}/`),
-        ),
+        await timed(() => sh(`mkdir ${latestCopy} && cp -a ${cpWorkspace}/* ${latestCopy}/`)),
       );
 
       // Rollback: break N files, then return to the latest checkpoint of each approach.
-      modify(files, changes, next, ++round);
+      const broken = modify(workspace, files, changes, next, ++round);
       samples.rewindRollback.push(await timed(() => session.rollback('latest')));
-      modify(files, changes, next, ++round);
+      changeEach(gitWorkspace, broken);
       samples.gitRollback.push(
         await timed(() => sh(`${git('restore --source HEAD -- .')} && ${git('clean -fdq')}`)),
       );
-      const latestCopy = `${copies}/${round - 2}`;
-      modify(files, changes, next, ++round);
+      changeEach(cpWorkspace, broken);
       samples.cpRollback.push(
         await timed(() => {
-          for (const entry of execFileSync('ls', ['-A', workspace])
+          for (const entry of execFileSync('ls', ['-A', cpWorkspace])
             .toString()
             .split('\n')
             .filter(Boolean)) {
-            if (entry !== '.rewind') moveToTrash(join(workspace, entry));
+            moveToTrash(join(cpWorkspace, entry));
           }
-          sh(`cp -a ${latestCopy}/* ${workspace}/`);
+          sh(`cp -a ${latestCopy}/* ${cpWorkspace}/`);
         }),
       );
-      // cp -a restored file times and inodes differ: let the next rewind checkpoint see the truth.
-      // Files changed less than the racy window (100 ms) before a snapshot are looked at again by
-      // the next one; in a real session seconds pass between tool calls. Without this pause, the
-      // files cp -a wrote just before the resync would all be re-read by the next timed checkpoint.
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      await session.checkpoint(`resync${round}`);
       moveToTrash(latestCopy);
+      // Files changed less than the racy window (100 ms) before a snapshot are looked at again by
+      // the next one (Rewind's, and git's index alike); in a real session seconds pass between
+      // tool calls.
+      await new Promise((resolve) => setTimeout(resolve, 250));
     }
     const m = Object.fromEntries(
       Object.entries(samples).map(([key, values]) => [key, median(values)]),
@@ -197,6 +207,8 @@ for (const size of selected) {
   await session.close();
   results.push(row);
   moveToTrash(workspace);
+  moveToTrash(gitWorkspace);
+  moveToTrash(cpWorkspace);
 }
 
 const fmt = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
@@ -212,7 +224,7 @@ for (const r of results) {
 }
 console.log('\n### Checkpoint after N changed files (median ms; ratio to the stat walk)\n');
 console.log(
-  '| workspace | N | find (floor) | rewind | rewind CLI process | shadow git | cp -a | rewind vs git |',
+  '| workspace | N | find (floor) | rewind | rewind CLI process | shadow git | cp -a | rewind / git |',
 );
 console.log('|---|---|---|---|---|---|---|---|');
 for (const r of results) {
@@ -220,19 +232,19 @@ for (const r of results) {
     const m = c.medians;
     console.log(
       `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewind)} (${ratio(m.rewind, m.find)}) | ${fmt(m.rewindCli)} (${ratio(m.rewindCli, m.find)}) | ` +
-        `${fmt(m.git)} (${ratio(m.git, m.find)}) | ${fmt(m.cp)} (${ratio(m.cp, m.find)}) | ${(m.git / m.rewind).toFixed(2)}× faster |`,
+        `${fmt(m.git)} (${ratio(m.git, m.find)}) | ${fmt(m.cp)} (${ratio(m.cp, m.find)}) | ${ratio(m.rewind, m.git)} |`,
     );
   }
 }
 console.log('\n### Rollback with N changed files (median ms; ratio to the stat walk)\n');
-console.log('| workspace | N | find (floor) | rewind | shadow git | cp -a back |');
-console.log('|---|---|---|---|---|---|');
+console.log('| workspace | N | find (floor) | rewind | shadow git | cp -a back | rewind / git |');
+console.log('|---|---|---|---|---|---|---|');
 for (const r of results) {
   for (const c of r.byChanges) {
     const m = c.medians;
     console.log(
       `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewindRollback)} (${ratio(m.rewindRollback, m.find)}) | ` +
-        `${fmt(m.gitRollback)} (${ratio(m.gitRollback, m.find)}) | ${fmt(m.cpRollback)} (${ratio(m.cpRollback, m.find)}) |`,
+        `${fmt(m.gitRollback)} (${ratio(m.gitRollback, m.find)}) | ${fmt(m.cpRollback)} (${ratio(m.cpRollback, m.find)}) | ${ratio(m.rewindRollback, m.gitRollback)} |`,
     );
   }
 }
