@@ -1,6 +1,15 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
-import { runCli } from '../dist/cli/main.js';
+
+// `rewind --version` is answered before anything else loads: it needs only package.json.
+const argv = process.argv.slice(2);
+if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  process.stdout.write(`${version}\n`);
+  process.exit(0);
+}
+const { runCli } = await import('../dist/cli/main.js');
 
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {
@@ -32,7 +41,7 @@ const writerOf = (stream) => (text) => {
   if (!stream.destroyed) stream.write(text);
 };
 
-process.exitCode = await runCli(process.argv.slice(2), {
+process.exitCode = await runCli(argv, {
   stdout: writerOf(process.stdout),
   stderr: writerOf(process.stderr),
   cwd: process.cwd(),
