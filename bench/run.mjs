@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
+import { formatCheckpointCount, measureCheckpointCount } from './checkpoint-count.mjs';
 import { formatLedgerGrowth, measureLedgerGrowth } from './ledger-growth.mjs';
 
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
@@ -234,3 +235,7 @@ for (const r of rows)
 const [growth] = await measureLedgerGrowth();
 console.log();
 console.log(formatLedgerGrowth(growth, 'live session'));
+
+// Whether an operation slows with the number of checkpoints (bench/checkpoint-count.mjs).
+console.log('\n### Checkpoints held\n');
+console.log(formatCheckpointCount(await measureCheckpointCount()));
