@@ -2,7 +2,8 @@
 import { z } from 'zod';
 import type { SessionPolicies } from '../index.js';
 import { defineOperation } from './define-operation.js';
-import { seconds, wholeNumber } from './inputs.js';
+import { wholeNumber } from './inputs.js';
+import { verifierInputs, verifierOf } from './verification.js';
 
 const WHY_NOT_ON_THE_CLI =
   'a policy lasts as long as the process that holds the session: a command line ends with its command (the library and the MCP server keep one)';
@@ -54,17 +55,7 @@ export const policySetOperation = defineOperation({
             .enum(['both', 'files', 'conversation'])
             .optional()
             .describe('What to restore (default: both).'),
-          verifier: z
-            .string()
-            .optional()
-            .describe(
-              'The verifier command, run by /bin/sh -c (default: .rewind/config.json "verifier").',
-            ),
-          retries: wholeNumber(0)
-            .max(100, { error: 'must be a whole number from 0 to 100' })
-            .optional()
-            .describe('Retry an unknown verdict this many times (default 0).'),
-          timeout: seconds.optional().describe('End the verifier after this many seconds.'),
+          ...verifierInputs,
         }),
       ])
       .optional()
@@ -90,13 +81,7 @@ export const policySetOperation = defineOperation({
           ...(on !== undefined && { on }),
           ...(to !== undefined && { to }),
           ...(scope !== undefined && { scope }),
-          ...(verifier !== undefined && {
-            verifier: {
-              command: verifier,
-              ...(retries !== undefined && { retries }),
-              ...(timeout !== undefined && { timeoutMs: Math.round(timeout * 1000) }),
-            },
-          }),
+          ...(verifier !== undefined && { verifier: verifierOf(verifier, retries, timeout) }),
         });
       }
     }
