@@ -10,6 +10,7 @@ import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
 import { formatCheckpointCount, measureCheckpointCount } from './checkpoint-count.mjs';
 import { formatLedgerGrowth, measureLedgerGrowth } from './ledger-growth.mjs';
+import { formatStartup, measureStartup } from './startup.mjs';
 
 const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const SMALL_COUNT = Number(process.env.BENCH_SMALL_COUNT ?? 2000);
@@ -239,3 +240,7 @@ console.log(formatLedgerGrowth(growth, 'live session'));
 // Whether an operation slows with the number of checkpoints (bench/checkpoint-count.mjs).
 console.log('\n### Checkpoints held\n');
 console.log(formatCheckpointCount(await measureCheckpointCount()));
+
+// What the `rewind` command costs as a process (bench/startup.mjs).
+console.log('\n### Start-up\n');
+console.log(formatStartup(measureStartup()));

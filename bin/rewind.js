@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline/promises';
+import { createRequire } from 'node:module';
+
+// Node's modules by `require`: an `import` of one reads all its exports, loading lazy ones.
+const require = createRequire(import.meta.url);
+const { createHash } = require('node:crypto');
+const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
+const { homedir } = require('node:os');
+const { dirname, join } = require('node:path');
+const { fileURLToPath } = require('node:url');
+const { Script } = require('node:vm');
 
 // `rewind --version` is answered before anything else loads: it needs only package.json.
 const argv = process.argv.slice(2);
@@ -9,10 +17,59 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   process.stdout.write(`${version}\n`);
   process.exit(0);
 }
-const { runCli } = await import('../dist/cli/main.js');
+
+/** Bundles compiled in this run whose code cache is still to be written. */
+const uncached = [];
+
+/**
+ * Loads `dist/bundle/NAME.cjs` (scripts/bundle.mjs), with V8's code cache for it when an earlier
+ * run left one: compiling the bundle is most of what the command would otherwise spend starting.
+ * The cache lives in $XDG_CACHE_HOME/rewind-agent (else ~/.cache/rewind-agent), one file per
+ * bundle content and Node version, so an upgrade never runs against a stale cache; V8 checks it
+ * again and ignores one it cannot use. Set REWIND_CODE_CACHE=0 to go without.
+ */
+function loadBundle(name) {
+  const file = fileURLToPath(new URL(`../dist/bundle/${name}.cjs`, import.meta.url));
+  const source = readFileSync(file, 'utf8');
+  let cacheFile;
+  let cachedData;
+  if (process.env.REWIND_CODE_CACHE !== '0') {
+    const key = createHash('sha256').update(process.version).update(source).digest('hex');
+    const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+    cacheFile = join(base, 'rewind-agent', `${name}-${key.slice(0, 32)}.v8`);
+    try {
+      cachedData = readFileSync(cacheFile);
+    } catch {}
+  }
+  const wrapped = `(function (exports, require, module, __filename, __dirname) {${source}\n})`;
+  const script = new Script(wrapped, { filename: file, cachedData });
+  const module = { exports: {} };
+  script.runInThisContext()(module.exports, createRequire(file), module, file, dirname(file));
+  if (cacheFile && (cachedData === undefined || script.cachedDataRejected))
+    uncached.push({ script, cacheFile });
+  return module.exports;
+}
+
+/**
+ * Writes the code caches of this run's bundles, once the command has run: the cache then holds
+ * the functions the command compiled on the way too. A cache that cannot be written is skipped.
+ */
+function writeCodeCaches() {
+  for (const { script, cacheFile } of uncached) {
+    const temporary = `${cacheFile}.${process.pid}.tmp`;
+    try {
+      mkdirSync(dirname(cacheFile), { recursive: true });
+      writeFileSync(temporary, script.createCachedData());
+      renameSync(temporary, cacheFile);
+    } catch {}
+  }
+}
+
+const { runCli } = loadBundle('cli');
 
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {
+  const { createInterface } = await import('node:readline/promises');
   const terminal = createInterface({ input: process.stdin, output: process.stderr });
   try {
     return await terminal.question(question);
@@ -23,7 +80,8 @@ async function prompt(question) {
 
 /** `rewind mcp`: the MCP server is an edge of its own (src/mcp), loaded only when asked for. */
 async function serveMcp(argv) {
-  const { runMcp } = await import('../dist/mcp/main.js');
+  const { runMcp } = loadBundle('mcp');
+  writeCodeCaches(); // now: a server runs until it is stopped, often by a signal
   return runMcp(argv, process.cwd());
 }
 
@@ -52,3 +110,4 @@ process.exitCode = await runCli(argv, {
   isErrorTerminal: process.stderr.isTTY === true,
   env: process.env,
 });
+writeCodeCaches();

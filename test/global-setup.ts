@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
  * Child-process tests (concurrent ledger writers, lock holders, the CLI binary, the packed
  * tarball) run the built code in dist/, so build it once before any test runs. The build starts
  * from an empty dist/, as `npm run build` does, so nothing left from a deleted or renamed source
- * is run or packed.
+ * is run or packed; the `rewind` command's bundles (scripts/bundle.mjs) are made from it.
  */
 export default function setup(): void {
   const root = fileURLToPath(new URL('..', import.meta.url));
@@ -19,4 +19,5 @@ export default function setup(): void {
       stdio: 'inherit',
     },
   );
+  execFileSync(process.execPath, [`${root}scripts/bundle.mjs`], { cwd: root, stdio: 'inherit' });
 }

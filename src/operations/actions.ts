@@ -1,5 +1,5 @@
 /** Actions beyond files: commands, HTTP requests, and external actions recorded and reported. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { defineOperation } from './define-operation.js';
 import {
   actionId,

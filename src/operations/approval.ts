@@ -2,7 +2,7 @@
  * What a person decides about an agent's actions: running a draft, discarding it, running a
  * compensation. Left off the MCP server: an agent must not approve its own drafts.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ActionResult, Compensation, DraftInfo } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import { actionId } from './inputs.js';

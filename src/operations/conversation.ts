@@ -1,5 +1,5 @@
 /** The agent's conversation: recording it, and showing it as a rollback would restore it. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { type Format, type Message, RewindError } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import { formatInput, messagesInput } from './history.js';

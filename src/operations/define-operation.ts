@@ -2,7 +2,7 @@
  * The shape of one operation: named once for every surface (the CLI command, the MCP tool, the
  * framework adapters' tools), with its input schema and the one call it makes.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { RedactionOptions, Session } from '../index.js';
 
 /** What an operation acts on, as the edge that runs it provides it. */

@@ -1,5 +1,5 @@
 /** File operations: the journaled, undoable write, delete, move and mkdir, and the plain reads. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { defineOperation, type OperationAnnotations } from './define-operation.js';
 import { workspacePath } from './inputs.js';
 

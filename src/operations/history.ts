@@ -1,5 +1,5 @@
 /** History: checkpoints, rollback to one, undo of any action, the changes between states, pruning. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { type CheckpointOptions, FORMATS, type PruneResult } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import {

@@ -3,7 +3,7 @@
  * are predicates (`must be ...`); messages for a rule across keys name the keys in backticks, which
  * each edge spells its own way (`--compensate-command` on the command line).
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { Compensation } from '../index.js';
 
 /** A path relative to the workspace root (the library refuses one that escapes it). */
@@ -17,12 +17,9 @@ const MAX_SECONDS = 2_147_483;
 const SECONDS = 'must be a positive number of seconds';
 
 /** A duration in seconds, such as 0.5 or 120: at most what a timer can wait. */
-export const seconds = z
-  .number({ error: SECONDS })
-  .positive({ error: SECONDS })
-  .max(MAX_SECONDS, {
-    error: `must be at most ${MAX_SECONDS.toLocaleString('en-US')} seconds (24 days)`,
-  });
+export const seconds = z.number({ error: SECONDS }).positive({ error: SECONDS }).max(MAX_SECONDS, {
+  error: 'must be at most 2,147,483 seconds (24 days)',
+});
 
 const ACTION_ID = 'must be an action id: the number the log shows';
 

@@ -1,5 +1,5 @@
 /** Isolated sessions: committing the view to the workspace, and removing the view. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { defineOperation } from './define-operation.js';
 
 export const commitOperation = defineOperation({

@@ -6,7 +6,7 @@
  * did its work into a validation error. The map is typed by the table: an operation offered
  * without an entry fails the typecheck.
  */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { ActionResult, SessionPolicies, SessionSummary } from '../index.js';
 import type { InputOf, OutputOf } from './define-operation.js';
 import type { OperationsOn } from './index.js';

@@ -1,5 +1,5 @@
 /** The session's policies: read them, and set them for the calls an agent makes next. */
-import { z } from 'zod';
+import * as z from 'zod';
 import type { SessionPolicies } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import { wholeNumber } from './inputs.js';

@@ -1,5 +1,5 @@
 /** The store as a whole: creating it, its state at a glance, the timeline, notes, checks, cleanup. */
-import { z } from 'zod';
+import * as z from 'zod';
 import {
   createSandbox,
   gc,

@@ -1,5 +1,5 @@
 /** The verifier: run it, journal its verdict. */
-import { z } from 'zod';
+import * as z from 'zod';
 import { defineOperation } from './define-operation.js';
 import { seconds, wholeNumber } from './inputs.js';
 

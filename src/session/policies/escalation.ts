@@ -1,4 +1,3 @@
-import { createInterface } from 'node:readline/promises';
 import { RewindError } from '../../errors.js';
 import type { VerificationResult } from '../../verifier/index.js';
 
@@ -38,6 +37,7 @@ export function promptEscalation(
 }
 
 async function askOnTerminal(question: string): Promise<string> {
+  const { createInterface } = await import('node:readline/promises');
   const terminal = createInterface({ input: process.stdin, output: process.stderr });
   try {
     return await terminal.question(question);
