@@ -4,6 +4,7 @@ import type { Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
 import type { ObjectStore } from '../store/index.js';
 import {
+  hasStatCache,
   type OutsideRules,
   previewSnapshot,
   readOutsideRules,
@@ -88,6 +89,11 @@ export function snapshotWorkspace(
     ...(context.settings.budget && { budget: context.settings.budget }),
     ...(onProgress && { onProgress }),
   });
+}
+
+/** True when the session's next snapshot is a first one: it must read and store every file. */
+export function isFirstSnapshotOf(context: SessionContext): boolean {
+  return !hasStatCache(cacheDirectoryOf(context));
 }
 
 /** What a snapshot of the session's workspace would take, without reading a file. */

@@ -24,7 +24,7 @@ export {
   snapshot,
 } from './snapshot.js';
 export { isIgnoredPath, type PathSnapshot, snapshotPath } from './snapshot-path.js';
-export { cachedReferences, clearStatCache, forgetUnkept } from './stat-cache.js';
+export { cachedReferences, clearStatCache, forgetUnkept, hasStatCache } from './stat-cache.js';
 export {
   diffEntries,
   diffTrees,

@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { digestBytes } from '../../src/lib/index.js';
+import { canonicalJson, compareNames, digestBytes } from '../../src/lib/index.js';
 import {
   createObjectStore,
   decodeTree,
@@ -10,6 +11,7 @@ import {
   type TreeEntry,
   walkReferences,
 } from '../../src/store/index.js';
+import { FUZZ_SCALE } from '../helpers/fuzz.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const file = (name: string, content: string, mode = 0o644): TreeEntry => ({
@@ -107,5 +109,58 @@ describe('trees', () => {
       () => {},
     );
     expect(visited.sort()).toEqual([root, sub, blob.digest].sort());
+  });
+
+  it('writes exactly the bytes canonical JSON gives, and reads back only those (random listings)', () => {
+    // Names as they come from disks: any text, quotes, backslashes, controls, lone surrogates.
+    const name = fc
+      .string({
+        unit: fc.oneof(
+          fc.constantFrom('"', '\\', '\u0001', '\ud800', '\udfff', 'é', '€'),
+          fc.integer({ min: 1, max: 0xffff }).map((code) => String.fromCharCode(code)),
+          fc.integer({ min: 0x10000, max: 0x10ffff }).map((code) => String.fromCodePoint(code)),
+        ),
+        minLength: 1,
+        maxLength: 12,
+      })
+      .filter(
+        (text) => text !== '.' && text !== '..' && !text.includes('/') && !text.includes('\0'),
+      );
+    const digest = fc.string({ minLength: 1, maxLength: 8 }).map((text) => digestBytes(text));
+    const entry = fc.oneof(
+      fc.record({
+        name,
+        type: fc.constant('file' as const),
+        mode: fc.integer({ min: 0, max: 0o7777 }),
+        sizeBytes: fc.oneof(fc.nat(), fc.constant(Number.MAX_SAFE_INTEGER)),
+        digest,
+      }),
+      fc.record({
+        name,
+        type: fc.constant('directory' as const),
+        mode: fc.integer({ min: 0, max: 0o7777 }),
+        digest,
+      }),
+      fc.record({ name, type: fc.constant('symlink' as const), target: name }),
+    );
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(entry, { selector: (value) => value.name, maxLength: 20 }),
+        (entries) => {
+          const sorted = [...entries].sort((a, b) => compareNames(a.name, b.name));
+          const expected = canonicalJson({ type: 'tree', v: 1, entries: sorted });
+          const encoded = encodeTree(entries);
+          expect(encoded.toString('utf8')).toBe(expected);
+          expect(decodeTree(Buffer.from(expected)).entries).toEqual(sorted);
+          // Another order is not canonical (names that encode alike, lone surrogates, keep theirs).
+          if (sorted.length > 1 && compareNames(sorted[0]?.name ?? '', sorted[1]?.name ?? '') < 0) {
+            const swapped = [sorted[1], sorted[0], ...sorted.slice(2)];
+            const text = canonicalJson({ type: 'tree', v: 1, entries: swapped });
+            expect(() => decodeTree(Buffer.from(text))).toThrow(/canonical/);
+          }
+        },
+      ),
+      { numRuns: 300 * FUZZ_SCALE },
+    );
   });
 });

@@ -1,7 +1,12 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
 import { countLineChanges, diffTrees, type SnapshotProgress } from '../../workspace/index.js';
-import { previewOfSession, type SessionContext, snapshotWorkspace } from '../context.js';
+import {
+  isFirstSnapshotOf,
+  previewOfSession,
+  type SessionContext,
+  snapshotWorkspace,
+} from '../context.js';
 import {
   appendCheckpoint,
   type CheckpointInfo,
@@ -70,8 +75,9 @@ function checkFirstSnapshot(
   context: SessionContext,
   budget: { maxBytes?: number; maxFiles?: number },
 ): void {
+  // Only a first snapshot is previewed: the preview looks at every file, as a first one reads it.
+  if (!isFirstSnapshotOf(context)) return;
   const preview = previewOfSession(context);
-  if (!preview.isFirst) return;
   const isTooBig =
     (budget.maxBytes !== undefined && preview.sizeBytes > budget.maxBytes) ||
     (budget.maxFiles !== undefined && preview.fileCount > budget.maxFiles);
