@@ -16,6 +16,28 @@ export async function forEachConcurrently<T>(
 }
 
 /**
+ * A gate that lets at most `limit` tasks run at once; the others wait their turn, first come
+ * first served. For work that fans out recursively, where {@link forEachConcurrently}'s one list
+ * of items does not exist up front.
+ */
+export function createLimiter(limit: number): <R>(task: () => Promise<R>) => Promise<R> {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return async (task) => {
+    if (running < limit) running += 1;
+    // A finishing task hands its place straight to the next one, so `running` never overshoots.
+    else await new Promise<void>((resume) => waiting.push(resume));
+    try {
+      return await task();
+    } finally {
+      const next = waiting.shift();
+      if (next) next();
+      else running -= 1;
+    }
+  };
+}
+
+/**
  * The longest delay a timer takes: Node runs a longer one after 1 ms, with a warning (a
  * 32-bit signed count of milliseconds, about 24.8 days).
  */

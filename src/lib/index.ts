@@ -5,7 +5,12 @@ export {
   writeFileAtomic,
 } from './atomic-write.js';
 export { canonicalJson, type JsonValue } from './canonical-json.js';
-export { forEachConcurrently, MAX_TIMER_MS, timerDelayOf } from './concurrency.js';
+export {
+  createLimiter,
+  forEachConcurrently,
+  MAX_TIMER_MS,
+  timerDelayOf,
+} from './concurrency.js';
 export {
   createDigester,
   DIGEST_PREFIX,

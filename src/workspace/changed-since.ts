@@ -1,6 +1,12 @@
 // The "changed since" shortcut: the previous snapshot's tree updated with only what changed.
 import { statSync } from 'node:fs';
-import { type Digest, forEachConcurrently, readLinkSync, readNamesSync } from '../lib/index.js';
+import {
+  createLimiter,
+  type Digest,
+  forEachConcurrently,
+  readLinkSync,
+  readNamesSync,
+} from '../lib/index.js';
 import {
   encodeTree,
   type ObjectBatch,
@@ -68,6 +74,28 @@ interface IncrementalState {
   ignoreRulesChanged: boolean;
   /** The identity of every directory, by path: the record's, updated as directories are read. */
   directories: Map<string, string>;
+  /** Previous trees being read ahead, by digest: see {@link previousEntries}. */
+  treeReads: Map<Digest, Promise<TreeEntry[]>>;
+  /** The gate that bounds those reads. */
+  gate: <R>(task: () => Promise<R>) => Promise<R>;
+}
+
+/** Previous trees read at once: the directories are rebuilt one by one, their trees read ahead. */
+const TREE_READS_AHEAD = 16;
+
+/**
+ * The entries of a directory's previous tree. Called ahead of time for the changed directories
+ * under the one being rebuilt, so that their reads wait on the disk side by side rather than one
+ * after another; a read ahead that fails fails again where its directory is rebuilt.
+ */
+function previousEntries(state: IncrementalState, digest: Digest): Promise<TreeEntry[]> {
+  let read = state.treeReads.get(digest);
+  if (read === undefined) {
+    read = state.gate(async () => (await readTree(state.store, digest)).entries);
+    read.catch(() => {}); // rejected where it is used; never an unhandled rejection here
+    state.treeReads.set(digest, read);
+  }
+  return read;
 }
 
 /** The files, directories and bytes under a stored entry (a directory counting itself). */
@@ -103,9 +131,14 @@ async function rebuildDirectory(
   rules: IgnoreRules,
   state: IncrementalState,
 ): Promise<{ digest: Digest; delta: TreeTotals }> {
-  const oldEntries = (await readTree(state.store, previous)).entries;
+  const oldEntries = await previousEntries(state, previous);
+  state.treeReads.delete(previous);
   const oldByName = new Map(oldEntries.map((entry) => [entry.name, entry]));
   const changed = state.changedNames.get(relative) ?? new Set<string>();
+  for (const name of changed) {
+    const oldEntry = oldByName.get(name);
+    if (oldEntry?.type === 'directory') void previousEntries(state, oldEntry.digest);
+  }
   let names: string[];
   if (state.changedPaths.has(relative)) {
     try {
@@ -262,6 +295,8 @@ export async function snapshotChanges(
     readCount: 0,
     ignoreRulesChanged: false,
     directories: new Map(Object.entries(record.directories)),
+    treeReads: new Map(),
+    gate: createLimiter(TREE_READS_AHEAD),
   };
   // The workspace directory itself replaced: nothing of the old tree can be trusted.
   if (state.directories.get('') !== directoryIdentityOf(statSync(root, { bigint: true }))) {

@@ -1,4 +1,4 @@
-import { compareNames, type Digest } from '../lib/index.js';
+import { compareNames, createLimiter, type Digest } from '../lib/index.js';
 import { type ObjectStore, readTree, type TreeEntry } from '../store/index.js';
 
 /**
@@ -36,75 +36,102 @@ export function isSameEntry(a: TreeEntry, b: TreeEntry): boolean {
   );
 }
 
+/**
+ * Trees read at once by one comparison: sibling directories are compared side by side, since each
+ * read waits on the disk (or a remote store) far longer than it takes to decode.
+ */
+const TREE_READS_IN_FLIGHT = 16;
+
+/** One comparison: its gate for tree reads. */
+interface Comparison {
+  readonly store: ObjectStore;
+  readonly gate: <R>(task: () => Promise<R>) => Promise<R>;
+}
+
+const entriesOf = async (comparison: Comparison, digest: Digest | undefined) =>
+  digest === undefined
+    ? []
+    : (await comparison.gate(() => readTree(comparison.store, digest))).entries;
+
+/** Runs `each` on every item side by side; the results, flattened, in the items' order. */
+async function inOrder<T>(
+  items: readonly T[],
+  each: (item: T) => Promise<TreeChange[]>,
+): Promise<TreeChange[]> {
+  return (await Promise.all(items.map(each))).flat();
+}
+
 async function listAll(
-  store: ObjectStore,
+  comparison: Comparison,
   prefix: string,
   digest: Digest,
   side: 'before' | 'after',
-  into: TreeChange[],
-): Promise<void> {
-  for (const entry of (await readTree(store, digest)).entries) {
+): Promise<TreeChange[]> {
+  return inOrder(await entriesOf(comparison, digest), async (entry) => {
     const path = `${prefix}${entry.name}`;
-    into.push({
+    const change: TreeChange = {
       path,
       before: side === 'before' ? entry : undefined,
       after: side === 'after' ? entry : undefined,
-    });
-    if (entry.type === 'directory') await listAll(store, `${path}/`, entry.digest, side, into);
-  }
+    };
+    if (entry.type !== 'directory') return [change];
+    return [change, ...(await listAll(comparison, `${path}/`, entry.digest, side))];
+  });
 }
 
 async function diffPair(
-  store: ObjectStore,
+  comparison: Comparison,
   path: string,
   a: TreeEntry | undefined,
   b: TreeEntry | undefined,
-  into: TreeChange[],
-): Promise<void> {
-  if (a && b && isSameEntry(a, b)) return;
+): Promise<TreeChange[]> {
+  if (a && b && isSameEntry(a, b)) return [];
   if (a?.type === 'directory' && b?.type === 'directory') {
-    if (a.mode !== b.mode) into.push({ path, before: a, after: b });
-    await diffInto(store, `${path}/`, a.digest, b.digest, into);
-    return;
+    const inside = await diffInto(comparison, `${path}/`, a.digest, b.digest);
+    return a.mode !== b.mode ? [{ path, before: a, after: b }, ...inside] : inside;
   }
-  into.push({ path, before: a, after: b });
-  if (a?.type === 'directory') await listAll(store, `${path}/`, a.digest, 'before', into);
-  if (b?.type === 'directory') await listAll(store, `${path}/`, b.digest, 'after', into);
+  const [removed, added] = await Promise.all([
+    a?.type === 'directory' ? listAll(comparison, `${path}/`, a.digest, 'before') : [],
+    b?.type === 'directory' ? listAll(comparison, `${path}/`, b.digest, 'after') : [],
+  ]);
+  return [{ path, before: a, after: b }, ...removed, ...added];
 }
 
 async function diffInto(
-  store: ObjectStore,
+  comparison: Comparison,
   prefix: string,
   from: Digest | undefined,
   to: Digest | undefined,
-  into: TreeChange[],
-): Promise<void> {
-  if (from === to) return;
-  const before = new Map(
-    (from ? (await readTree(store, from)).entries : []).map((entry) => [entry.name, entry]),
-  );
-  const after = new Map(
-    (to ? (await readTree(store, to)).entries : []).map((entry) => [entry.name, entry]),
-  );
+): Promise<TreeChange[]> {
+  if (from === to) return [];
+  const [fromEntries, toEntries] = await Promise.all([
+    entriesOf(comparison, from),
+    entriesOf(comparison, to),
+  ]);
+  const before = new Map(fromEntries.map((entry) => [entry.name, entry]));
+  const after = new Map(toEntries.map((entry) => [entry.name, entry]));
   const names = [...new Set([...before.keys(), ...after.keys()])].sort(compareNames);
-  for (const name of names) {
-    await diffPair(store, `${prefix}${name}`, before.get(name), after.get(name), into);
-  }
+  return inOrder(names, (name) =>
+    diffPair(comparison, `${prefix}${name}`, before.get(name), after.get(name)),
+  );
 }
+
+const comparisonOf = (store: ObjectStore): Comparison => ({
+  store,
+  gate: createLimiter(TREE_READS_IN_FLIGHT),
+});
 
 /**
  * Every path whose state differs from tree `from` to tree `to` (either may be undefined: an
  * empty directory), in path order. Sub-trees with equal digests are skipped without being read,
  * so the cost follows what changed, not the size of the trees.
  */
-export async function diffTrees(
+export function diffTrees(
   store: ObjectStore,
   from: Digest | undefined,
   to: Digest | undefined,
 ): Promise<TreeChange[]> {
-  const changes: TreeChange[] = [];
-  await diffInto(store, '', from, to, changes);
-  return changes;
+  return diffInto(comparisonOf(store), '', from, to);
 }
 
 /**
@@ -118,7 +145,5 @@ export async function diffEntries(
   before: TreeEntry | undefined,
   after: TreeEntry | undefined,
 ): Promise<TreeChange[]> {
-  const changes: TreeChange[] = [];
-  await diffPair(store, path, before, after, changes);
-  return changes;
+  return diffPair(comparisonOf(store), path, before, after);
 }
