@@ -261,17 +261,51 @@ function ownerOf(root: string): Owner | undefined {
   return stats.uid === 0 ? undefined : { uid: stats.uid, gid: stats.gid };
 }
 
+/** Contents of small files read ahead of their writes: see {@link readAhead}. */
+const READS_AHEAD = 16;
+
+/**
+ * Reads the contents of the small files among `placements` ahead of their writes, so that the
+ * reads wait on the store side by side while files are written one by one: `startAfter(index)`
+ * starts the reads of the small files after `index`, up to READS_AHEAD of them (at most ~16 MiB
+ * held); `take(index)` hands one over, or undefined when it was not read ahead (the first file
+ * is read as before, once its parent is checked). A read not taken (its path left alone) is
+ * dropped, and its error with it.
+ */
+function readAhead(store: ObjectStore, placements: readonly TreeChange[]) {
+  const reads = new Map<number, Promise<Buffer>>();
+  let next = 0;
+  return {
+    startAfter(index: number): void {
+      next = Math.max(next, index + 1);
+      for (; next < placements.length && next <= index + READS_AHEAD; next++) {
+        const after = placements[next]?.after;
+        if (after?.type !== 'file' || after.sizeBytes > SMALL_FILE_BYTES) continue;
+        const read = store.get(after.digest);
+        read.catch(() => {}); // rejected where it is taken; never an unhandled rejection here
+        reads.set(next, read);
+      }
+    },
+    take(index: number): Promise<Buffer> | undefined {
+      const read = reads.get(index);
+      reads.delete(index);
+      return read;
+    },
+  };
+}
+
 async function writeFromStore(
   store: ObjectStore,
   absolute: string,
   entry: TreeEntry & { type: 'file' },
   owner: Owner | undefined,
+  content?: Promise<Buffer>,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A thread-pool round trip per call costs more than these calls themselves.
-      const bytes = await store.get(entry.digest);
+      const bytes = await (content ?? store.get(entry.digest));
       // Created exclusively (never through a link) and given its mode through the descriptor.
       const descriptor = openSync(diskPath(temporary), 'wx', 0o600);
       try {
@@ -448,7 +482,10 @@ async function applyWithin(
       report(change.path);
     }
 
-    for (const change of placements) {
+    const ahead = readAhead(store, placements);
+    for (const [index, change] of placements.entries()) {
+      const content = ahead.take(index);
+      ahead.startAfter(index);
       const after = change.after as TreeEntry;
       const isDirectory = after.type === 'directory';
       let at: string | undefined;
@@ -512,7 +549,7 @@ async function applyWithin(
           report(change.path);
           continue;
         }
-        await writeFromStore(store, at, after, owner);
+        await writeFromStore(store, at, after, owner, content);
         written.push(real);
         if (type === undefined) result.created += 1;
         else result.written += 1;
