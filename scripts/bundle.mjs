@@ -9,7 +9,7 @@ import { build } from 'esbuild';
 
 const path = (relative) => fileURLToPath(new URL(`../${relative}`, import.meta.url));
 
-await build({
+const { warnings } = await build({
   entryPoints: {
     cli: path('dist/cli/main.js'),
     mcp: path('dist/mcp/main.js'),
@@ -28,3 +28,9 @@ await build({
   minifySyntax: true,
   logLevel: 'warning',
 });
+// A warning here (`import.meta` in a CommonJS bundle, a require that cannot be resolved) is code
+// that would misbehave only when the command runs: the build fails instead.
+if (warnings.length > 0) {
+  console.error(`scripts/bundle.mjs: ${warnings.length} warning(s) above; fix them.`);
+  process.exit(1);
+}
