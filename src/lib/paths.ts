@@ -157,6 +157,22 @@ export class WorkspaceDirectories {
   }
 
   /**
+   * Like {@link locate}, for a path about to be created or replaced: its parent must exist and be
+   * a directory, else this throws the ENOENT or ENOTDIR that opening it gave. A missing component
+   * is never left in the path, since another process could make it a link to elsewhere before
+   * the path is used.
+   */
+  locateToCreate(relative: string): string {
+    const slash = relative.lastIndexOf('/');
+    const parent = slash === -1 ? '' : relative.slice(0, slash);
+    if (canUseDescriptorPaths) {
+      const { missing } = this.openDirectory(parent);
+      if (missing) throw missing;
+    }
+    return this.locate(relative);
+  }
+
+  /**
    * Sets the mode of the directory `relative` without following a link there: it is opened
    * with O_PATH (which needs no permission on it, so a mode of 000 can be set and lifted) and
    * its mode set through the descriptor. Throws ENOTDIR when it is not a directory.
@@ -252,8 +268,15 @@ export class WorkspaceDirectories {
     this.forget('');
   }
 
-  /** The deepest directory of `parent` that exists, opened, and the components left below it. */
-  private openDirectory(parent: string): { descriptor: number; rest: string } {
+  /**
+   * The deepest directory of `parent` that exists, opened, the components left below it, and why
+   * the first of them could not be opened.
+   */
+  private openDirectory(parent: string): {
+    descriptor: number;
+    rest: string;
+    missing?: NodeJS.ErrnoException;
+  } {
     const known = this.open.get(parent);
     if (known !== undefined) return { descriptor: known, rest: '' };
     if (this.open.size >= MAX_OPEN_DIRECTORIES) this.close();
@@ -281,7 +304,7 @@ export class WorkspaceDirectories {
           throw symlinkRefused(parent, path);
         }
         if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) {
-          return { descriptor, rest: segments.slice(depth).join('/') };
+          return { descriptor, rest: segments.slice(depth).join('/'), missing: error };
         }
         throw error;
       }

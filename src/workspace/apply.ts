@@ -498,7 +498,7 @@ async function applyWithin(
           !((await options.target?.(change.path, isDirectory)) ?? false)
         ) {
           try {
-            at = directories.locate(change.path);
+            at = directories.locateToCreate(change.path);
           } catch (error) {
             if (!isRewindError(error, 'SYMLINK_REFUSED')) throw error;
           }
@@ -514,7 +514,7 @@ async function applyWithin(
           result.createdLeftOut.push(change.path);
         }
       }
-      at ??= directories.locate(change.path);
+      at ??= directories.locateToCreate(change.path);
       const real = `${root}/${change.path}`;
       let type = currentType(at);
       // A file is renamed over whatever non-directory is there; anything else must go first.

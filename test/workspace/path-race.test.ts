@@ -77,6 +77,24 @@ describe('paths that another process changes at the same time', () => {
     expect(await readFile(join(workspace, 'd.moved', 'f'), 'utf8')).toBe('restored\n');
   });
 
+  it('a restore into a directory that is missing fails, even if a link to elsewhere appears there meanwhile', async () => {
+    const { workspace, store } = await makeWorkspace({ 'keep.txt': 'k\n' });
+    const outside = await makeTempDirectory();
+    const content = await store.put(Buffer.from('restored\n'));
+    const after = { name: 'f', type: 'file' as const, mode: 0o644, ...content };
+    // d is not there when the restore looks; another process makes it a link to elsewhere
+    // while the content is fetched, before the file is written.
+    const racing: ObjectStore = Object.create(store);
+    racing.get = async (digest) => {
+      await symlink(outside, join(workspace, 'd'));
+      return store.get(digest);
+    };
+    await expect(
+      applyChanges(workspace, racing, [{ path: 'd/f', before: undefined, after }]),
+    ).rejects.toMatchObject({ code: 'ENOENT', path: join(workspace, 'd') });
+    expect(await readdir(outside)).toEqual([]);
+  });
+
   it('a snapshot never stores a file from outside when a directory on its path becomes a link', async () => {
     const { workspace, store } = await makeWorkspace({ 'd/f': 'inside\n', 'd/big': 'inside\n' });
     const root = realpathSync(workspace);
