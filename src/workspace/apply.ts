@@ -426,6 +426,25 @@ function relock(root: string, unlocked: Map<string, number>, changes: readonly T
   }
 }
 
+/**
+ * The order a restore applies `changes` in: removals first, deepest first, then placements,
+ * shallowest first (each stable in path order). Recovery reads it to tell how far a killed
+ * restore had come.
+ */
+export function applicationOrder(changes: readonly TreeChange[]): {
+  removals: TreeChange[];
+  placements: TreeChange[];
+} {
+  return {
+    removals: changes
+      .filter((change) => !change.after)
+      .sort((a, b) => depth(b.path) - depth(a.path)),
+    placements: changes
+      .filter((change) => change.after)
+      .sort((a, b) => depth(a.path) - depth(b.path)),
+  };
+}
+
 async function applyWithin(
   root: string,
   store: ObjectStore,
@@ -444,12 +463,7 @@ async function applyWithin(
     result.skippedCount += 1;
     if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
   };
-  const removals = changes
-    .filter((change) => !change.after)
-    .sort((a, b) => depth(b.path) - depth(a.path));
-  const placements = changes
-    .filter((change) => change.after)
-    .sort((a, b) => depth(a.path) - depth(b.path));
+  const { removals, placements } = applicationOrder(changes);
   const directoriesToSync = new Set<string>();
   // Everything written is made durable together at the end: see syncPaths.
   const written: string[] = [];

@@ -1,6 +1,7 @@
 export {
   type ApplyProgress,
   type ApplyResult,
+  applicationOrder,
   applyChanges,
   isAtOrUnder,
   MAX_LISTED_SKIPPED,

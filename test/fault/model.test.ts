@@ -408,7 +408,13 @@ class Run {
     // An edit made meanwhile is kept, or saved before recovery overwrote it: every path the edit
     // changed (a folder above it only if the edit made it) holds what the edit left there. A
     // recovery that finishes the operation may still remove the folder above a removed path.
-    const edited = new Set(edit ? changedKeys(halfway, found) : []);
+    // A path the edit put back as it was before the crashed command cannot be told from one the
+    // command had not reached yet: finishing the command may set it again, unless the command had
+    // set a path it applies later (see docs/reliability.md). Only other edits count here.
+    const unlikeBefore = new Set(changedKeys(found, pre));
+    const edited = new Set(
+      edit ? changedKeys(halfway, found).filter((key) => unlikeBefore.has(key)) : [],
+    );
     const lost = differences(now, found, (key) => !edited.has(key));
     if (lost.length > 0 && saved.length === 0) {
       this.fail(`the edit made after the crash is lost (disk | as edited):\n${lost.join('\n')}`);

@@ -1,4 +1,4 @@
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
@@ -425,6 +425,26 @@ describe('a rollback killed midway', () => {
     expect(await readFile(join(workspace, 'd1/f1.txt'), 'utf8')).toBe('fixed by hand, early\n');
     expect(await readFile(join(workspace, 'd19/f399.txt'), 'utf8')).toBe('fixed by hand, late\n');
     expect(await stateOf()).not.toBe(base.tree);
+    await reopened.close();
+  }, 60_000);
+
+  it('saves a path put back as it was before the rollback, when the rollback had set it and went on', async () => {
+    const { workspace, run } = await interruptedWorkspace(100);
+    expect(run.signal).toBe('SIGKILL');
+    // The rollback removes first (the files added since base), then puts files back: killed
+    // after 100 paths, it had removed added/n0.txt and gone on. A person brings that file back as
+    // it was: to recovery it holds the state the rollback started from, as if not reached yet;
+    // but paths the rollback sets after it are set, so it was reached, and this is an edit.
+    await mkdir(join(workspace, 'added'));
+    await writeFile(join(workspace, 'added/n0.txt'), '0');
+    const result = await rewind(workspace, ['checkpoint', 'after']);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain(
+      'what was edited since (added/n0.txt) is saved in checkpoint saved-before-recovery-3',
+    );
+    const reopened = await openSession({ workspace });
+    await reopened.rollback('saved-before-recovery-3', { paths: ['added/n0.txt'] });
+    expect(await readFile(join(workspace, 'added/n0.txt'), 'utf8')).toBe('0');
     await reopened.close();
   }, 60_000);
 

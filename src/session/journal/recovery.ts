@@ -5,6 +5,7 @@ import { findEntryAt, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
+  applicationOrder,
   applyChanges,
   decodeOutsideRules,
   diffEntries,
@@ -160,7 +161,10 @@ const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean 
 /**
  * The paths an interrupted restore would set that hold neither the state it started from nor the
  * one it leads to: edited since the crash. Paths either side's rules leave out are never touched,
- * so they are not counted; a directory is judged by what is in it.
+ * so they are not counted; a directory is judged by what is in it. A path back in the state the
+ * restore started from looks as if the restore had not reached it yet; but the restore goes in a
+ * fixed order (see applicationOrder), so one that comes before a path it did set was set too,
+ * and was put back since the crash: edited as well.
  */
 async function findDrift(
   context: SessionContext,
@@ -172,24 +176,45 @@ async function findDrift(
   const now = workspaceRules(workspaceFor(context, started.body), outsideRulesOf(context));
   const then = await targetRulesOf(context, started.body);
   const trees = new Map<Digest, Promise<TreeEntry[]>>();
-  const paths: string[] = [];
+  const { removals, placements } = applicationOrder(changes);
+  /** Whether either side's rules leave a path out: then it is never touched, nor counted. */
+  const isLeftOut = async (path: string, entries: (TreeEntry | undefined)[]) => {
+    const isDirectory = entries.some((entry) => entry?.type === 'directory');
+    return (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
+  };
+  const drifted = new Set<string>();
+  /** Paths still in the state the restore started from, in the order it applies them. */
+  let notReached: { path: string; entries: (TreeEntry | undefined)[] }[] = [];
+  const reached = async () => {
+    for (const { path, entries } of notReached) {
+      if (!(await isLeftOut(path, entries))) drifted.add(path);
+    }
+    notReached = [];
+  };
   let applied = 0;
-  for (const { path, before, after } of changes) {
+  for (const { path, before, after } of [...removals, ...placements]) {
     const current = await findEntryAt(context.store, snapshot.tree, path, trees);
     if (current?.type === 'directory' && after?.type === 'directory') {
-      if (before?.type !== 'directory') applied += 1;
+      if (before?.type !== 'directory') {
+        applied += 1;
+        await reached();
+      }
       continue;
     }
     if (current?.type === 'directory' && before?.type === 'directory') continue;
-    if (sameState(current, before)) continue;
-    if (sameState(current, after)) {
-      applied += 1;
+    if (sameState(current, before)) {
+      notReached.push({ path, entries: [current, before, after] });
       continue;
     }
-    const isDirectory = [current, before, after].some((entry) => entry?.type === 'directory');
-    if ((await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false)) continue;
-    paths.push(path);
+    if (sameState(current, after)) {
+      applied += 1;
+      await reached();
+      continue;
+    }
+    if (!(await isLeftOut(path, [current, before, after]))) drifted.add(path);
   }
+  // In path order, as the changes are listed.
+  const paths = changes.map(({ path }) => path).filter((path) => drifted.has(path));
   return { snapshot, paths, applied };
 }
 
@@ -208,8 +233,8 @@ function savedLabelFor(journal: Journal, id: number): string {
  * been interrupted: an older one that looks open lost its closing entry (a damaged line) and is
  * never replayed. A rollback, an undo, a commit or a file action that had changed no path yet is
  * closed as failed (`NOT_APPLIED`), not performed: it was never reported done. One that had is
- * applied again (all are idempotent) and journaled as completed; but first, any path edited since the crash (holding
- * neither the state it started from nor the one it leads to) is saved in a checkpoint
+ * applied again (all are idempotent) and journaled as completed; but first, any path edited
+ * since the crash (see findDrift) is saved in a checkpoint
  * (`saved-before-recovery-<id>`, named in the completion), or, for a commit to the host, the
  * commit is closed as failed and nothing is overwritten. A command cannot be finished: the
  * workspace it left is recorded and it is closed as interrupted (its file effects can then still
