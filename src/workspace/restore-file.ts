@@ -1,0 +1,179 @@
+// Writing one file of a restore from the store: beside its place, then renamed over it, never
+// torn; and what a restore creates belongs to the workspace's owner.
+import { randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  fchmodSync,
+  fchownSync,
+  lstatSync,
+  openSync,
+  renameSync,
+  writeSync,
+} from 'node:fs';
+import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
+import { posix } from 'node:path';
+import { digestFile, diskPath, nameBytes } from '../lib/index.js';
+import type { ObjectStore, TreeEntry } from '../store/index.js';
+import type { TreeChange } from './tree-diff.js';
+
+/** Ends the name of a file being restored; one left by a crash is removed on recovery. */
+const TEMPORARY_SUFFIX = '.rewind-tmp';
+
+/** The longest name a file system takes (NAME_MAX), in bytes. */
+const MAX_NAME_BYTES = 255;
+
+/**
+ * The name of the temporary file a restore of `name` writes first: `.NAME.rewind-RANDOM` and the
+ * suffix, with NAME cut short (at a character boundary) when the whole would pass NAME_MAX.
+ */
+function temporaryName(name: string): string {
+  const tail = `.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+  let kept = name;
+  while (kept.length > 1 && nameBytes(`.${kept}${tail}`).length > MAX_NAME_BYTES) {
+    kept = kept.slice(0, Math.max(1, kept.length - 8));
+    if (/[\uD800-\uDBFF]$/.test(kept)) kept = kept.slice(0, -1);
+  }
+  return `.${kept}${tail}`;
+}
+
+/** Files up to this size are fetched whole and written with synchronous calls. */
+const SMALL_FILE_BYTES = 1024 * 1024;
+
+/** True when the file at `absolute` already has the entry's content and mode. */
+export async function holdsFile(
+  absolute: string,
+  entry: TreeEntry & { type: 'file' },
+): Promise<boolean> {
+  try {
+    const stats = lstatSync(diskPath(absolute));
+    if (!stats.isFile() || stats.size !== entry.sizeBytes || (stats.mode & 0o7777) !== entry.mode)
+      return false;
+    return (await digestFile(absolute)).digest === entry.digest;
+  } catch {
+    return false;
+  }
+}
+
+const BLOCK_BYTES = 4096;
+const ZERO_BLOCK = Buffer.alloc(BLOCK_BYTES);
+
+/** Writes `chunk` at `position`, leaving out the whole blocks of it that hold only zeros. */
+async function writeSkippingZeros(
+  handle: FileHandle,
+  chunk: Buffer,
+  position: number,
+): Promise<void> {
+  let start = 0;
+  while (start < chunk.length) {
+    // Runs of data end where a whole block of zeros begins.
+    let end = start;
+    while (end < chunk.length) {
+      const block = chunk.subarray(end, end + BLOCK_BYTES);
+      if (block.length === BLOCK_BYTES && block.equals(ZERO_BLOCK)) break;
+      end += block.length;
+    }
+    if (end > start) await handle.write(chunk, start, end - start, position + start);
+    while (end < chunk.length) {
+      const block = chunk.subarray(end, end + BLOCK_BYTES);
+      if (block.length !== BLOCK_BYTES || !block.equals(ZERO_BLOCK)) break;
+      end += BLOCK_BYTES;
+    }
+    start = end;
+  }
+}
+
+/** A user and group that what a restore creates is given to. */
+export type Owner = { uid: number; gid: number };
+
+/**
+ * Whom what a restore creates in the workspace `root` belongs to: run as root, to the owner of
+ * the workspace (the user its sandboxed commands run as, who must be able to change what comes
+ * back), not to root; otherwise undefined (to whoever creates it, as always).
+ */
+export function ownerOf(root: string): Owner | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const stats = lstatSync(root);
+  return stats.uid === 0 ? undefined : { uid: stats.uid, gid: stats.gid };
+}
+
+/** Contents of small files read ahead of their writes: see {@link readAhead}. */
+const READS_AHEAD = 16;
+
+/**
+ * Reads the contents of the small files among `placements` ahead of their writes, so that the
+ * reads wait on the store side by side while files are written one by one: `startAfter(index)`
+ * starts the reads of the small files after `index`, up to READS_AHEAD of them (at most ~16 MiB
+ * held); `take(index)` hands one over, or undefined when it was not read ahead (the first file
+ * is read as before, once its parent is checked). A read not taken (its path left alone) is
+ * dropped, and its error with it.
+ */
+export function readAhead(store: ObjectStore, placements: readonly TreeChange[]) {
+  const reads = new Map<number, Promise<Buffer>>();
+  let next = 0;
+  return {
+    startAfter(index: number): void {
+      next = Math.max(next, index + 1);
+      for (; next < placements.length && next <= index + READS_AHEAD; next++) {
+        const after = placements[next]?.after;
+        if (after?.type !== 'file' || after.sizeBytes > SMALL_FILE_BYTES) continue;
+        const read = store.get(after.digest);
+        read.catch(() => {}); // rejected where it is taken; never an unhandled rejection here
+        reads.set(next, read);
+      }
+    },
+    take(index: number): Promise<Buffer> | undefined {
+      const read = reads.get(index);
+      reads.delete(index);
+      return read;
+    },
+  };
+}
+
+export async function writeFromStore(
+  store: ObjectStore,
+  absolute: string,
+  entry: TreeEntry & { type: 'file' },
+  owner: Owner | undefined,
+  content?: Promise<Buffer>,
+): Promise<void> {
+  const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
+  try {
+    if (entry.sizeBytes <= SMALL_FILE_BYTES) {
+      // A thread-pool round trip per call costs more than these calls themselves.
+      const bytes = await (content ?? store.get(entry.digest));
+      // Created exclusively (never through a link) and given its mode through the descriptor.
+      const descriptor = openSync(diskPath(temporary), 'wx', 0o600);
+      try {
+        for (let written = 0; written < bytes.length; ) {
+          written += writeSync(descriptor, bytes, written);
+        }
+        // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
+        if (owner) fchownSync(descriptor, owner.uid, owner.gid);
+        fchmodSync(descriptor, entry.mode);
+      } finally {
+        closeSync(descriptor);
+      }
+      renameSync(diskPath(temporary), diskPath(absolute));
+      return;
+    }
+    const handle = await open(diskPath(temporary), 'wx', 0o600);
+    try {
+      // Blocks of zeros are skipped, not written: a sparse file (a disk image, a database) comes
+      // back sparse rather than at its full size on disk.
+      let position = 0;
+      for await (const chunk of store.read(entry.digest)) {
+        await writeSkippingZeros(handle, chunk, position);
+        position += chunk.length;
+      }
+      await handle.truncate(position);
+      if (owner) await handle.chown(owner.uid, owner.gid);
+      await handle.chmod(entry.mode);
+    } finally {
+      await handle.close();
+    }
+    await rename(diskPath(temporary), diskPath(absolute));
+  } catch (error) {
+    await unlink(diskPath(temporary)).catch(() => {});
+    throw error;
+  }
+}
