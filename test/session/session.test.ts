@@ -282,6 +282,26 @@ describe('undo', () => {
     expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('unrelated edit');
   });
 
+  it('undoes an undo that left a directory in place for what it did not touch', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'keep.txt': 'k' });
+    await session.checkpoint('base');
+    await lay(workspace, { 'd/f.txt': 'f' });
+    const rollback = await session.rollback('base');
+    const undo = await session.undo(rollback.id as number);
+    expect(undo).toMatchObject({ status: 'undone' });
+    // Made since, and none of the rollback's business: d now holds an empty directory.
+    await mkdir(join(workspace, 'd/sub'));
+    const withSub = await stateOf();
+    // Undoing the undo removes d/f.txt again, and leaves d for d/sub.
+    const redo = await session.undo((undo as { id: number }).id);
+    expect(redo).toMatchObject({ status: 'undone' });
+    expect(await readdir(join(workspace, 'd'))).toEqual(['sub']);
+    // Nothing changed since: undoing that is not refused, and brings d/f.txt back beside d/sub.
+    expect(await session.undo((redo as { id: number }).id)).toMatchObject({ status: 'undone' });
+    expect(await stateOf()).toBe(withSub);
+    await session.close();
+  });
+
   it('fails with ACTION_NOT_FOUND for an entry that is not an undoable action', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     await expect(session.undo(1)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });

@@ -123,6 +123,28 @@ const isDirectoryChange = (change: TreeChange): boolean =>
   change.before?.type === 'directory' || change.after?.type === 'directory';
 
 /**
+ * A directory the action was to remove that is there, holding only paths the action did not
+ * touch: the action left it because of them (a restore never removes a directory that still
+ * holds something it does not set), or it was made again since, with the same mode, around
+ * other things. Either way the undo only puts the action's own paths back inside it, each checked
+ * on its own: nothing to trample.
+ */
+function isKeptDirectory(
+  change: TreeChange,
+  drifted: TreeChange,
+  drift: ReadonlyMap<string, TreeChange>,
+  touchedPaths: ReadonlySet<string>,
+): boolean {
+  if (change.after !== undefined || change.before?.type !== 'directory') return false;
+  if (drifted.before?.type !== 'directory' || drifted.before.mode !== change.before.mode)
+    return false;
+  for (const [path, inside] of drift) {
+    if (path.startsWith(`${change.path}/`) && inside.before && touchedPaths.has(path)) return false;
+  }
+  return true;
+}
+
+/**
  * The touched paths that no longer hold what the action left there, leaving out those the undo
  * leaves alone anyway (which the action may have left alone too: a rollback skips what either
  * side's rules leave out). Collects in `unreadable` the paths the workspace's snapshot could not
@@ -158,9 +180,11 @@ async function findUndoConflicts(
         change,
       ]),
     );
+    const touchedPaths = new Set(touched.map((change) => change.path));
     for (const change of touched) {
       const drifted = drift.get(change.path);
       if (isAtOrUnder(change.path, unreadable)) continue;
+      if (drifted && isKeptDirectory(change, drifted, drift, touchedPaths)) continue;
       if (drifted && !(await isLeftOut(change.path, isDirectoryChange(drifted)))) {
         conflicts.push({
           path: change.path,
@@ -171,7 +195,6 @@ async function findUndoConflicts(
     }
     // A directory the action left that the undo turns back into a file or a link goes whole:
     // what was put in it since would go with it.
-    const touchedPaths = new Set(touched.map((change) => change.path));
     for (const change of touched) {
       if (change.after?.type !== 'directory') continue;
       if (change.before?.type !== 'file' && change.before?.type !== 'symlink') continue;
