@@ -54,13 +54,18 @@ const devNull = openSync('/dev/null', 'w');
 let trashCount = 0;
 const moveToTrash = (path) => renameSync(path, join(trash, String(trashCount++)));
 
+/** Appends a line to each of `chosen` (paths relative to `root`). */
+function appendChange(root, chosen, round) {
+  for (const file of chosen) appendFileSync(join(root, file), `// change ${round}\n`);
+}
+
 /** Appends a line to `count` text files of the workspace at `root`, chosen by `next`. */
 function modify(root, files, count, next, round) {
   const text = files.filter((file) => !file.endsWith('.bin'));
   const chosen = new Set();
   while (chosen.size < Math.min(count, text.length))
     chosen.add(text[Math.floor(next() * text.length)]);
-  for (const file of chosen) appendFileSync(join(root, file), `// change ${round}\n`);
+  appendChange(root, chosen, round);
   return [...chosen];
 }
 
@@ -131,10 +136,7 @@ for (const size of selected) {
         ),
       );
 
-      // Each approach gets the same files changed, in its own workspace.
-      const changeEach = (root, chosen) => {
-        for (const file of chosen) appendFileSync(join(root, file), `// change ${round}\n`);
-      };
+      // Each approach gets the same files changed, in its own workspace (appendChange).
       const changed = modify(workspace, files, changes, next, ++round);
       growth.changedBytes.push(changed.length * 1);
       let before = duBytes(join(workspace, '.rewind', 'objects'));
@@ -153,14 +155,14 @@ for (const size of selected) {
         }),
       );
 
-      changeEach(gitWorkspace, changed);
+      appendChange(gitWorkspace, changed, round);
       before = duBytes(join(base, `git-${size}`, 'objects'));
       samples.git.push(
         await timed(() => sh(`${git('add -A')} && ${git(`commit -qm r${round} --no-verify`)}`)),
       );
       growth.git.push(duBytes(join(base, `git-${size}`, 'objects')) - before);
 
-      changeEach(cpWorkspace, changed);
+      appendChange(cpWorkspace, changed, round);
       const latestCopy = `${copies}/${round}`;
       samples.cp.push(
         await timed(() => sh(`mkdir ${latestCopy} && cp -a ${cpWorkspace}/* ${latestCopy}/`)),
@@ -169,11 +171,11 @@ for (const size of selected) {
       // Rollback: break N files, then return to the latest checkpoint of each approach.
       const broken = modify(workspace, files, changes, next, ++round);
       samples.rewindRollback.push(await timed(() => session.rollback('latest')));
-      changeEach(gitWorkspace, broken);
+      appendChange(gitWorkspace, broken, round);
       samples.gitRollback.push(
         await timed(() => sh(`${git('restore --source HEAD -- .')} && ${git('clean -fdq')}`)),
       );
-      changeEach(cpWorkspace, broken);
+      appendChange(cpWorkspace, broken, round);
       samples.cpRollback.push(
         await timed(() => {
           for (const entry of execFileSync('ls', ['-A', cpWorkspace])

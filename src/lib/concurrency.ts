@@ -15,12 +15,15 @@ export async function forEachConcurrently<T>(
   await Promise.all(runners);
 }
 
+/** Runs a task when its turn comes: see {@link createLimiter}. */
+export type Limiter = <R>(task: () => Promise<R>) => Promise<R>;
+
 /**
  * A gate that lets at most `limit` tasks run at once; the others wait their turn, first come
  * first served. For work that fans out recursively, where {@link forEachConcurrently}'s one list
  * of items does not exist up front.
  */
-export function createLimiter(limit: number): <R>(task: () => Promise<R>) => Promise<R> {
+export function createLimiter(limit: number): Limiter {
   let running = 0;
   const waiting: (() => void)[] = [];
   return async (task) => {

@@ -8,6 +8,7 @@ export { canonicalJson, type JsonValue } from './canonical-json.js';
 export {
   createLimiter,
   forEachConcurrently,
+  type Limiter,
   MAX_TIMER_MS,
   timerDelayOf,
 } from './concurrency.js';

@@ -4,6 +4,7 @@ import {
   createLimiter,
   type Digest,
   forEachConcurrently,
+  type Limiter,
   readLinkSync,
   readNamesSync,
 } from '../lib/index.js';
@@ -77,7 +78,7 @@ interface IncrementalState {
   /** Previous trees being read ahead, by digest: see {@link previousEntries}. */
   treeReads: Map<Digest, Promise<TreeEntry[]>>;
   /** The gate that bounds those reads. */
-  gate: <R>(task: () => Promise<R>) => Promise<R>;
+  gate: Limiter;
 }
 
 /** Previous trees read at once: the directories are rebuilt one by one, their trees read ahead. */

@@ -83,7 +83,7 @@ async function writeSkippingZeros(
 }
 
 /** A user and group that what a restore creates is given to. */
-export type Owner = { uid: number; gid: number };
+type Owner = { uid: number; gid: number };
 
 /**
  * Whom what a restore creates in the workspace `root` belongs to: run as root, to the owner of

@@ -1,4 +1,4 @@
-import { compareNames, createLimiter, type Digest } from '../lib/index.js';
+import { compareNames, createLimiter, type Digest, type Limiter } from '../lib/index.js';
 import { type ObjectStore, readTree, type TreeEntry } from '../store/index.js';
 
 /**
@@ -45,7 +45,7 @@ const TREE_READS_IN_FLIGHT = 16;
 /** One comparison: its gate for tree reads. */
 interface Comparison {
   readonly store: ObjectStore;
-  readonly gate: <R>(task: () => Promise<R>) => Promise<R>;
+  readonly gate: Limiter;
 }
 
 const entriesOf = async (comparison: Comparison, digest: Digest | undefined) =>
