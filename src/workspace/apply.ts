@@ -112,6 +112,16 @@ export function workspaceRules(workspace: string, outside?: OutsideRules): LeftO
   return async (path, isDirectory) => isIgnored(path, isDirectory);
 }
 
+/** Where a path to remove is, or undefined when a symbolic link above it keeps it out. */
+function locateExisting(directories: WorkspaceDirectories, path: string): string | undefined {
+  try {
+    return directories.locate(path);
+  } catch (error) {
+    if (isRewindError(error, 'SYMLINK_REFUSED')) return undefined;
+    throw error;
+  }
+}
+
 async function removeEntry(
   absolute: string,
   type: Current,
@@ -298,9 +308,11 @@ async function applyWithin(
       if (await isIgnored(change.path, change.before?.type === 'directory')) {
         skip(change.path);
       } else {
-        const at = directories.locate(change.path);
-        const type = currentType(at);
-        const outcome = await removeEntry(at, type);
+        // Under a symbolic link (put there since the changes were listed), the path is not in
+        // the workspace: already gone, and the link is never followed to remove anything.
+        const at = locateExisting(directories, change.path);
+        const type = at === undefined ? undefined : currentType(at);
+        const outcome = at === undefined ? 'absent' : await removeEntry(at, type);
         if (type === 'directory') directories.forget(change.path);
         if (outcome === 'removed') {
           result.deleted += 1;

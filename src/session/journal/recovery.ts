@@ -1,7 +1,7 @@
 import { isRewindError, RewindError } from '../../errors.js';
 import type { LedgerEntry } from '../../ledger/index.js';
 import type { Digest } from '../../lib/index.js';
-import { findEntryAt, type TreeEntry } from '../../store/index.js';
+import { findEntryAt, putTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
   type ApplyResult,
@@ -170,7 +170,13 @@ async function findDrift(
   context: SessionContext,
   started: LedgerEntry,
   changes: readonly TreeChange[],
-): Promise<{ snapshot: SnapshotResult; paths: string[]; applied: number }> {
+): Promise<{
+  snapshot: SnapshotResult;
+  paths: string[];
+  applied: number;
+  /** The restore's changes, with the folders that must become folders again first. */
+  changes: TreeChange[];
+}> {
   const isOnHost = started.body.on === 'host';
   const snapshot = isOnHost ? await snapshotHost(context) : await snapshotWorkspace(context);
   const now = workspaceRules(workspaceFor(context, started.body), outsideRulesOf(context));
@@ -213,9 +219,60 @@ async function findDrift(
     }
     if (!(await isLeftOut(path, [current, before, after]))) drifted.add(path);
   }
+  const parents = await replacedParents(context, started, changes, snapshot.tree, trees, isLeftOut);
+  for (const { path } of parents) drifted.add(path);
+  const all = [...parents, ...changes];
   // In path order, as the changes are listed.
-  const paths = changes.map(({ path }) => path).filter((path) => drifted.has(path));
-  return { snapshot, paths, applied };
+  const paths = all.map(({ path }) => path).filter((path) => drifted.has(path));
+  return { snapshot, paths, applied, changes: all };
+}
+
+/**
+ * The folders above the paths a restore puts back that are no longer folders (removed, or
+ * replaced by a file or a symbolic link since the crash): edits, to be saved, and made folders
+ * again first so that the restore can finish (with the mode the restore's own tree gives them,
+ * else 755). A restore never does that to a parent itself unless the parent is one of its paths.
+ */
+async function replacedParents(
+  context: SessionContext,
+  started: LedgerEntry,
+  changes: readonly TreeChange[],
+  current: Digest,
+  trees: Map<Digest, Promise<TreeEntry[]>>,
+  isLeftOut: (path: string, entries: (TreeEntry | undefined)[]) => Promise<boolean>,
+): Promise<TreeChange[]> {
+  const listed = new Set(changes.map(({ path }) => path));
+  const found = new Map<string, TreeChange>();
+  const targetTree = started.body.afterTree ?? started.body.sessionTree;
+  for (const { path, after } of changes) {
+    if (!after || (await isLeftOut(path, [after]))) continue;
+    const parts = path.split('/');
+    let isReplaced = false;
+    for (let index = 1; index < parts.length; index++) {
+      const parent = parts.slice(0, index).join('/');
+      if (listed.has(parent)) continue;
+      const entry = isReplaced
+        ? undefined
+        : await findEntryAt(context.store, current, parent, trees);
+      if (entry?.type === 'directory' || found.has(parent)) continue;
+      isReplaced = true;
+      const then =
+        typeof targetTree === 'string'
+          ? await findEntryAt(context.store, targetTree as Digest, parent, trees)
+          : undefined;
+      const folder: TreeEntry =
+        then?.type === 'directory'
+          ? then
+          : {
+              name: parts[index - 1] as string,
+              type: 'directory',
+              mode: 0o755,
+              digest: await putTree(context.store, []),
+            };
+      found.set(parent, { path: parent, before: entry, after: folder });
+    }
+  }
+  return [...found.values()];
 }
 
 /** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
@@ -281,7 +338,7 @@ export async function recover(
     }
     const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
     if (drift.paths.length === 0) {
-      await applyAnnounced(context, journal, action.started, changes, {
+      await applyAnnounced(context, journal, action.started, drift.changes, {
         isRecovery: true,
         leaveAlone,
       });
@@ -307,7 +364,7 @@ export async function recover(
       isAutomatic: false,
       conversation: journal.currentConversation(),
     });
-    await applyAnnounced(context, journal, action.started, changes, {
+    await applyAnnounced(context, journal, action.started, drift.changes, {
       isRecovery: true,
       completion: { savedAs, ...listed },
       leaveAlone,
