@@ -29,7 +29,7 @@ const ALWAYS_EXCLUDED = new Set(['.rewind', '.git']);
  * snapshotted either, though a crash may leave one for a while (until recovery removes it, which
  * a command in another session does not do).
  */
-export const RESTORE_TEMPORARY = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
+export const RESTORE_TEMPORARY = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/s;
 
 /** True when `names` (a directory's listing) holds an ignore file. */
 export function holdsIgnoreFile(names: readonly string[]): boolean {

@@ -286,7 +286,7 @@ export function applyToDisk(root: string, edit: Edit): void {
 }
 
 /** The name of a temporary file Rewind writes a restored file to. */
-const TEMPORARY = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/;
+const TEMPORARY = /^\..+\.rewind-[0-9a-f]{12}\.rewind-tmp$/s;
 
 /** What is on disk under `root` (but `.rewind` and Rewind's own temporary files), as a model. */
 export function readModel(root: string): Model {

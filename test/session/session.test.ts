@@ -540,6 +540,8 @@ describe('a rollback killed midway', () => {
     await lay(workspace, {
       '.a.txt.rewind-0123456789ab.rewind-tmp': 'half',
       'd/.b.txt.rewind-ba9876543210.rewind-tmp': 'half',
+      // A file name may hold a line break; its copy's name does too.
+      'd/.new\nline.rewind-ba9876543210.rewind-tmp': 'half',
     });
     const checkpoint = await session.checkpoint('now');
     const names = async (tree: typeof checkpoint.tree): Promise<string[]> =>
