@@ -422,9 +422,12 @@ class Run {
     if (edit) {
       // Whether it was finished is not known: an undo that may be done is not offered again.
       if (step.what === 'undo') this.undoable.pop();
-    } else if (isAfter && !same(pre, post) && kind) {
+    } else if (isAfter && kind) {
+      // An undo that changes nothing may have been finished too: it is not offered again.
       if (step.what === 'undo') this.undoable.pop();
-      this.undoable.push({ id: await this.newestAction(kind), pre, post: copy(post) });
+      if (!same(pre, post)) {
+        this.undoable.push({ id: await this.newestAction(kind), pre, post: copy(post) });
+      }
     }
     this.model = now;
     this.trace.push(
