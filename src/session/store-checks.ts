@@ -298,11 +298,12 @@ async function collectGarbage(
     } else if (nowMs - object.modifiedAtMs < graceMs) {
       report.recentCount += 1;
     } else {
-      if (!report.isDryRun) await store.remove(object.digest);
       report.removed.push({ digest: object.digest, sizeBytes: object.sizeBytes });
       report.freedBytes += object.sizeBytes;
     }
   }
+  // Packs holding removed objects are written again without them (and small packs merged).
+  if (!report.isDryRun) await store.remove(report.removed.map(({ digest }) => digest));
   for (const abandoned of await store.listAbandoned(graceMs)) {
     if (!report.isDryRun) await store.removeAbandoned(abandoned.file);
     report.abandonedFiles.push(abandoned.file);

@@ -8,14 +8,14 @@ export {
   type StoreLocation,
   workspaceLockOf,
 } from './layout.js';
-export {
-  createObjectStore,
-  type ObjectBatch,
-  type ObjectInfo,
-  type ObjectSource,
-  type ObjectStore,
-  type StoredObject,
-} from './objects.js';
+export type {
+  ObjectBatch,
+  ObjectInfo,
+  ObjectSource,
+  ObjectStore,
+  StoredObject,
+} from './object-store.js';
+export { createObjectStore } from './objects.js';
 export {
   decodeTree,
   encodeTree,

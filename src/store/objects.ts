@@ -10,6 +10,7 @@ import {
   rename,
   stat,
   unlink,
+  utimes,
 } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -34,77 +35,31 @@ import {
   renameOverDamaged,
   unrepairable,
 } from './object-files.js';
-
-/** What {@link ObjectStore.put} accepts: bytes, a stream of bytes, or a file to copy. */
-export type ObjectSource = Uint8Array | { stream: AsyncIterable<Uint8Array> } | { file: string };
-
-/** An object's name and size. */
-export interface ObjectInfo {
-  digest: Digest;
-  sizeBytes: number;
-}
-
-/** An object as found on disk by {@link ObjectStore.list}. */
-export interface StoredObject extends ObjectInfo {
-  /** The object file's path. */
-  file: string;
-  /** Last time the object was written or put again; garbage collection spares recent objects. */
-  modifiedAtMs: number;
-}
+import type { ObjectInfo, ObjectSource, ObjectStore, StoredObject } from './object-store.js';
+import { type PackedRead, type PackInput, PackSet } from './packs.js';
 
 interface BatchState {
   directories: Set<string>;
   /** The object files written, made durable together on commit. */
   files: string[];
+  /** Small objects not written yet: packed together when there are enough of them. */
+  pending: Map<Digest, Uint8Array>;
+  pendingBytes: number;
+  /** Indexes of packs that hold objects put again: marked used on commit. */
+  touched: Set<string>;
 }
 
-/** See {@link ObjectStore.batch}. */
-export interface ObjectBatch {
-  put(source: ObjectSource): Promise<ObjectInfo>;
-  commit(): Promise<void>;
-}
+/** A batch with at least this many small objects writes them as one pack. */
+const PACK_MIN_OBJECTS = 16;
 
-/**
- * Immutable content addressed by its SHA-256 digest. One local implementation today
- * ({@link createObjectStore}); the interface leaves room for object storage elsewhere.
- */
-export interface ObjectStore {
-  /**
-   * Stores content and returns its digest and size. Idempotent: storing content that exists
-   * already writes nothing (it only marks the object as recently used), unless the object there
-   * is damaged (another size, other bytes, not a plain file): then it is written again, so what
-   * refers to it is whole. Atomic: a crash leaves either no object or the whole object, never a
-   * partial one.
-   */
-  put(source: ObjectSource): Promise<ObjectInfo>;
-  /**
-   * A batch of puts for many objects at once: nothing is fsynced as it is written; `commit()`
-   * makes contents and names durable together (a few objects by parallel fsyncs, many by one sync
-   * of the filesystem) and must resolve before anything refers to the objects.
-   */
-  batch(): ObjectBatch;
-  /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
-  get(digest: Digest): Promise<Buffer>;
-  /**
-   * The object's bytes as a stream in 1 MiB chunks, for objects too large to hold in memory. The
-   * digest is checked at the end: a mismatch throws `OBJECT_CORRUPT` from the iterator.
-   */
-  read(digest: Digest): AsyncIterable<Buffer>;
-  /** True when the object is present (its content is not checked). */
-  has(digest: Digest): Promise<boolean>;
-  /** The object's size, or undefined when it is not present. */
-  stat(digest: Digest): Promise<ObjectInfo | undefined>;
-  /** Re-hashes the object. Throws `OBJECT_NOT_FOUND` or `OBJECT_CORRUPT`. */
-  verify(digest: Digest): Promise<ObjectInfo>;
-  /** Every object present, in no particular order. */
-  list(): AsyncIterable<StoredObject>;
-  /** Temporary files older than `olderThanMs` left by writes that crashed. */
-  listAbandoned(olderThanMs: number): Promise<{ file: string; sizeBytes: number }[]>;
-  /** Removes a temporary file that {@link ObjectStore.listAbandoned} returned. */
-  removeAbandoned(file: string): Promise<void>;
-  /** Removes an object (garbage collection only). Removing a missing object is a no-op. */
-  remove(digest: Digest): Promise<void>;
-}
+/** A batch writes a pack whenever this many bytes of small objects are waiting. */
+const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
+
+/** When garbage collection finds more packs than this, it merges the small ones. */
+const MAX_PACKS = 16;
+
+/** A pack at least this large is left as it is by a merge (unless objects leave it). */
+const LARGE_PACK_OBJECTS = 50_000;
 
 const HEX_PATTERN = /^[0-9a-f]{64}$/;
 
@@ -130,6 +85,68 @@ function objectPath(objectsDirectory: string, digest: Digest): string {
  */
 export function createObjectStore(storeDirectory: string): ObjectStore {
   const objectsDirectory = join(storeDirectory, 'objects');
+  const packs = new PackSet(objectsDirectory);
+  /** Batches not committed yet: what they hold is readable before it is written. */
+  const openBatches = new Set<BatchState>();
+
+  function pendingOf(digest: Digest): Uint8Array | undefined {
+    for (const batch of openBatches) {
+      const bytes = batch.pending.get(digest);
+      if (bytes) return bytes;
+    }
+    return undefined;
+  }
+
+  /** An object's bytes from a batch not committed yet or a pack; see {@link PackSet.readObject}. */
+  function packedBytes(digest: Digest): PackedRead {
+    const pending = pendingOf(digest);
+    if (pending) return { bytes: Buffer.from(pending) };
+    return packs.readObject(digest);
+  }
+
+  /** The batch path for small objects: packed with the others, unless already stored soundly. */
+  function putInBatch(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
+    openBatches.add(batch);
+    if (batch.pending.has(digest)) return;
+    for (const location of packs.find(digest)) {
+      if (packs.holds(location, bytes)) {
+        batch.touched.add(location.index);
+        return;
+      }
+    }
+    batch.pending.set(digest, bytes);
+    batch.pendingBytes += bytes.byteLength;
+    if (batch.pendingBytes >= PACK_MAX_PENDING_BYTES) writePending(batch, true);
+  }
+
+  /** Writes a batch's pending objects: one pack, or loose files when there are only a few. */
+  function writePending(batch: BatchState, isPack: boolean): void {
+    if (batch.pending.size === 0) return;
+    if (isPack) {
+      const objects: PackInput[] = [];
+      for (const [digest, bytes] of batch.pending) {
+        // Stored as a file already (by a smaller batch): marked used and kept there.
+        const file = objectPath(objectsDirectory, digest);
+        let existing: ReturnType<typeof checkExistingSync> = 'absent';
+        try {
+          existing = checkExistingSync(file, bytes);
+        } catch {
+          // A damaged fan-out directory: the pack holds it instead.
+        }
+        if (existing === 'sound') batch.files.push(file);
+        else objects.push({ digest, bytes });
+      }
+      if (objects.length > 0) {
+        const written = packs.write(objects, { sync: false });
+        batch.files.push(...written.files);
+        for (const directory of written.directories) batch.directories.add(directory);
+      }
+    } else {
+      for (const [digest, bytes] of batch.pending) putBytesNow(bytes, digest, batch);
+    }
+    batch.pending.clear();
+    batch.pendingBytes = 0;
+  }
 
   async function ensureFanout(file: string): Promise<string> {
     const directory = join(file, '..');
@@ -244,7 +261,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const digest = digestBytes(bytes);
     const info = { digest, sizeBytes: bytes.byteLength };
     if (batch) {
-      putBytesNow(bytes, digest, batch);
+      putInBatch(bytes, digest, batch);
       return info;
     }
     const existing = objectPath(objectsDirectory, digest);
@@ -336,50 +353,94 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
+    const pending = pendingOf(digest);
+    if (pending) return { digest, sizeBytes: pending.byteLength };
+    const [packed] = packs.find(digest);
+    if (packed) return { digest, sizeBytes: packed.sizeBytes };
     try {
       const stats = await stat(objectPath(objectsDirectory, digest));
       return { digest, sizeBytes: stats.size };
     } catch (error) {
-      if (isSystemError(error, 'ENOENT')) return undefined;
-      throw error;
+      if (!isSystemError(error, 'ENOENT')) throw error;
     }
+    packs.refresh();
+    const [fresh] = packs.find(digest);
+    return fresh && { digest, sizeBytes: fresh.sizeBytes };
+  }
+
+  async function readLoose(digest: Digest): Promise<Buffer> {
+    const file = objectPath(objectsDirectory, digest);
+    const handle = await openObject(digest, file);
+    let bytes: Buffer;
+    try {
+      bytes = await handle.readFile();
+    } finally {
+      await handle.close();
+    }
+    const actual = digestBytes(bytes);
+    if (actual !== digest) throw corrupt(digest, file, actual);
+    return bytes;
   }
 
   return {
     put: (source) => putSource(source),
 
     batch() {
-      const state: BatchState = { directories: new Set(), files: [] };
+      const state: BatchState = {
+        directories: new Set(),
+        files: [],
+        pending: new Map(),
+        pendingBytes: 0,
+        touched: new Set(),
+      };
       return {
         put: (source) => putSource(source, state),
         async commit() {
-          await syncPaths([...state.files, ...state.directories], objectsDirectory);
+          try {
+            writePending(state, state.pending.size >= PACK_MIN_OBJECTS);
+            const now = new Date();
+            for (const index of state.touched) await utimes(index, now, now).catch(() => {});
+            await syncPaths([...state.files, ...state.directories], objectsDirectory);
+          } finally {
+            openBatches.delete(state);
+          }
           state.directories.clear();
           state.files.length = 0;
+          state.touched.clear();
         },
       };
     },
 
     async get(digest) {
-      const file = objectPath(objectsDirectory, digest);
-      const handle = await openObject(digest, file);
-      let bytes: Buffer;
+      const packed = packedBytes(digest);
+      if (packed && 'bytes' in packed) return packed.bytes;
       try {
-        bytes = await handle.readFile();
-      } finally {
-        await handle.close();
+        return await readLoose(digest);
+      } catch (error) {
+        return packs.afterLooseMissing(digest, error, packed);
       }
-      const actual = digestBytes(bytes);
-      if (actual !== digest) throw corrupt(digest, file, actual);
-      return bytes;
     },
 
     async *read(digest) {
+      const packed = packedBytes(digest);
+      if (packed && 'bytes' in packed) {
+        yield packed.bytes;
+        return;
+      }
       const file = objectPath(objectsDirectory, digest);
+      let chunks: AsyncIterator<Buffer>;
+      let first: IteratorResult<Buffer>;
+      try {
+        chunks = chunksOfObject(digest, file)[Symbol.asyncIterator]();
+        first = await chunks.next();
+      } catch (error) {
+        yield packs.afterLooseMissing(digest, error, packed);
+        return;
+      }
       const digester = createDigester();
-      for await (const chunk of chunksOfObject(digest, file)) {
-        digester.update(chunk);
-        yield chunk;
+      for (let next = first; !next.done; next = await chunks.next()) {
+        digester.update(next.value);
+        yield next.value;
       }
       const actual = digester.digest();
       if (actual !== digest) throw corrupt(digest, file, actual);
@@ -391,8 +452,14 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
 
     stat: statObject,
 
-    verify(digest) {
-      return verifyFile(digest, objectPath(objectsDirectory, digest));
+    async verify(digest) {
+      const packed = packedBytes(digest);
+      if (packed && 'bytes' in packed) return { digest, sizeBytes: packed.bytes.length };
+      try {
+        return await verifyFile(digest, objectPath(objectsDirectory, digest));
+      } catch (error) {
+        return { digest, sizeBytes: packs.afterLooseMissing(digest, error, packed).length };
+      }
     },
 
     async *list() {
@@ -402,6 +469,15 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       } catch (error) {
         if (isSystemError(error, 'ENOENT')) return;
         throw error;
+      }
+      // A packed object is listed once, as recent as its most recent copy (packed or loose).
+      const packed = new Map<Digest, StoredObject>();
+      packs.refresh();
+      for (const { digest, sizeBytes, pack, modifiedAtMs } of packs.entries()) {
+        const listed = packed.get(digest);
+        if (!listed || listed.modifiedAtMs < modifiedAtMs) {
+          packed.set(digest, { digest, sizeBytes, file: pack, modifiedAtMs });
+        }
       }
       for (const fanout of fanouts.sort()) {
         if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
@@ -423,14 +499,16 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
             throw error;
           });
           if (stats === undefined) continue;
-          yield {
-            digest: `${DIGEST_PREFIX}${hex}`,
-            sizeBytes: stats.size,
-            file,
-            modifiedAtMs: stats.mtimeMs,
-          };
+          const digest: Digest = `${DIGEST_PREFIX}${hex}`;
+          const copy = packed.get(digest);
+          if (copy) {
+            copy.modifiedAtMs = Math.max(copy.modifiedAtMs, stats.mtimeMs);
+            continue;
+          }
+          yield { digest, sizeBytes: stats.size, file, modifiedAtMs: stats.mtimeMs };
         }
       }
+      yield* packed.values();
     },
 
     async listAbandoned(olderThanMs) {
@@ -450,11 +528,16 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         if (stats && now - stats.mtimeMs > olderThanMs)
           abandoned.push({ file, sizeBytes: stats.size });
       }
+      for (const { file, modifiedAtMs, sizeBytes } of packs.leftovers()) {
+        if (now - modifiedAtMs > olderThanMs) abandoned.push({ file, sizeBytes });
+      }
       return abandoned;
     },
 
     async removeAbandoned(file) {
-      if (join(file, '..') !== objectsDirectory || !/^\.put-.*\.tmp$/.test(basename(file))) {
+      const isLooseTemporary =
+        join(file, '..') === objectsDirectory && /^\.put-.*\.tmp$/.test(basename(file));
+      if (!isLooseTemporary && !packs.leftovers().some((leftover) => leftover.file === file)) {
         throw new RewindError(
           'INVALID_ARGUMENT',
           `${file} is not a temporary file of this object store.`,
@@ -468,12 +551,17 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       });
     },
 
-    async remove(digest) {
-      try {
-        await unlink(objectPath(objectsDirectory, digest));
-      } catch (error) {
-        if (!isSystemError(error, 'ENOENT')) throw error;
+    async remove(digests) {
+      const removed = new Set<Digest>();
+      for (const digest of digests) {
+        removed.add(digest);
+        try {
+          await unlink(objectPath(objectsDirectory, digest));
+        } catch (error) {
+          if (!isSystemError(error, 'ENOENT')) throw error;
+        }
       }
+      packs.rewrite(removed, { maxPacks: MAX_PACKS, largePack: LARGE_PACK_OBJECTS });
     },
   };
 }

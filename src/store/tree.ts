@@ -1,6 +1,6 @@
 import { RewindError } from '../errors.js';
 import { compareNames, type Digest, isDigest } from '../lib/index.js';
-import type { ObjectStore } from './objects.js';
+import type { ObjectStore } from './object-store.js';
 
 /** The tree encoding version this Rewind reads and writes. */
 export const TREE_FORMAT_VERSION = 1;

@@ -261,8 +261,13 @@ export const SCENARIOS: Scenario[] = [
       await session.checkpoint('base');
       await editEverything(workspace, 'three');
       await writeFile(join(workspace, 'big-a.bin'), binary(5000, 1));
+      // Enough new files for one pack (SPEC §3): gc writes it again without what only a held.
+      const generated = Array.from({ length: 20 }, (_, index) => `generated/g${index}.txt`);
+      await lay(workspace, Object.fromEntries(generated.map((path) => [path, `${path}\n`])));
       await session.checkpoint('a');
       await rm(join(workspace, 'big-a.bin'));
+      await rm(join(workspace, 'generated/g0.txt'));
+      await rm(join(workspace, 'generated/g1.txt'));
       await writeFile(join(workspace, 'big-b.bin'), binary(5000, 2));
       await session.checkpoint('b');
       const ran = await session.exec('printf exec > src/index.js && rm big-b.bin');

@@ -126,8 +126,8 @@ describe('object store', () => {
     expect(listed.sort((x, y) => x.digest.localeCompare(y.digest))).toEqual(
       [a, b].sort((x, y) => x.digest.localeCompare(y.digest)),
     );
-    await store.remove(a.digest);
-    await store.remove(a.digest);
+    await store.remove([a.digest]);
+    await store.remove([a.digest]);
     expect(await store.has(a.digest)).toBe(false);
   });
 

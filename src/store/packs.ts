@@ -1,0 +1,513 @@
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { join } from 'node:path';
+import { isRewindError, isSystemError, type RewindError } from '../errors.js';
+import { DIGEST_PREFIX, type Digest, digestBytes } from '../lib/index.js';
+import { damaged as damagedObject } from './object-files.js';
+
+/**
+ * Packs: many small objects in one file, as git packs its objects. A batch that stores many
+ * objects (a first snapshot, a checkpoint of a thousand changed files) writes them into one pack
+ * file and one index, instead of a file, a rename and an inode each. SPEC.md §3 gives the format:
+ *
+ * - `objects/pack/pack-<H>.pack`: `RWPACK\0\x01`, then the objects' bytes, one after another.
+ * - `objects/pack/pack-<H>.idx`: `RWINDEX\x01`, a 32-bit big-endian count, then one 48-byte
+ *   record per object sorted by digest (the 32 digest bytes, the offset in the pack and the size,
+ *   64-bit big-endian each), then the SHA-256 of everything before it, whose hex is H.
+ *
+ * An object is in a pack when a sound index lists it and its pack file exists; reading checks the
+ * digest as for any object. A damaged index (torn, changed) lists nothing.
+ */
+export const PACK_DIRECTORY = 'pack';
+
+const PACK_MAGIC = Buffer.from('RWPACK\0\x01', 'latin1');
+const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
+const RECORD_BYTES = 48;
+const HEADER_BYTES = INDEX_MAGIC.length + 4;
+const TRAILER_BYTES = 32;
+const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
+const TEMPORARY_PREFIX = '.tmp-';
+const WRITE_RUN_BYTES = 1024 * 1024;
+
+/** What reading a packed object found: see {@link PackSet.readObject}. */
+export type PackedRead = { bytes: Buffer } | { damaged: RewindError } | undefined;
+
+/** Where a packed object is. */
+export interface PackLocation {
+  digest: Digest;
+  pack: string;
+  index: string;
+  offset: number;
+  sizeBytes: number;
+}
+
+/** An object to write into a pack: its bytes, or how to get them when they are written. */
+export interface PackInput {
+  digest: Digest;
+  bytes: Uint8Array | (() => Uint8Array);
+}
+
+interface LoadedIndex {
+  /** `pack-<H>`: the file names without their extension. */
+  name: string;
+  records: Buffer;
+  count: number;
+  modifiedAtMs: number;
+}
+
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
+
+function digestKey(digest: Digest): Buffer {
+  return Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex');
+}
+
+/** Writes all of `bytes` at the descriptor's position. */
+function writeAll(descriptor: number, bytes: Uint8Array): void {
+  let written = 0;
+  while (written < bytes.byteLength) {
+    written += writeSync(descriptor, bytes, written, bytes.byteLength - written);
+  }
+}
+
+/** Reads `length` bytes at `position`, or fewer when the file ends first. */
+function readAt(descriptor: number, length: number, position: number): Buffer {
+  const buffer = Buffer.allocUnsafe(length);
+  let done = 0;
+  while (done < length) {
+    const read = readSync(descriptor, buffer, done, length - done, position + done);
+    if (read === 0) break;
+    done += read;
+  }
+  return buffer.subarray(0, done);
+}
+
+/** Parses an index, or undefined when it is damaged (torn, changed, not ours). */
+function parseIndex(name: string, bytes: Buffer, modifiedAtMs: number): LoadedIndex | undefined {
+  if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return undefined;
+  if (!bytes.subarray(0, INDEX_MAGIC.length).equals(INDEX_MAGIC)) return undefined;
+  const count = bytes.readUInt32BE(INDEX_MAGIC.length);
+  if (bytes.length !== HEADER_BYTES + count * RECORD_BYTES + TRAILER_BYTES) return undefined;
+  const body = bytes.subarray(0, bytes.length - TRAILER_BYTES);
+  const sum = createHash('sha256').update(body).digest();
+  if (!sum.equals(bytes.subarray(body.length)) || `pack-${sum.toString('hex')}` !== name) {
+    return undefined;
+  }
+  return {
+    name,
+    records: bytes.subarray(HEADER_BYTES, body.length),
+    count,
+    modifiedAtMs,
+  };
+}
+
+/** The packs of one object store, their indexes read once and searched in memory. */
+export class PackSet {
+  readonly directory: string;
+  #loaded: Map<string, LoadedIndex> | undefined;
+  /** Index files found damaged, by name: they list nothing. */
+  readonly damaged = new Set<string>();
+
+  constructor(objectsDirectory: string) {
+    this.directory = join(objectsDirectory, PACK_DIRECTORY);
+  }
+
+  /** Reads the indexes that appeared since, and forgets the ones gone. */
+  refresh(): void {
+    let names: string[];
+    try {
+      names = readdirSync(this.directory);
+    } catch (error) {
+      if (!isSystemError(error, 'ENOENT') && !isSystemError(error, 'ENOTDIR')) throw error;
+      names = [];
+    }
+    const present = new Set<string>();
+    const loaded = this.#loaded ?? new Map<string, LoadedIndex>();
+    for (const file of names) {
+      if (!INDEX_NAME.test(file)) continue;
+      const name = file.slice(0, -'.idx'.length);
+      present.add(name);
+      if (loaded.has(name) || this.damaged.has(file)) continue;
+      const index = this.#read(name);
+      if (index) loaded.set(name, index);
+    }
+    for (const name of loaded.keys()) if (!present.has(name)) loaded.delete(name);
+    this.#loaded = loaded;
+  }
+
+  #read(name: string): LoadedIndex | undefined {
+    const file = join(this.directory, `${name}.idx`);
+    let descriptor: number;
+    try {
+      descriptor = openSync(file, READ_FLAGS);
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT')) return undefined;
+      if (isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR')) {
+        this.damaged.add(`${name}.idx`);
+        return undefined;
+      }
+      throw error;
+    }
+    try {
+      const stats = fstatSync(descriptor);
+      const index = stats.isFile()
+        ? parseIndex(name, readAt(descriptor, stats.size, 0), stats.mtimeMs)
+        : undefined;
+      if (!index) this.damaged.add(`${name}.idx`);
+      return index;
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  #indexes(): Map<string, LoadedIndex> {
+    if (!this.#loaded) this.refresh();
+    return this.#loaded as Map<string, LoadedIndex>;
+  }
+
+  /** Every pack that lists `digest`, from the indexes read so far (see {@link refresh}). */
+  find(digest: Digest): PackLocation[] {
+    const key = digestKey(digest);
+    const found: PackLocation[] = [];
+    for (const index of this.#indexes().values()) {
+      let low = 0;
+      let high = index.count - 1;
+      while (low <= high) {
+        const middle = (low + high) >>> 1;
+        const at = middle * RECORD_BYTES;
+        const order = Buffer.compare(index.records.subarray(at, at + 32), key);
+        if (order === 0) {
+          found.push(this.#location(index, digest, at));
+          break;
+        }
+        if (order < 0) low = middle + 1;
+        else high = middle - 1;
+      }
+    }
+    return found;
+  }
+
+  #location(index: LoadedIndex, digest: Digest, at: number): PackLocation {
+    return {
+      digest,
+      pack: join(this.directory, `${index.name}.pack`),
+      index: join(this.directory, `${index.name}.idx`),
+      offset: Number(index.records.readBigUInt64BE(at + 32)),
+      sizeBytes: Number(index.records.readBigUInt64BE(at + 40)),
+    };
+  }
+
+  /**
+   * A packed object's verified bytes, or the error of the first damaged copy when no pack holds
+   * a sound one, or undefined when no pack lists it (of the indexes read so far, or `locations`).
+   * A pack gone since its index was read (merged by garbage collection) sends the search to the
+   * packs there now.
+   */
+  readObject(digest: Digest, locations = this.find(digest)): PackedRead {
+    let damaged: RewindError | undefined;
+    for (const location of locations) {
+      let bytes: Buffer;
+      try {
+        bytes = this.read(location);
+      } catch (error) {
+        if (isSystemError(error, 'ENOENT')) {
+          this.refresh();
+          const tried = new Set(locations.map(({ pack }) => pack));
+          const found = this.readObject(
+            digest,
+            this.find(digest).filter(({ pack }) => !tried.has(pack)),
+          );
+          if (found && 'bytes' in found) return found;
+          damaged ??= found?.damaged;
+          continue;
+        }
+        if (!isSystemError(error, 'ELOOP') && !isSystemError(error, 'EISDIR')) throw error;
+        damaged ??= damagedObject(digest, location.pack, 'is not a plain file');
+        continue;
+      }
+      const actual = digestBytes(bytes);
+      if (bytes.length === location.sizeBytes && actual === digest) return { bytes };
+      damaged ??= damagedObject(
+        digest,
+        location.pack,
+        `holds it as bytes that hash to ${actual}`,
+        actual,
+      );
+    }
+    return damaged && { damaged };
+  }
+
+  /**
+   * What to do when an object's loose file is missing (`error`): a pack written since by another
+   * process may hold it (the indexes are read again), else the damaged packed copy found before
+   * (`before`) is what to report, else the error.
+   */
+  afterLooseMissing(digest: Digest, error: unknown, before: PackedRead): Buffer {
+    if (!isRewindError(error, 'OBJECT_NOT_FOUND')) throw error;
+    if (before) throw 'damaged' in before ? before.damaged : error;
+    this.refresh();
+    const found = this.readObject(digest);
+    if (found && 'bytes' in found) return found.bytes;
+    throw found ? found.damaged : error;
+  }
+
+  /** How many packs there are, and each one's objects with the time its index was written. */
+  *entries(): Iterable<PackLocation & { modifiedAtMs: number }> {
+    for (const index of this.#indexes().values()) {
+      for (const location of this.#locations(index)) {
+        yield { ...location, modifiedAtMs: index.modifiedAtMs };
+      }
+    }
+  }
+
+  /** The names (`pack-<H>`) of the packs known, with their object counts. */
+  packs(): { name: string; count: number }[] {
+    return [...this.#indexes().values()].map(({ name, count }) => ({ name, count }));
+  }
+
+  /**
+   * The bytes stored at a location, unchecked (the caller checks the digest). Throws ENOENT when
+   * the pack is gone (removed by garbage collection meanwhile).
+   */
+  read(location: PackLocation): Buffer {
+    const descriptor = openSync(location.pack, READ_FLAGS);
+    try {
+      return readAt(descriptor, location.sizeBytes, location.offset);
+    } finally {
+      closeSync(descriptor);
+    }
+  }
+
+  /** True when the pack holds exactly `bytes` at `location` (a damaged copy does not count). */
+  holds(location: PackLocation, bytes: Uint8Array): boolean {
+    if (location.sizeBytes !== bytes.byteLength) return false;
+    try {
+      return this.read(location).equals(bytes);
+    } catch (error) {
+      if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ELOOP')) return false;
+      throw error;
+    }
+  }
+
+  /**
+   * Writes objects into a new pack and its index (temporary names, then renamed: the pack first,
+   * so that an index is never there without its pack). With `sync`, both are fsynced before the
+   * renames and the directory after; otherwise the caller makes the returned files durable.
+   * Returns the pack's name and the files and directories to sync.
+   */
+  write(
+    objects: Iterable<PackInput>,
+    options: { sync: boolean },
+  ): { name: string; files: string[]; directories: string[] } {
+    const sorted = [
+      ...new Map([...objects].map((object) => [object.digest, object])).values(),
+    ].sort((a, b) => (a.digest < b.digest ? -1 : 1));
+    const directories = [this.directory];
+    try {
+      mkdirSync(this.directory);
+      directories.push(join(this.directory, '..'));
+    } catch (error) {
+      if (!isSystemError(error, 'EEXIST')) throw error;
+    }
+    const suffix = `${process.pid}-${randomBytes(8).toString('hex')}`;
+    const temporaryPack = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.pack`);
+    const temporaryIndex = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.idx`);
+    const index = Buffer.alloc(HEADER_BYTES + sorted.length * RECORD_BYTES + TRAILER_BYTES);
+    INDEX_MAGIC.copy(index, 0);
+    index.writeUInt32BE(sorted.length, INDEX_MAGIC.length);
+    try {
+      const pack = openSync(temporaryPack, 'wx', 0o444);
+      try {
+        // Written in runs of about a megabyte: one system call each, not one per object.
+        let run: Uint8Array[] = [PACK_MAGIC];
+        let runBytes = PACK_MAGIC.length;
+        const flush = (): void => {
+          writeAll(pack, run.length === 1 ? (run[0] as Uint8Array) : Buffer.concat(run));
+          run = [];
+          runBytes = 0;
+        };
+        let offset = PACK_MAGIC.length;
+        let at = HEADER_BYTES;
+        for (const object of sorted) {
+          const { digest } = object;
+          const bytes = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
+          if (runBytes + bytes.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
+          run.push(bytes);
+          runBytes += bytes.byteLength;
+          digestKey(digest).copy(index, at);
+          index.writeBigUInt64BE(BigInt(offset), at + 32);
+          index.writeBigUInt64BE(BigInt(bytes.byteLength), at + 40);
+          offset += bytes.byteLength;
+          at += RECORD_BYTES;
+        }
+        if (runBytes > 0) flush();
+        if (options.sync) fsyncSync(pack);
+      } finally {
+        closeSync(pack);
+      }
+      const body = index.subarray(0, index.length - TRAILER_BYTES);
+      const sum = createHash('sha256').update(body).digest();
+      sum.copy(index, body.length);
+      const name = `pack-${sum.toString('hex')}`;
+      const indexFile = openSync(temporaryIndex, 'wx', 0o444);
+      try {
+        writeAll(indexFile, index);
+        if (options.sync) fsyncSync(indexFile);
+      } finally {
+        closeSync(indexFile);
+      }
+      const packFile = join(this.directory, `${name}.pack`);
+      const indexPath = join(this.directory, `${name}.idx`);
+      renameSync(temporaryPack, packFile);
+      renameSync(temporaryIndex, indexPath);
+      const loaded = parseIndex(name, index, Date.now());
+      if (loaded) this.#indexes().set(name, loaded);
+      return { name, files: [packFile, indexPath], directories };
+    } catch (error) {
+      for (const file of [temporaryPack, temporaryIndex]) {
+        try {
+          unlinkSync(file);
+        } catch {}
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Garbage collection's part: writes again, without the `removed` objects, every pack that
+   * holds some of them, and merges the packs of fewer than `largePack` objects when there are
+   * more than `maxPacks` packs. The new pack is durable before an old one goes, so a crash at any
+   * point leaves every kept object in some pack. A pack with a damaged object is left as it is
+   * (copying it would make nothing sound; `rewind verify` names it).
+   */
+  rewrite(removed: ReadonlySet<Digest>, options: { maxPacks: number; largePack: number }): void {
+    this.refresh();
+    const indexes = [...this.#indexes().values()];
+    const holdsRemoved = (index: LoadedIndex): boolean =>
+      removed.size > 0 && [...this.#locations(index)].some(({ digest }) => removed.has(digest));
+    const isMerged = (index: LoadedIndex): boolean =>
+      indexes.length > options.maxPacks && index.count < options.largePack;
+    const chosen = indexes.filter(
+      (index) => (holdsRemoved(index) || isMerged(index)) && this.#isWhole(index),
+    );
+    if (chosen.length === 0 || (chosen.length === 1 && !holdsRemoved(chosen[0] as LoadedIndex))) {
+      return;
+    }
+    const kept: PackInput[] = [];
+    for (const index of chosen) {
+      for (const location of this.#locations(index)) {
+        if (removed.has(location.digest)) continue;
+        kept.push({ digest: location.digest, bytes: () => this.#readSound(location) });
+      }
+    }
+    let name: string | undefined;
+    if (kept.length > 0) {
+      const written = this.write(kept, { sync: true });
+      for (const directory of written.directories) syncDirectory(directory);
+      name = written.name;
+    }
+    for (const index of chosen) if (index.name !== name) this.remove(index.name);
+    syncDirectory(this.directory);
+  }
+
+  *#locations(index: LoadedIndex): Iterable<PackLocation> {
+    for (let at = 0; at < index.count * RECORD_BYTES; at += RECORD_BYTES) {
+      const hex = index.records.subarray(at, at + 32).toString('hex');
+      yield this.#location(index, `${DIGEST_PREFIX}${hex}`, at);
+    }
+  }
+
+  #isWhole(index: LoadedIndex): boolean {
+    for (const location of this.#locations(index)) {
+      try {
+        this.#readSound(location);
+      } catch {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  #readSound(location: PackLocation): Buffer {
+    const bytes = this.read(location);
+    if (!isSound(location, bytes)) {
+      throw new Error(`${location.digest} in ${location.pack} is damaged`);
+    }
+    return bytes;
+  }
+
+  /** Removes a pack: its index first (then nothing lists what is in it), then the pack. */
+  remove(name: string): void {
+    for (const extension of ['.idx', '.pack']) {
+      try {
+        unlinkSync(join(this.directory, `${name}${extension}`));
+      } catch (error) {
+        if (!isSystemError(error, 'ENOENT')) throw error;
+      }
+    }
+    this.#loaded?.delete(name);
+  }
+
+  /**
+   * Temporary files a crashed write left, and packs without an index (a crash between the two
+   * renames), with their modification times.
+   */
+  leftovers(): { file: string; modifiedAtMs: number; sizeBytes: number }[] {
+    let names: string[];
+    try {
+      names = readdirSync(this.directory);
+    } catch {
+      return [];
+    }
+    const indexes = new Set(names.filter((name) => INDEX_NAME.test(name)));
+    const found: { file: string; modifiedAtMs: number; sizeBytes: number }[] = [];
+    for (const name of names) {
+      const isOrphan =
+        /^pack-[0-9a-f]{64}\.pack$/.test(name) && !indexes.has(name.replace(/\.pack$/, '.idx'));
+      if (!name.startsWith(TEMPORARY_PREFIX) && !isOrphan) continue;
+      const file = join(this.directory, name);
+      const descriptor = (() => {
+        try {
+          return openSync(file, READ_FLAGS);
+        } catch {
+          return undefined;
+        }
+      })();
+      if (descriptor === undefined) continue;
+      try {
+        const stats = fstatSync(descriptor);
+        if (stats.isFile())
+          found.push({ file, modifiedAtMs: stats.mtimeMs, sizeBytes: stats.size });
+      } finally {
+        closeSync(descriptor);
+      }
+    }
+    return found;
+  }
+}
+
+/** fsyncs a directory, so that the names in it are durable. */
+function syncDirectory(directory: string): void {
+  const descriptor = openSync(directory, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(descriptor);
+  } finally {
+    closeSync(descriptor);
+  }
+}
+
+/** Checks a packed object's bytes against its digest. */
+export function isSound(location: PackLocation, bytes: Buffer): boolean {
+  return bytes.length === location.sizeBytes && digestBytes(bytes) === location.digest;
+}

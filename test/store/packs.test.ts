@@ -1,0 +1,266 @@
+import { chmod, open, readdir, readFile, truncate, utimes, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { type Digest, digestBytes } from '../../src/lib/index.js';
+import { createObjectStore, initStore, type ObjectStore } from '../../src/store/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+async function newStore() {
+  const workspace = await makeTempDirectory();
+  const { directory } = await initStore(workspace);
+  return { directory, store: createObjectStore(directory) };
+}
+
+const contents = (count: number, tag = 'object') =>
+  Array.from({ length: count }, (_, index) => Buffer.from(`${tag} ${index}\n`.repeat(index + 1)));
+
+async function putInBatch(store: ObjectStore, all: Buffer[]): Promise<Digest[]> {
+  const batch = store.batch();
+  const digests: Digest[] = [];
+  for (const bytes of all) digests.push((await batch.put(bytes)).digest);
+  await batch.commit();
+  return digests;
+}
+
+async function packFiles(directory: string): Promise<string[]> {
+  return (await readdir(join(directory, 'objects', 'pack')).catch(() => [])).sort();
+}
+
+async function looseCount(directory: string): Promise<number> {
+  let count = 0;
+  for (const name of await readdir(join(directory, 'objects'))) {
+    if (/^[0-9a-f]{2}$/.test(name))
+      count += (await readdir(join(directory, 'objects', name))).length;
+  }
+  return count;
+}
+
+async function listed(store: ObjectStore): Promise<Digest[]> {
+  const digests: Digest[] = [];
+  for await (const object of store.list()) digests.push(object.digest);
+  return digests.sort();
+}
+
+describe('packs', () => {
+  it('writes a batch of many small objects as one pack and index, each object readable', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(40);
+    const digests = await putInBatch(store, all);
+    const files = await packFiles(directory);
+    expect(files).toHaveLength(2);
+    expect(files[0]).toMatch(/^pack-[0-9a-f]{64}\.idx$/);
+    expect(files[1]).toBe(files[0]?.replace(/\.idx$/, '.pack'));
+    expect(await looseCount(directory)).toBe(0);
+    // The index is named by the SHA-256 of what precedes its last 32 bytes, which are that hash.
+    const index = await readFile(join(directory, 'objects', 'pack', files[0] as string));
+    expect(index.subarray(0, 8).toString('latin1')).toBe('RWINDEX\x01');
+    expect(index.readUInt32BE(8)).toBe(40);
+    expect(digestBytes(index.subarray(0, -32))).toBe(
+      `sha256:${index.subarray(-32).toString('hex')}`,
+    );
+    for (const [position, digest] of digests.entries()) {
+      const bytes = all[position] as Buffer;
+      expect(digest).toBe(digestBytes(bytes));
+      expect(await store.get(digest)).toEqual(bytes);
+      expect(await store.has(digest)).toBe(true);
+      expect(await store.stat(digest)).toEqual({ digest, sizeBytes: bytes.length });
+      expect(await store.verify(digest)).toEqual({ digest, sizeBytes: bytes.length });
+      const read: Buffer[] = [];
+      for await (const chunk of store.read(digest)) read.push(chunk);
+      expect(Buffer.concat(read)).toEqual(bytes);
+    }
+    expect(await listed(store)).toEqual([...digests].sort());
+    // Storing them again writes nothing new.
+    await putInBatch(store, all);
+    expect(await packFiles(directory)).toEqual(files);
+  });
+
+  it('keeps a few objects as files, and never stores one twice', async () => {
+    const { directory, store } = await newStore();
+    const few = contents(5, 'few');
+    await putInBatch(store, few);
+    expect(await packFiles(directory)).toEqual([]);
+    expect(await looseCount(directory)).toBe(5);
+    // A larger batch with those five again packs only the new ones.
+    await putInBatch(store, [...few, ...contents(20, 'more')]);
+    expect(await looseCount(directory)).toBe(5);
+    expect(await listed(store)).toHaveLength(25);
+  });
+
+  it('finds a pack another process wrote after this one had read the indexes', async () => {
+    const { directory, store } = await newStore();
+    await putInBatch(store, contents(20, 'first'));
+    const other = createObjectStore(directory);
+    const later = contents(20, 'second');
+    const [digest] = await putInBatch(other, later);
+    expect(await store.get(digest as Digest)).toEqual(later[0]);
+  });
+
+  it('reports a damaged packed object, and storing its content again repairs it', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(20);
+    const digests = await putInBatch(store, all);
+    const pack = (await packFiles(directory)).find((name) => name.endsWith('.pack')) as string;
+    const file = join(directory, 'objects', 'pack', pack);
+    // Flip one byte of the fourth object's bytes in the pack.
+    const bytes = await readFile(file);
+    const target = all[3] as Buffer;
+    const at = bytes.indexOf(target);
+    await chmod(file, 0o644);
+    const handle = await open(file, 'r+');
+    await handle.write(Buffer.from([target[0] === 0x41 ? 0x42 : 0x41]), 0, 1, at);
+    await handle.close();
+    const digest = digests[3] as Digest;
+    await expect(store.get(digest)).rejects.toMatchObject({
+      code: 'OBJECT_CORRUPT',
+      data: { digest, file },
+    });
+    await expect(store.verify(digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
+    // The others are untouched.
+    expect(await store.get(digests[4] as Digest)).toEqual(all[4]);
+    // A checkpoint that reads the file again stores it again: whole from then on.
+    await putInBatch(store, [target]);
+    expect(await store.get(digest)).toEqual(target);
+    expect(await createObjectStore(directory).get(digest)).toEqual(target);
+  });
+
+  it('treats a torn index as listing nothing: its objects are missing, and are stored again', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(20);
+    const digests = await putInBatch(store, all);
+    const index = (await packFiles(directory)).find((name) => name.endsWith('.idx')) as string;
+    await truncate(join(directory, 'objects', 'pack', index), 100);
+    const reopened = createObjectStore(directory);
+    await expect(reopened.get(digests[0] as Digest)).rejects.toMatchObject({
+      code: 'OBJECT_NOT_FOUND',
+    });
+    expect(await reopened.has(digests[0] as Digest)).toBe(false);
+    await putInBatch(reopened, all);
+    expect(await reopened.get(digests[0] as Digest)).toEqual(all[0]);
+  });
+
+  it('removes packed objects by writing the pack again without them, readers with an old index included', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(30);
+    const digests = await putInBatch(store, all);
+    const reader = createObjectStore(directory);
+    expect(await reader.get(digests[0] as Digest)).toEqual(all[0]);
+    const before = await packFiles(directory);
+    const gone = digests.slice(0, 10);
+    await store.remove(gone);
+    const after = await packFiles(directory);
+    expect(after).toHaveLength(2);
+    expect(after).not.toEqual(before);
+    for (const digest of gone) expect(await store.has(digest)).toBe(false);
+    // The reader had read the old index; the pack it names is gone, and the new one is found.
+    expect(await reader.get(digests[15] as Digest)).toEqual(all[15]);
+    await expect(reader.get(gone[0] as Digest)).rejects.toMatchObject({
+      code: 'OBJECT_NOT_FOUND',
+    });
+    expect(await listed(store)).toEqual(digests.slice(10).sort());
+    // Removing every object leaves no pack at all.
+    await store.remove(digests.slice(10));
+    expect(await packFiles(directory)).toEqual([]);
+  });
+
+  it('merges many small packs into one when garbage is collected', async () => {
+    const { directory, store } = await newStore();
+    const expected: Digest[] = [];
+    for (let round = 0; round < 20; round++) {
+      expected.push(...(await putInBatch(store, contents(16, `round ${round}`))));
+    }
+    expect(await packFiles(directory)).toHaveLength(40);
+    await store.remove([]);
+    expect(await packFiles(directory)).toHaveLength(2);
+    expect(await listed(store)).toEqual([...expected].sort());
+    for (const digest of expected.slice(0, 40)) await store.verify(digest);
+  });
+
+  it('leaves a pack with a damaged object as it is when merging, so nothing sound is lost', async () => {
+    const { directory, store } = await newStore();
+    for (let round = 0; round < 17; round++) await putInBatch(store, contents(16, `r${round}`));
+    const packs = (await packFiles(directory)).filter((name) => name.endsWith('.pack'));
+    const damaged = join(directory, 'objects', 'pack', packs[0] as string);
+    await chmod(damaged, 0o644);
+    const handle = await open(damaged, 'r+');
+    await handle.write(Buffer.from('X'), 0, 1, 8);
+    await handle.close();
+    await store.remove([]);
+    const after = (await packFiles(directory)).filter((name) => name.endsWith('.pack'));
+    expect(after).toHaveLength(2);
+    expect(after).toContain(packs[0]);
+  });
+
+  it('lists what a crashed pack write left, and removes it when asked', async () => {
+    const { directory, store } = await newStore();
+    await putInBatch(store, contents(16));
+    const packDirectory = join(directory, 'objects', 'pack');
+    const temporary = join(packDirectory, '.tmp-1-0011223344556677.pack');
+    const orphan = join(packDirectory, `pack-${'ab'.repeat(32)}.pack`);
+    await writeFile(temporary, 'half a pack');
+    await writeFile(orphan, 'a pack whose index was never renamed');
+    const past = new Date(Date.now() - 2 * 3_600_000);
+    await utimes(temporary, past, past);
+    await utimes(orphan, past, past);
+    const abandoned = (await store.listAbandoned(3_600_000)).map(({ file }) => file).sort();
+    expect(abandoned).toEqual([orphan, temporary].sort());
+    for (const file of abandoned) await store.removeAbandoned(file);
+    expect(await packFiles(directory)).toHaveLength(2);
+    await expect(
+      store.removeAbandoned(join(packDirectory, (await packFiles(directory))[0] as string)),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+
+  // The fast path (packs, their in-memory indexes, merges) against the obvious one: a map.
+  it('holds exactly what was stored and not removed, through batches, merges and other readers', async () => {
+    const operation = fc.oneof(
+      fc.record({
+        op: fc.constant('batch' as const),
+        items: fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 0, maxLength: 40 }),
+      }),
+      fc.record({ op: fc.constant('put' as const), item: fc.integer({ min: 0, max: 60 }) }),
+      fc.record({
+        op: fc.constant('remove' as const),
+        items: fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 20 }),
+      }),
+      fc.record({ op: fc.constant('reopen' as const) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 25 }), async (operations) => {
+        const { directory } = await newStore();
+        let store = createObjectStore(directory);
+        const reader = createObjectStore(directory);
+        const bytesOf = (item: number) => Buffer.from(`item ${item} `.repeat(item % 7 || 1));
+        const model = new Map<Digest, Buffer>();
+        for (const step of operations) {
+          if (step.op === 'batch') {
+            const batch = store.batch();
+            for (const item of step.items) {
+              const bytes = bytesOf(item);
+              await batch.put(bytes);
+              model.set(digestBytes(bytes), bytes);
+            }
+            await batch.commit();
+          } else if (step.op === 'put') {
+            const bytes = bytesOf(step.item);
+            await store.put(bytes);
+            model.set(digestBytes(bytes), bytes);
+          } else if (step.op === 'remove') {
+            const digests = step.items.map((item) => digestBytes(bytesOf(item)));
+            await store.remove(digests);
+            for (const digest of digests) model.delete(digest);
+          } else {
+            store = createObjectStore(directory);
+          }
+          expect(await listed(store)).toEqual([...model.keys()].sort());
+          for (const [digest, bytes] of model) {
+            expect(await store.get(digest)).toEqual(bytes);
+            expect(await reader.get(digest)).toEqual(bytes);
+          }
+        }
+      }),
+      { numRuns: 40 },
+    );
+  }, 120_000);
+});
