@@ -25,7 +25,12 @@ import { interruptedOf, type WorkspaceOptions } from './repository.js';
 
 /** A problem {@link verify} found. */
 export interface VerifyProblem {
-  type: LedgerProblem['type'] | 'object-missing' | 'object-corrupt' | 'tree-invalid';
+  type:
+    | LedgerProblem['type']
+    | 'object-missing'
+    | 'object-corrupt'
+    | 'tree-invalid'
+    | 'pack-index-damaged';
   session?: string;
   seq?: number;
   line?: number;
@@ -201,6 +206,15 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
       }
     },
   );
+  for (const { file, damage } of await store.damage()) {
+    report.problems.push({
+      type: 'pack-index-damaged',
+      message:
+        `${file} ${damage}: the objects it listed count as missing (those referenced are listed as such). ` +
+        'Rewind stores an object again whenever it stores that content again: `touch` the workspace files that still hold it and run `rewind checkpoint`. ' +
+        'Restore the index from a backup if you have one; it can be removed once nothing is missing.',
+    });
+  }
   report.isOk = report.problems.length === 0;
   return report;
 }

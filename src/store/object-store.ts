@@ -57,6 +57,11 @@ export interface ObjectStore {
   stat(digest: Digest): Promise<ObjectInfo | undefined>;
   /** Re-hashes the object. Throws `OBJECT_NOT_FOUND` or `OBJECT_CORRUPT`. */
   verify(digest: Digest): Promise<ObjectInfo>;
+  /**
+   * Damage in the store's own structure that no single object read shows: for the local store,
+   * pack indexes that are torn or changed (they list nothing, so their objects look missing).
+   */
+  damage(): Promise<{ file: string; damage: string }[]>;
   /** Every object present, once each, in no particular order. */
   list(): AsyncIterable<StoredObject>;
   /** Temporary files older than `olderThanMs` left by writes that crashed. */

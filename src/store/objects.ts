@@ -462,6 +462,14 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       }
     },
 
+    async damage() {
+      packs.refresh();
+      return [...packs.damaged].sort().map((name) => ({
+        file: join(packs.directory, name),
+        damage: 'is not a sound pack index (cut short, changed, or not a file)',
+      }));
+    },
+
     async *list() {
       let fanouts: string[];
       try {

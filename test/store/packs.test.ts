@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Digest, digestBytes } from '../../src/lib/index.js';
+import { verify } from '../../src/session/index.js';
 import { createObjectStore, initStore, type ObjectStore } from '../../src/store/index.js';
+import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 async function newStore() {
@@ -138,6 +140,25 @@ describe('packs', () => {
     expect(await reopened.has(digests[0] as Digest)).toBe(false);
     await putInBatch(reopened, all);
     expect(await reopened.get(digests[0] as Digest)).toEqual(all[0]);
+  });
+
+  it('has verify name a damaged index, and the checkpoint files it leaves missing', async () => {
+    const files = Object.fromEntries(
+      Array.from({ length: 30 }, (_, index) => [`src/f${index}.txt`, `file ${index}\n`]),
+    );
+    const { workspace, session } = await sessionOn(files);
+    await session.checkpoint('base');
+    const directory = join(workspace, '.rewind');
+    const index = (await packFiles(directory)).find((name) => name.endsWith('.idx')) as string;
+    await truncate(join(directory, 'objects', 'pack', index), 40);
+    const report = await verify({ workspace });
+    expect(report.isOk).toBe(false);
+    const types = report.problems.map((problem) => problem.type);
+    expect(types).toContain('pack-index-damaged');
+    expect(types).toContain('object-missing');
+    expect(
+      report.problems.find((problem) => problem.type === 'pack-index-damaged')?.message,
+    ).toContain(index);
   });
 
   it('removes packed objects by writing the pack again without them, readers with an old index included', async () => {
