@@ -13,6 +13,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { isRewindError, isSystemError, type RewindError } from '../errors.js';
 import { DIGEST_PREFIX, type Digest, digestBytes } from '../lib/index.js';
 import { damaged as damagedObject } from './object-files.js';
@@ -23,9 +24,10 @@ import { damaged as damagedObject } from './object-files.js';
  * file and one index, instead of a file, a rename and an inode each. SPEC.md §3 gives the format:
  *
  * - `objects/pack/pack-<H>.pack`: `RWPACK\0\x01`, then the objects' bytes, one after another.
- * - `objects/pack/pack-<H>.idx`: `RWINDEX\x01`, a 32-bit big-endian count, then one 48-byte
- *   record per object sorted by digest (the 32 digest bytes, the offset in the pack and the size,
- *   64-bit big-endian each), then the SHA-256 of everything before it, whose hex is H.
+ * - `objects/pack/pack-<H>.idx`: `RWINDEX\x01`, a 32-bit big-endian count, then one 56-byte
+ *   record per object sorted by digest (the 32 digest bytes; the offset in the pack, the bytes
+ *   stored there and the object's size, 64-bit big-endian each: fewer bytes stored than the size
+ *   means raw DEFLATE), then the SHA-256 of everything before it, whose hex is H.
  *
  * An object is in a pack when a sound index lists it and its pack file exists; reading checks the
  * digest as for any object. A damaged index (torn, changed) lists nothing.
@@ -34,7 +36,7 @@ export const PACK_DIRECTORY = 'pack';
 
 const PACK_MAGIC = Buffer.from('RWPACK\0\x01', 'latin1');
 const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
-const RECORD_BYTES = 48;
+const RECORD_BYTES = 56;
 const HEADER_BYTES = INDEX_MAGIC.length + 4;
 const TRAILER_BYTES = 32;
 const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
@@ -50,6 +52,8 @@ export interface PackLocation {
   pack: string;
   index: string;
   offset: number;
+  /** The bytes the pack holds for it: fewer than `sizeBytes` when compressed. */
+  storedBytes: number;
   sizeBytes: number;
 }
 
@@ -204,7 +208,8 @@ export class PackSet {
       pack: join(this.directory, `${index.name}.pack`),
       index: join(this.directory, `${index.name}.idx`),
       offset: Number(index.records.readBigUInt64BE(at + 32)),
-      sizeBytes: Number(index.records.readBigUInt64BE(at + 40)),
+      storedBytes: Number(index.records.readBigUInt64BE(at + 40)),
+      sizeBytes: Number(index.records.readBigUInt64BE(at + 48)),
     };
   }
 
@@ -282,10 +287,18 @@ export class PackSet {
    */
   read(location: PackLocation): Buffer {
     const descriptor = openSync(location.pack, READ_FLAGS);
+    let stored: Buffer;
     try {
-      return readAt(descriptor, location.sizeBytes, location.offset);
+      stored = readAt(descriptor, location.storedBytes, location.offset);
     } finally {
       closeSync(descriptor);
+    }
+    if (location.storedBytes >= location.sizeBytes) return stored;
+    try {
+      return inflateRawSync(stored, { maxOutputLength: location.sizeBytes });
+    } catch {
+      // Damaged compressed bytes: what they hold is unknown, and hashes to nothing sound.
+      return Buffer.alloc(0);
     }
   }
 
@@ -342,13 +355,15 @@ export class PackSet {
         for (const object of sorted) {
           const { digest } = object;
           const bytes = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
-          if (runBytes + bytes.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
-          run.push(bytes);
-          runBytes += bytes.byteLength;
+          const stored = compressed(bytes);
+          if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
+          run.push(stored);
+          runBytes += stored.byteLength;
           digestKey(digest).copy(index, at);
           index.writeBigUInt64BE(BigInt(offset), at + 32);
-          index.writeBigUInt64BE(BigInt(bytes.byteLength), at + 40);
-          offset += bytes.byteLength;
+          index.writeBigUInt64BE(BigInt(stored.byteLength), at + 40);
+          index.writeBigUInt64BE(BigInt(bytes.byteLength), at + 48);
+          offset += stored.byteLength;
           at += RECORD_BYTES;
         }
         if (runBytes > 0) flush();
@@ -495,6 +510,19 @@ export class PackSet {
     }
     return found;
   }
+}
+
+/** Objects smaller than this are stored as they are: compressing them does not pay. */
+const COMPRESS_MIN_BYTES = 256;
+
+/**
+ * An object's bytes as a pack stores them: compressed (raw DEFLATE, the fastest level, as git
+ * compresses its loose objects) where that saves an eighth or more, else as they are.
+ */
+function compressed(bytes: Uint8Array): Uint8Array {
+  if (bytes.byteLength < COMPRESS_MIN_BYTES) return bytes;
+  const smaller = deflateRawSync(bytes, { level: 1 });
+  return smaller.byteLength <= bytes.byteLength - bytes.byteLength / 8 ? smaller : bytes;
 }
 
 /** fsyncs a directory, so that the names in it are durable. */

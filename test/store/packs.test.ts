@@ -38,6 +38,22 @@ async function looseCount(directory: string): Promise<number> {
   return count;
 }
 
+/** The offset, bytes stored and size an index gives an object (SPEC.md §3a). */
+async function recordOf(index: string, digest: Digest) {
+  const bytes = await readFile(index);
+  const key = Buffer.from(digest.slice('sha256:'.length), 'hex');
+  for (let at = 12; at < bytes.length - 32; at += 56) {
+    if (bytes.subarray(at, at + 32).equals(key)) {
+      return {
+        offset: Number(bytes.readBigUInt64BE(at + 32)),
+        stored: Number(bytes.readBigUInt64BE(at + 40)),
+        size: Number(bytes.readBigUInt64BE(at + 48)),
+      };
+    }
+  }
+  throw new Error(`${digest} is not in ${index}`);
+}
+
 async function listed(store: ObjectStore): Promise<Digest[]> {
   const digests: Digest[] = [];
   for await (const object of store.list()) digests.push(object.digest);
@@ -58,6 +74,17 @@ describe('packs', () => {
     const index = await readFile(join(directory, 'objects', 'pack', files[0] as string));
     expect(index.subarray(0, 8).toString('latin1')).toBe('RWINDEX\x01');
     expect(index.readUInt32BE(8)).toBe(40);
+    expect(index.length).toBe(12 + 40 * 56 + 32);
+    // Compressed where that pays (this text repeats), stored as it is where not (the shortest).
+    const packFile = join(directory, 'objects', 'pack', files[1] as string);
+    const indexFile = join(directory, 'objects', 'pack', files[0] as string);
+    const longest = await recordOf(indexFile, digestBytes(all[39] as Buffer));
+    expect(longest.size).toBe((all[39] as Buffer).length);
+    expect(longest.stored).toBeLessThan(longest.size / 4);
+    const shortest = await recordOf(indexFile, digestBytes(all[0] as Buffer));
+    expect(shortest.stored).toBe(shortest.size);
+    const raw = await readFile(packFile);
+    expect(raw.subarray(shortest.offset, shortest.offset + shortest.size)).toEqual(all[0]);
     expect(digestBytes(index.subarray(0, -32))).toBe(
       `sha256:${index.subarray(-32).toString('hex')}`,
     );
@@ -101,26 +128,28 @@ describe('packs', () => {
 
   it('reports a damaged packed object, and storing its content again repairs it', async () => {
     const { directory, store } = await newStore();
-    const all = contents(20);
+    const all = contents(40);
     const digests = await putInBatch(store, all);
     const pack = (await packFiles(directory)).find((name) => name.endsWith('.pack')) as string;
     const file = join(directory, 'objects', 'pack', pack);
-    // Flip one byte of the fourth object's bytes in the pack.
-    const bytes = await readFile(file);
-    const target = all[3] as Buffer;
-    const at = bytes.indexOf(target);
+    // Flip one byte of the 31st object's bytes in the pack (compressed: it repeats a line).
+    const target = all[30] as Buffer;
+    const digest = digests[30] as Digest;
+    const { offset, stored } = await recordOf(file.replace(/\.pack$/, '.idx'), digest);
+    expect(stored).toBeLessThan(target.length);
     await chmod(file, 0o644);
     const handle = await open(file, 'r+');
-    await handle.write(Buffer.from([target[0] === 0x41 ? 0x42 : 0x41]), 0, 1, at);
+    const byte = Buffer.alloc(1);
+    await handle.read(byte, 0, 1, offset + 1);
+    await handle.write(Buffer.from([byte[0] === 0x41 ? 0x42 : 0x41]), 0, 1, offset + 1);
     await handle.close();
-    const digest = digests[3] as Digest;
     await expect(store.get(digest)).rejects.toMatchObject({
       code: 'OBJECT_CORRUPT',
       data: { digest, file },
     });
     await expect(store.verify(digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
     // The others are untouched.
-    expect(await store.get(digests[4] as Digest)).toEqual(all[4]);
+    expect(await store.get(digests[31] as Digest)).toEqual(all[31]);
     // A checkpoint that reads the file again stores it again: whole from then on.
     await putInBatch(store, [target]);
     expect(await store.get(digest)).toEqual(target);
