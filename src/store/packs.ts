@@ -147,6 +147,8 @@ export class PackSet {
       if (index) loaded.set(name, index);
     }
     for (const name of loaded.keys()) if (!present.has(name)) loaded.delete(name);
+    for (const file of this.damaged)
+      if (!present.has(file.slice(0, -'.idx'.length))) this.damaged.delete(file);
     this.#loaded = loaded;
   }
 
@@ -190,7 +192,7 @@ export class PackSet {
       while (low <= high) {
         const middle = (low + high) >>> 1;
         const at = middle * RECORD_BYTES;
-        const order = Buffer.compare(index.records.subarray(at, at + 32), key);
+        const order = index.records.compare(key, 0, 32, at, at + 32);
         if (order === 0) {
           found.push(this.#location(index, digest, at));
           break;
@@ -316,8 +318,8 @@ export class PackSet {
   /**
    * Writes objects into a new pack and its index (temporary names, then renamed: the pack first,
    * so that an index is never there without its pack). With `sync`, both are fsynced before the
-   * renames and the directory after; otherwise the caller makes the returned files durable.
-   * Returns the pack's name and the files and directories to sync.
+   * renames; otherwise the caller makes the returned files durable. Either way the caller syncs
+   * the returned directories. Returns the pack's name, its two files, and those directories.
    */
   write(
     objects: Iterable<PackInput>,
