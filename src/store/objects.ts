@@ -55,11 +55,11 @@ const PACK_MIN_OBJECTS = 16;
 /** A batch writes a pack whenever this many bytes of small objects are waiting. */
 const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
 
-/** When garbage collection finds more packs than this, it merges the small ones. */
-const MAX_PACKS = 16;
-
-/** A pack at least this large is left as it is by a merge (unless objects leave it). */
-const LARGE_PACK_OBJECTS = 50_000;
+/**
+ * A batch that leaves more packs than this merges them as garbage collection does (see
+ * {@link PackSet.rewrite}), as `git gc --auto` does past 50 packs: lookups search every pack.
+ */
+const AUTO_MERGE_PACKS = 50;
 
 const HEX_PATTERN = /^[0-9a-f]{64}$/;
 
@@ -398,6 +398,11 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         async commit() {
           try {
             writePending(state, state.pending.size >= PACK_MIN_OBJECTS);
+            // Made durable first: a merge removes packs only once its own pack is durable.
+            if (packs.count > AUTO_MERGE_PACKS) {
+              await syncPaths([...state.files, ...state.directories], objectsDirectory);
+              packs.rewrite();
+            }
             const now = new Date();
             for (const index of state.touched) await utimes(index, now, now).catch(() => {});
             await syncPaths([...state.files, ...state.directories], objectsDirectory);
@@ -569,7 +574,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
           if (!isSystemError(error, 'ENOENT')) throw error;
         }
       }
-      packs.rewrite(removed, { maxPacks: MAX_PACKS, largePack: LARGE_PACK_OBJECTS });
+      packs.rewrite(removed);
     },
   };
 }

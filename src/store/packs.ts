@@ -402,25 +402,23 @@ export class PackSet {
   }
 
   /**
-   * Garbage collection's part: writes again, without the `removed` objects, every pack that
-   * holds some of them, and merges the packs of fewer than `largePack` objects when there are
-   * more than `maxPacks` packs. The new pack is durable before an old one goes, so a crash at any
-   * point leaves every kept object in some pack. A pack with a damaged object is left as it is
-   * (copying it would make nothing sound; `rewind verify` names it).
+   * Writes again, without the `removed` objects, every pack that holds some of them, and merges
+   * small packs so that each pack, smallest first, holds at least twice the objects of the one
+   * before (as `git repack --geometric=2`): there are never more than about log2 of the objects
+   * packs to search, and each object is copied a logarithmic number of times over its life. The
+   * new pack is durable before an old one goes, so a crash at any point leaves every kept object
+   * in some pack. A pack with a damaged object is left as it is (copying it would make nothing
+   * sound; `rewind verify` names it).
    */
-  rewrite(removed: ReadonlySet<Digest>, options: { maxPacks: number; largePack: number }): void {
+  rewrite(removed: ReadonlySet<Digest> = new Set()): void {
     this.refresh();
-    const indexes = [...this.#indexes().values()];
     const holdsRemoved = (index: LoadedIndex): boolean =>
       removed.size > 0 && [...this.#locations(index)].some(({ digest }) => removed.has(digest));
-    const isMerged = (index: LoadedIndex): boolean =>
-      indexes.length > options.maxPacks && index.count < options.largePack;
-    const chosen = indexes.filter(
-      (index) => (holdsRemoved(index) || isMerged(index)) && this.#isWhole(index),
+    const all = [...this.#indexes().values()];
+    const chosen = new Set(
+      [...all.filter(holdsRemoved), ...geometricMerge(all)].filter((index) => this.#isWhole(index)),
     );
-    if (chosen.length === 0 || (chosen.length === 1 && !holdsRemoved(chosen[0] as LoadedIndex))) {
-      return;
-    }
+    if (chosen.size === 0) return;
     const kept: PackInput[] = [];
     for (const index of chosen) {
       for (const location of this.#locations(index)) {
@@ -436,6 +434,11 @@ export class PackSet {
     }
     for (const index of chosen) if (index.name !== name) this.remove(index.name);
     syncDirectory(this.directory);
+  }
+
+  /** How many packs there are. */
+  get count(): number {
+    return this.#indexes().size;
   }
 
   *#locations(index: LoadedIndex): Iterable<PackLocation> {
@@ -512,6 +515,24 @@ export class PackSet {
     }
     return found;
   }
+}
+
+/**
+ * The smallest packs to merge into one so that, smallest first, each pack holds at least twice
+ * the objects of all the smaller ones together; none when they already do.
+ */
+export function geometricMerge<T extends { count: number }>(packs: readonly T[]): T[] {
+  const ascending = [...packs].sort((a, b) => a.count - b.count);
+  let split = 0;
+  for (let index = 1; index < ascending.length; index++) {
+    if ((ascending[index] as T).count < 2 * (ascending[index - 1] as T).count) split = index + 1;
+  }
+  let sum = ascending.slice(0, split).reduce((total, pack) => total + pack.count, 0);
+  while (split < ascending.length && (ascending[split] as T).count < 2 * sum) {
+    sum += (ascending[split] as T).count;
+    split += 1;
+  }
+  return split >= 2 ? ascending.slice(0, split) : [];
 }
 
 /** Objects smaller than this are stored as they are: compressing them does not pay. */

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { type Digest, digestBytes } from '../../src/lib/index.js';
 import { verify } from '../../src/session/index.js';
 import { createObjectStore, initStore, type ObjectStore } from '../../src/store/index.js';
+import { geometricMerge } from '../../src/store/packs.js';
 import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
@@ -225,6 +226,33 @@ describe('packs', () => {
     expect(await packFiles(directory)).toHaveLength(2);
     expect(await listed(store)).toEqual([...expected].sort());
     for (const digest of expected.slice(0, 40)) await store.verify(digest);
+  });
+
+  it('chooses the smallest packs to merge until each holds twice the objects of the smaller ones', () => {
+    const counts = (packs: number[]) =>
+      geometricMerge(packs.map((count) => ({ count }))).map(({ count }) => count);
+    expect(counts(Array.from({ length: 20 }, () => 16))).toHaveLength(20);
+    expect(counts([16, 320])).toEqual([]);
+    expect(counts([16, 16, 320])).toEqual([16, 16]);
+    expect(counts([16, 16, 32, 320])).toEqual([16, 16, 32]);
+    expect(counts([16, 32, 320])).toEqual([]);
+    // A large first snapshot is merged too once the packs after it add up to half of it.
+    expect(counts([1100, 8800, 10_000])).toEqual([1100, 8800, 10_000]);
+    expect(counts([10_000])).toEqual([]);
+  });
+
+  it('merges packs as a checkpoint leaves more than 50 of them, so lookups stay cheap', async () => {
+    const { directory, store } = await newStore();
+    const expected: Digest[] = [];
+    const packCount = async () =>
+      (await packFiles(directory)).filter((name) => name.endsWith('.pack')).length;
+    // Each batch adds one pack, and nothing is merged up to 50.
+    for (let round = 0; round < 51; round++) {
+      expected.push(...(await putInBatch(store, contents(16, `round ${round}`))));
+      if (round === 49) expect(await packCount()).toBe(50);
+    }
+    expect(await packCount()).toBe(1);
+    expect(await listed(createObjectStore(directory))).toEqual([...expected].sort());
   });
 
   it('leaves a pack with a damaged object as it is when merging, so nothing sound is lost', async () => {
