@@ -68,6 +68,8 @@ interface LoadedIndex {
   name: string;
   records: Buffer;
   count: number;
+  /** For each first byte of a digest, where its records start (as git's index fan-out). */
+  fanout: Uint32Array;
   modifiedAtMs: number;
 }
 
@@ -108,12 +110,15 @@ function parseIndex(name: string, bytes: Buffer, modifiedAtMs: number): LoadedIn
   if (!sum.equals(bytes.subarray(body.length)) || `pack-${sum.toString('hex')}` !== name) {
     return undefined;
   }
-  return {
-    name,
-    records: bytes.subarray(HEADER_BYTES, body.length),
-    count,
-    modifiedAtMs,
-  };
+  const records = bytes.subarray(HEADER_BYTES, body.length);
+  const fanout = new Uint32Array(257);
+  for (let record = 0; record < count; record++) {
+    fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
+  }
+  for (let byte = 1; byte <= 256; byte++) {
+    fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
+  }
+  return { name, records, count, fanout, modifiedAtMs };
 }
 
 /** The packs of one object store, their indexes read once and searched in memory. */
@@ -186,13 +191,22 @@ export class PackSet {
   find(digest: Digest): PackLocation[] {
     const key = digestKey(digest);
     const found: PackLocation[] = [];
+    const first = key[0] as number;
+    // Compared on their first four bytes in JavaScript, whole only when those are equal.
+    const prefix = key.readUInt32BE(0);
     for (const index of this.#indexes().values()) {
-      let low = 0;
-      let high = index.count - 1;
+      let low = index.fanout[first] as number;
+      let high = (index.fanout[first + 1] as number) - 1;
       while (low <= high) {
         const middle = (low + high) >>> 1;
         const at = middle * RECORD_BYTES;
-        const order = index.records.compare(key, 0, 32, at, at + 32);
+        const other = index.records.readUInt32BE(at);
+        const order =
+          other === prefix
+            ? index.records.compare(key, 0, 32, at, at + 32)
+            : other < prefix
+              ? -1
+              : 1;
         if (order === 0) {
           found.push(this.#location(index, digest, at));
           break;
