@@ -15,7 +15,7 @@ import {
 import { join } from 'node:path';
 import { deflateRawSync, inflateRawSync } from 'node:zlib';
 import { isRewindError, isSystemError, type RewindError } from '../errors.js';
-import { DIGEST_PREFIX, type Digest, digestBytes } from '../lib/index.js';
+import { DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
 import { damaged as damagedObject } from './object-files.js';
 
 /**
@@ -189,6 +189,8 @@ export class PackSet {
 
   /** Every pack that lists `digest`, from the indexes read so far (see {@link refresh}). */
   find(digest: Digest): PackLocation[] {
+    // Not a digest: in no pack (the caller says what is wrong with it).
+    if (!isDigest(digest)) return [];
     const key = digestKey(digest);
     const found: PackLocation[] = [];
     const first = key[0] as number;
