@@ -1,5 +1,6 @@
 // What is at an object's name, read without trust: checked against the content a put brings,
-// opened only as a plain file, and the errors that say what is wrong there.
+// opened only as a plain file, and the errors that say what is wrong there; and the listing of
+// every object file.
 import {
   closeSync,
   constants,
@@ -9,10 +10,18 @@ import {
   openSync,
   readSync,
 } from 'node:fs';
-import { type FileHandle, open, rename } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { type FileHandle, lstat, open, readdir, rename, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { createDigester, type Digest, openPlainFile, STREAM_CHUNK_BYTES } from '../lib/index.js';
+import {
+  createDigester,
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  openPlainFile,
+  STREAM_CHUNK_BYTES,
+} from '../lib/index.js';
+import type { StoredObject } from './object-store.js';
 
 export function notFound(digest: Digest, file: string): RewindError {
   return new RewindError(
@@ -197,6 +206,20 @@ export async function openObject(digest: Digest, file: string): Promise<FileHand
   return opened.value;
 }
 
+/** An object file's bytes, checked against its digest. */
+export async function readObjectFile(digest: Digest, file: string): Promise<Buffer> {
+  const handle = await openObject(digest, file);
+  let bytes: Buffer;
+  try {
+    bytes = await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+  const actual = digestBytes(bytes);
+  if (actual !== digest) throw corrupt(digest, file, actual);
+  return bytes;
+}
+
 export async function* chunksOfObject(digest: Digest, file: string): AsyncIterable<Buffer> {
   const handle = await openObject(digest, file);
   try {
@@ -209,4 +232,66 @@ export async function* chunksOfObject(digest: Digest, file: string): AsyncIterab
   } finally {
     await handle.close();
   }
+}
+
+const HEX_PATTERN = /^[0-9a-f]{64}$/;
+
+/** Every object file under `objects/` (its fan-out directories), in digest order. */
+export async function* listLooseObjects(objectsDirectory: string): AsyncIterable<StoredObject> {
+  let fanouts: string[];
+  try {
+    fanouts = await readdir(objectsDirectory);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return;
+    throw error;
+  }
+  for (const fanout of fanouts.sort()) {
+    if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
+    let names: string[];
+    try {
+      names = await readdir(join(objectsDirectory, fanout));
+    } catch (error) {
+      // A fan-out name that is not a directory (damage) holds no object; one removed meanwhile neither.
+      if (isSystemError(error, 'ENOTDIR') || isSystemError(error, 'ENOENT')) continue;
+      throw error;
+    }
+    for (const rest of names.sort()) {
+      const hex = fanout + rest;
+      if (!HEX_PATTERN.test(hex)) continue;
+      const file = join(objectsDirectory, fanout, rest);
+      // The name itself: a link there is listed as what it is, never followed.
+      const stats = await lstat(file).catch((error: unknown) => {
+        if (isSystemError(error, 'ENOENT')) return undefined;
+        throw error;
+      });
+      if (stats === undefined) continue;
+      yield {
+        digest: `${DIGEST_PREFIX}${hex}`,
+        sizeBytes: stats.size,
+        file,
+        modifiedAtMs: stats.mtimeMs,
+      };
+    }
+  }
+}
+
+/** The temporary files of object writes under `objects/` (in progress, or left by a crash). */
+export async function listLooseTemporaries(
+  objectsDirectory: string,
+): Promise<{ file: string; sizeBytes: number; modifiedAtMs: number }[]> {
+  let names: string[];
+  try {
+    names = await readdir(objectsDirectory);
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return [];
+    throw error;
+  }
+  const found: { file: string; sizeBytes: number; modifiedAtMs: number }[] = [];
+  for (const name of names) {
+    if (!name.startsWith('.put-')) continue;
+    const file = join(objectsDirectory, name);
+    const stats = await stat(file).catch(() => undefined);
+    if (stats) found.push({ file, sizeBytes: stats.size, modifiedAtMs: stats.mtimeMs });
+  }
+  return found;
 }

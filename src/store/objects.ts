@@ -1,17 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
-import {
-  chmod,
-  copyFile,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  rename,
-  stat,
-  unlink,
-  utimes,
-} from 'node:fs/promises';
+import { chmod, copyFile, mkdir, open, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
@@ -25,13 +14,16 @@ import {
   syncPath,
   syncPaths,
 } from '../lib/index.js';
+import { compressedElsewhere } from './compress.js';
 import {
   checkExisting,
   checkExistingSync,
   checkFanout,
   chunksOfObject,
   corrupt,
-  openObject,
+  listLooseObjects,
+  listLooseTemporaries,
+  readObjectFile,
   renameOverDamaged,
   unrepairable,
 } from './object-files.js';
@@ -45,6 +37,15 @@ interface BatchState {
   /** Small objects not written yet: packed together when there are enough of them. */
   pending: Map<Digest, Uint8Array>;
   pendingBytes: number;
+  /** Pending objects not yet sent to be compressed on another thread, and their size. */
+  unsent: Digest[];
+  unsentBytes: number;
+  /** What came back compressed, and the compressions under way. */
+  stored: Map<Digest, Uint8Array>;
+  compressions: Promise<void>[];
+  /** Objects of a pack being written while the batch goes on (see `flushInBackground`). */
+  writing: Map<Digest, Uint8Array>;
+  flushes: Promise<void>[];
   /** Indexes of packs that hold objects put again: marked used on commit. */
   touched: Set<string>;
 }
@@ -55,13 +56,14 @@ const PACK_MIN_OBJECTS = 16;
 /** A batch writes a pack whenever this many bytes of small objects are waiting. */
 const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
 
+/** A batch has its waiting objects compressed on another thread this many bytes at a time. */
+const COMPRESS_ELSEWHERE_BYTES = 4 * 1024 * 1024;
+
 /**
  * A batch that leaves more packs than this merges them as garbage collection does (see
  * {@link PackSet.rewrite}), as `git gc --auto` does past 50 packs: lookups search every pack.
  */
 const AUTO_MERGE_PACKS = 50;
-
-const HEX_PATTERN = /^[0-9a-f]{64}$/;
 
 /** Files up to this size are read whole and hashed before anything is written. */
 const SMALL_FILE_BYTES = 1024 * 1024;
@@ -91,7 +93,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
 
   function pendingOf(digest: Digest): Uint8Array | undefined {
     for (const batch of openBatches) {
-      const bytes = batch.pending.get(digest);
+      const bytes = batch.pending.get(digest) ?? batch.writing.get(digest);
       if (bytes) return bytes;
     }
     return undefined;
@@ -107,7 +109,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   /** The batch path for small objects: packed with the others, unless already stored soundly. */
   function putInBatch(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     openBatches.add(batch);
-    if (batch.pending.has(digest)) return;
+    if (batch.pending.has(digest) || batch.writing.has(digest)) return;
     for (const location of packs.find(digest)) {
       if (packs.holds(location, bytes)) {
         batch.touched.add(location.index);
@@ -116,36 +118,99 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     }
     batch.pending.set(digest, bytes);
     batch.pendingBytes += bytes.byteLength;
-    if (batch.pendingBytes >= PACK_MAX_PENDING_BYTES) writePending(batch, true);
+    batch.unsent.push(digest);
+    batch.unsentBytes += bytes.byteLength;
+    if (batch.unsentBytes >= COMPRESS_ELSEWHERE_BYTES) compressInBackground(batch);
+    if (batch.pendingBytes >= PACK_MAX_PENDING_BYTES) flushInBackground(batch);
+  }
+
+  /**
+   * A large batch (a first snapshot) has what waits compressed on another thread, a few
+   * megabytes at a time, while this one goes on reading and hashing.
+   */
+  function compressInBackground(batch: BatchState): void {
+    const digests = batch.unsent.splice(0);
+    batch.unsentBytes = 0;
+    const bytes = digests.map((digest) => batch.pending.get(digest) as Uint8Array);
+    const compression = compressedElsewhere(bytes).then((stored) => {
+      for (const [index, digest] of digests.entries()) {
+        batch.stored.set(digest, stored[index] as Uint8Array);
+      }
+    });
+    // Awaited by the flush or the commit; never an unhandled rejection meanwhile.
+    compression.catch(() => {});
+    batch.compressions.push(compression);
+  }
+
+  /**
+   * Packs what a large batch has waiting while it goes on, once what is being compressed comes
+   * back; `commit` waits for it. The objects stay readable meanwhile.
+   */
+  function flushInBackground(batch: BatchState): void {
+    const objects = [...batch.pending].map(([digest, bytes]) => ({ digest, bytes }));
+    for (const { digest, bytes } of objects) batch.writing.set(digest, bytes);
+    batch.pending.clear();
+    batch.pendingBytes = 0;
+    batch.unsent.length = 0;
+    batch.unsentBytes = 0;
+    const compressions = batch.compressions.splice(0);
+    const flush = (async () => {
+      await Promise.all(compressions);
+      writePack(
+        batch,
+        objects.map((object) => {
+          const stored = batch.stored.get(object.digest);
+          batch.stored.delete(object.digest);
+          return stored ? { ...object, stored } : object;
+        }),
+      );
+      for (const { digest } of objects) batch.writing.delete(digest);
+    })();
+    // Its failure is the commit's: not an unhandled rejection meanwhile.
+    flush.catch(() => {});
+    batch.flushes.push(flush);
   }
 
   /** Writes a batch's pending objects: one pack, or loose files when there are only a few. */
   function writePending(batch: BatchState, isPack: boolean): void {
     if (batch.pending.size === 0) return;
     if (isPack) {
-      const objects: PackInput[] = [];
-      for (const [digest, bytes] of batch.pending) {
-        // Stored as a file already (by a smaller batch): marked used and kept there.
-        const file = objectPath(objectsDirectory, digest);
-        let existing: ReturnType<typeof checkExistingSync> = 'absent';
-        try {
-          existing = checkExistingSync(file, bytes);
-        } catch {
-          // A damaged fan-out directory: the pack holds it instead.
-        }
-        if (existing === 'sound') batch.files.push(file);
-        else objects.push({ digest, bytes });
-      }
-      if (objects.length > 0) {
-        const written = packs.write(objects, { sync: false });
-        batch.files.push(...written.files);
-        for (const directory of written.directories) batch.directories.add(directory);
-      }
+      writePack(
+        batch,
+        [...batch.pending].map(([digest, bytes]) => {
+          const stored = batch.stored.get(digest);
+          return stored ? { digest, bytes, stored } : { digest, bytes };
+        }),
+      );
     } else {
       for (const [digest, bytes] of batch.pending) putBytesNow(bytes, digest, batch);
     }
     batch.pending.clear();
     batch.pendingBytes = 0;
+    batch.unsent.length = 0;
+    batch.unsentBytes = 0;
+    batch.stored.clear();
+  }
+
+  /** Writes objects as one pack, but those stored as files already (by a smaller batch). */
+  function writePack(batch: BatchState, objects: (PackInput & { bytes: Uint8Array })[]): void {
+    const packed: PackInput[] = [];
+    for (const object of objects) {
+      const file = objectPath(objectsDirectory, object.digest);
+      let existing: ReturnType<typeof checkExistingSync> = 'absent';
+      try {
+        existing = checkExistingSync(file, object.bytes);
+      } catch {
+        // A damaged fan-out directory: the pack holds it instead.
+      }
+      // Kept there, and marked used.
+      if (existing === 'sound') batch.files.push(file);
+      else packed.push(object);
+    }
+    if (packed.length === 0) return;
+    const written = packs.write(packed, { sync: false });
+    batch.files.push(...written.files);
+    for (const directory of written.directories) batch.directories.add(directory);
   }
 
   async function ensureFanout(file: string): Promise<string> {
@@ -368,20 +433,6 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     return fresh && { digest, sizeBytes: fresh.sizeBytes };
   }
 
-  async function readLoose(digest: Digest): Promise<Buffer> {
-    const file = objectPath(objectsDirectory, digest);
-    const handle = await openObject(digest, file);
-    let bytes: Buffer;
-    try {
-      bytes = await handle.readFile();
-    } finally {
-      await handle.close();
-    }
-    const actual = digestBytes(bytes);
-    if (actual !== digest) throw corrupt(digest, file, actual);
-    return bytes;
-  }
-
   return {
     put: (source) => putSource(source),
 
@@ -391,17 +442,28 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         files: [],
         pending: new Map(),
         pendingBytes: 0,
+        unsent: [],
+        unsentBytes: 0,
+        stored: new Map(),
+        compressions: [],
+        writing: new Map(),
+        flushes: [],
         touched: new Set(),
       };
       return {
         put: (source) => putSource(source, state),
         async commit() {
           try {
+            await Promise.all([...state.flushes.splice(0), ...state.compressions.splice(0)]);
             writePending(state, state.pending.size >= PACK_MIN_OBJECTS);
             // Made durable first: a merge removes packs only once its own pack is durable.
             if (packs.count > AUTO_MERGE_PACKS) {
               await syncPaths([...state.files, ...state.directories], objectsDirectory);
-              packs.rewrite();
+              try {
+                packs.rewrite();
+              } catch {
+                // Only housekeeping: the batch's objects are durable; the next merge tries again.
+              }
             }
             const now = new Date();
             for (const index of state.touched) await utimes(index, now, now).catch(() => {});
@@ -420,7 +482,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       const packed = packedBytes(digest);
       if (packed && 'bytes' in packed) return packed.bytes;
       try {
-        return await readLoose(digest);
+        return await readObjectFile(digest, objectPath(objectsDirectory, digest));
       } catch (error) {
         return packs.afterLooseMissing(digest, error, packed);
       }
@@ -476,13 +538,6 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     },
 
     async *list() {
-      let fanouts: string[];
-      try {
-        fanouts = await readdir(objectsDirectory);
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) return;
-        throw error;
-      }
       // A packed object is listed once, as recent as its most recent copy (packed or loose).
       const packed = new Map<Digest, StoredObject>();
       packs.refresh();
@@ -492,59 +547,19 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
           packed.set(digest, { digest, sizeBytes, file: pack, modifiedAtMs });
         }
       }
-      for (const fanout of fanouts.sort()) {
-        if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
-        let names: string[];
-        try {
-          names = await readdir(join(objectsDirectory, fanout));
-        } catch (error) {
-          // A fan-out name that is not a directory (damage) holds no object; one removed meanwhile neither.
-          if (isSystemError(error, 'ENOTDIR') || isSystemError(error, 'ENOENT')) continue;
-          throw error;
-        }
-        for (const rest of names.sort()) {
-          const hex = fanout + rest;
-          if (!HEX_PATTERN.test(hex)) continue;
-          const file = join(objectsDirectory, fanout, rest);
-          // The name itself: a link there is listed as what it is, never followed.
-          const stats = await lstat(file).catch((error: unknown) => {
-            if (isSystemError(error, 'ENOENT')) return undefined;
-            throw error;
-          });
-          if (stats === undefined) continue;
-          const digest: Digest = `${DIGEST_PREFIX}${hex}`;
-          const copy = packed.get(digest);
-          if (copy) {
-            copy.modifiedAtMs = Math.max(copy.modifiedAtMs, stats.mtimeMs);
-            continue;
-          }
-          yield { digest, sizeBytes: stats.size, file, modifiedAtMs: stats.mtimeMs };
-        }
+      for await (const loose of listLooseObjects(objectsDirectory)) {
+        const copy = packed.get(loose.digest);
+        if (copy) copy.modifiedAtMs = Math.max(copy.modifiedAtMs, loose.modifiedAtMs);
+        else yield loose;
       }
       yield* packed.values();
     },
 
     async listAbandoned(olderThanMs) {
-      const abandoned: { file: string; sizeBytes: number }[] = [];
       const now = Date.now();
-      let names: string[];
-      try {
-        names = await readdir(objectsDirectory);
-      } catch (error) {
-        if (isSystemError(error, 'ENOENT')) return abandoned;
-        throw error;
-      }
-      for (const name of names) {
-        if (!name.startsWith('.put-')) continue;
-        const file = join(objectsDirectory, name);
-        const stats = await stat(file).catch(() => undefined);
-        if (stats && now - stats.mtimeMs > olderThanMs)
-          abandoned.push({ file, sizeBytes: stats.size });
-      }
-      for (const { file, modifiedAtMs, sizeBytes } of packs.leftovers()) {
-        if (now - modifiedAtMs > olderThanMs) abandoned.push({ file, sizeBytes });
-      }
-      return abandoned;
+      return [...(await listLooseTemporaries(objectsDirectory)), ...packs.leftovers()]
+        .filter(({ modifiedAtMs }) => now - modifiedAtMs > olderThanMs)
+        .map(({ file, sizeBytes }) => ({ file, sizeBytes }));
     },
 
     async removeAbandoned(file) {

@@ -13,9 +13,10 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { inflateRawSync } from 'node:zlib';
 import { isRewindError, isSystemError, type RewindError } from '../errors.js';
 import { DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
+import { compressed } from './compress.js';
 import { damaged as damagedObject } from './object-files.js';
 
 /**
@@ -61,6 +62,8 @@ export interface PackLocation {
 export interface PackInput {
   digest: Digest;
   bytes: Uint8Array | (() => Uint8Array);
+  /** The bytes to store for it, when they were compressed already (see compress.ts). */
+  stored?: Uint8Array;
 }
 
 interface LoadedIndex {
@@ -373,7 +376,7 @@ export class PackSet {
         for (const object of sorted) {
           const { digest } = object;
           const bytes = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
-          const stored = compressed(bytes);
+          const stored = object.stored ?? compressed(bytes);
           if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
           run.push(stored);
           runBytes += stored.byteLength;
@@ -549,19 +552,6 @@ export function geometricMerge<T extends { count: number }>(packs: readonly T[])
     split += 1;
   }
   return split >= 2 ? ascending.slice(0, split) : [];
-}
-
-/** Objects smaller than this are stored as they are: compressing them does not pay. */
-const COMPRESS_MIN_BYTES = 256;
-
-/**
- * An object's bytes as a pack stores them: compressed (raw DEFLATE, the fastest level, as git
- * compresses its loose objects) where that saves an eighth or more, else as they are.
- */
-function compressed(bytes: Uint8Array): Uint8Array {
-  if (bytes.byteLength < COMPRESS_MIN_BYTES) return bytes;
-  const smaller = deflateRawSync(bytes, { level: 1 });
-  return smaller.byteLength <= bytes.byteLength - bytes.byteLength / 8 ? smaller : bytes;
 }
 
 /** fsyncs a directory, so that the names in it are durable. */

@@ -1,4 +1,13 @@
-import { chmod, open, readdir, readFile, truncate, utimes, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  open,
+  readdir,
+  readFile,
+  stat,
+  truncate,
+  utimes,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -105,6 +114,35 @@ describe('packs', () => {
     await putInBatch(store, all);
     expect(await packFiles(directory)).toEqual(files);
   });
+
+  it('packs a large batch as it goes, compressing on another thread, every object readable throughout', async () => {
+    const { directory, store } = await newStore();
+    // 100 objects of 555 kB: past 32 MiB the waiting ones are packed while the batch goes on.
+    const all = Array.from({ length: 100 }, (_, index) =>
+      Buffer.from(`line ${index} of a large generated file\n`.repeat(15_000)),
+    );
+    const batch = store.batch();
+    const digests: Digest[] = [];
+    for (const bytes of all) {
+      digests.push((await batch.put(bytes)).digest);
+      // Readable before the batch commits, whether waiting, being packed, or packed.
+      expect((await store.get(digests.at(-1) as Digest)).equals(bytes)).toBe(true);
+    }
+    expect((await store.get(digests[0] as Digest)).equals(all[0] as Buffer)).toBe(true);
+    await batch.commit();
+    const packs = (await packFiles(directory)).filter((name) => name.endsWith('.pack'));
+    expect(packs).toHaveLength(2);
+    expect(await looseCount(directory)).toBe(0);
+    const reopened = createObjectStore(directory);
+    for (const [index, digest] of digests.entries()) {
+      expect((await reopened.get(digest)).equals(all[index] as Buffer)).toBe(true);
+    }
+    // Compressed: these lines repeat.
+    let packBytes = 0;
+    for (const pack of packs)
+      packBytes += (await stat(join(directory, 'objects', 'pack', pack))).size;
+    expect(packBytes).toBeLessThan(all.length * 555_000 * 0.2);
+  }, 60_000);
 
   it('keeps a few objects as files, and never stores one twice', async () => {
     const { directory, store } = await newStore();

@@ -1,0 +1,97 @@
+import { Worker } from 'node:worker_threads';
+import { deflateRawSync } from 'node:zlib';
+
+/** Objects smaller than this are stored as they are: compressing them does not pay. */
+const COMPRESS_MIN_BYTES = 256;
+
+/** Raw DEFLATE at the fastest level, as git compresses its loose objects. */
+const LEVEL = 1;
+
+/**
+ * An object's bytes as a pack stores them, given their DEFLATE form (or none): the compressed
+ * bytes where they save an eighth or more, else the bytes as they are.
+ */
+function chosen(bytes: Uint8Array, deflated: Uint8Array | undefined): Uint8Array {
+  return deflated && deflated.byteLength <= bytes.byteLength - bytes.byteLength / 8
+    ? deflated
+    : bytes;
+}
+
+/** An object's bytes as a pack stores them, compressed here and now. */
+export function compressed(bytes: Uint8Array): Uint8Array {
+  if (bytes.byteLength < COMPRESS_MIN_BYTES) return bytes;
+  return chosen(bytes, deflateRawSync(bytes, { level: LEVEL }));
+}
+
+// The worker only deflates; which form is kept is decided here, by `chosen`.
+const WORKER_SOURCE = `
+const { parentPort } = require('node:worker_threads');
+const { deflateRawSync } = require('node:zlib');
+parentPort.on('message', ({ id, objects }) => {
+  try {
+    const out = objects.map((bytes) =>
+      bytes.byteLength < ${COMPRESS_MIN_BYTES} ? undefined : deflateRawSync(bytes, { level: ${LEVEL} }));
+    parentPort.postMessage({ id, out });
+  } catch (error) {
+    parentPort.postMessage({ id, error: String(error) });
+  }
+});
+`;
+
+interface Compressor {
+  worker: Worker;
+  next: number;
+  waiting: Map<number, (out: (Uint8Array | undefined)[] | undefined) => void>;
+}
+
+let compressor: Compressor | undefined;
+
+function startCompressor(): Compressor | undefined {
+  try {
+    const worker = new Worker(WORKER_SOURCE, { eval: true });
+    // Never keeps the process alive: a process that is done exits, and what it waited for
+    // falls back to compressing here (see `compressedElsewhere`).
+    worker.unref();
+    const started: Compressor = { worker, next: 0, waiting: new Map() };
+    const fail = (): void => {
+      if (compressor === started) compressor = undefined;
+      for (const resolve of started.waiting.values()) resolve(undefined);
+      started.waiting.clear();
+    };
+    worker.on('message', ({ id, out, error }) => {
+      const resolve = started.waiting.get(id);
+      started.waiting.delete(id);
+      resolve?.(error === undefined ? out : undefined);
+    });
+    worker.on('error', fail);
+    worker.on('exit', fail);
+    return started;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The stored forms of many objects, compressed on another thread (a worker started on first
+ * use) while this one goes on: for the large batches of a first snapshot, where compressing
+ * costs as much as reading and hashing. Falls back to compressing here if the worker fails.
+ */
+export async function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8Array[]> {
+  compressor ??= startCompressor();
+  const current = compressor;
+  let out: (Uint8Array | undefined)[] | undefined;
+  if (current) {
+    out = await new Promise((resolve) => {
+      const id = current.next++;
+      current.waiting.set(id, resolve);
+      current.worker.ref();
+      current.worker.postMessage({ id, objects });
+    });
+    if (current.waiting.size === 0) current.worker.unref();
+  }
+  if (!out) return objects.map(compressed);
+  return objects.map((bytes, index) => {
+    const deflated = out[index];
+    return chosen(bytes, deflated && new Uint8Array(deflated));
+  });
+}
