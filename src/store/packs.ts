@@ -4,6 +4,7 @@ import {
   constants,
   fstatSync,
   fsyncSync,
+  lstatSync,
   mkdirSync,
   openSync,
   readdirSync,
@@ -22,7 +23,7 @@ import { damaged as damagedObject } from './object-files.js';
 /**
  * Packs: many small objects in one file, as git packs its objects. A batch that stores many
  * objects (a first snapshot, a checkpoint of a thousand changed files) writes them into one pack
- * file and one index, instead of a file, a rename and an inode each. SPEC.md §3 gives the format:
+ * file and one index, instead of a file, a rename and an inode each. SPEC.md §3a gives the format:
  *
  * - `objects/pack/pack-<H>.pack`: `RWPACK\0\x01`, then the objects' bytes, one after another.
  * - `objects/pack/pack-<H>.idx`: `RWINDEX\x01`, a 32-bit big-endian count, then one 56-byte
@@ -33,7 +34,7 @@ import { damaged as damagedObject } from './object-files.js';
  * An object is in a pack when a sound index lists it and its pack file exists; reading checks the
  * digest as for any object. A damaged index (torn, changed) lists nothing.
  */
-export const PACK_DIRECTORY = 'pack';
+const PACK_DIRECTORY = 'pack';
 
 const PACK_MAGIC = Buffer.from('RWPACK\0\x01', 'latin1');
 const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
@@ -76,7 +77,8 @@ interface LoadedIndex {
   modifiedAtMs: number;
 }
 
-const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW;
+// Never following a link, nor waiting on a named pipe, at a store file's name (SPEC §1).
+const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
 function digestKey(digest: Digest): Buffer {
   return Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex');
@@ -297,11 +299,6 @@ export class PackSet {
     }
   }
 
-  /** The names (`pack-<H>`) of the packs known, with their object counts. */
-  packs(): { name: string; count: number }[] {
-    return [...this.#indexes().values()].map(({ name, count }) => ({ name, count }));
-  }
-
   /**
    * The bytes stored at a location, unchecked (the caller checks the digest). Throws ENOENT when
    * the pack is gone (removed by garbage collection meanwhile).
@@ -310,7 +307,10 @@ export class PackSet {
     const descriptor = openSync(location.pack, READ_FLAGS);
     let stored: Buffer;
     try {
-      stored = readAt(descriptor, location.storedBytes, location.offset);
+      // Not a plain file (damage): nothing is read from it.
+      stored = fstatSync(descriptor).isFile()
+        ? readAt(descriptor, location.storedBytes, location.offset)
+        : Buffer.alloc(0);
     } finally {
       closeSync(descriptor);
     }
@@ -480,7 +480,7 @@ export class PackSet {
 
   #readSound(location: PackLocation): Buffer {
     const bytes = this.read(location);
-    if (!isSound(location, bytes)) {
+    if (bytes.length !== location.sizeBytes || digestBytes(bytes) !== location.digest) {
       throw new Error(`${location.digest} in ${location.pack} is damaged`);
     }
     return bytes;
@@ -516,21 +516,14 @@ export class PackSet {
         /^pack-[0-9a-f]{64}\.pack$/.test(name) && !indexes.has(name.replace(/\.pack$/, '.idx'));
       if (!name.startsWith(TEMPORARY_PREFIX) && !isOrphan) continue;
       const file = join(this.directory, name);
-      const descriptor = (() => {
-        try {
-          return openSync(file, READ_FLAGS);
-        } catch {
-          return undefined;
-        }
-      })();
-      if (descriptor === undefined) continue;
+      // Looked at, never opened: nothing there is followed or waited on.
+      let stats: ReturnType<typeof lstatSync>;
       try {
-        const stats = fstatSync(descriptor);
-        if (stats.isFile())
-          found.push({ file, modifiedAtMs: stats.mtimeMs, sizeBytes: stats.size });
-      } finally {
-        closeSync(descriptor);
+        stats = lstatSync(file);
+      } catch {
+        continue;
       }
+      if (stats.isFile()) found.push({ file, modifiedAtMs: stats.mtimeMs, sizeBytes: stats.size });
     }
     return found;
   }
@@ -562,9 +555,4 @@ function syncDirectory(directory: string): void {
   } finally {
     closeSync(descriptor);
   }
-}
-
-/** Checks a packed object's bytes against its digest. */
-export function isSound(location: PackLocation, bytes: Buffer): boolean {
-  return bytes.length === location.sizeBytes && digestBytes(bytes) === location.digest;
 }

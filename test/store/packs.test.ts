@@ -1,9 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import {
   chmod,
   open,
   readdir,
   readFile,
+  rm,
   stat,
+  symlink,
   truncate,
   utimes,
   writeFile,
@@ -208,6 +211,30 @@ describe('packs', () => {
     expect(await reopened.has(digests[0] as Digest)).toBe(false);
     await putInBatch(reopened, all);
     expect(await reopened.get(digests[0] as Digest)).toEqual(all[0]);
+  });
+
+  it('never waits on a named pipe or follows a link at a pack file name', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(20);
+    const digests = await putInBatch(store, all);
+    const [index, pack] = (await packFiles(directory)).map((name) =>
+      join(directory, 'objects', 'pack', name),
+    ) as [string, string];
+    await rm(pack);
+    execFileSync('mkfifo', [pack]);
+    const reopened = createObjectStore(directory);
+    await expect(reopened.get(digests[0] as Digest)).rejects.toMatchObject({
+      code: 'OBJECT_CORRUPT',
+    });
+    await rm(pack);
+    await rm(index);
+    execFileSync('mkfifo', [index]);
+    await symlink('/etc/passwd', pack);
+    const again = createObjectStore(directory);
+    await expect(again.get(digests[0] as Digest)).rejects.toMatchObject({
+      code: 'OBJECT_NOT_FOUND',
+    });
+    expect((await again.damage()).map(({ file }) => file)).toEqual([index]);
   });
 
   it('has verify name a damaged index, and the checkpoint files it leaves missing', async () => {
