@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { constants, existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { chmod, copyFile, mkdir, open, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -420,8 +420,10 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
     const pending = pendingOf(digest);
     if (pending) return { digest, sizeBytes: pending.byteLength };
-    const [packed] = packs.find(digest);
-    if (packed) return { digest, sizeBytes: packed.sizeBytes };
+    // A pack named by an index read earlier must still be there (gc may have merged it since).
+    const packed = () => packs.find(digest).find((location) => existsSync(location.pack));
+    const location = packed();
+    if (location) return { digest, sizeBytes: location.sizeBytes };
     try {
       const stats = await stat(objectPath(objectsDirectory, digest));
       return { digest, sizeBytes: stats.size };
@@ -429,7 +431,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       if (!isSystemError(error, 'ENOENT')) throw error;
     }
     packs.refresh();
-    const [fresh] = packs.find(digest);
+    const fresh = packed();
     return fresh && { digest, sizeBytes: fresh.sizeBytes };
   }
 

@@ -262,6 +262,8 @@ describe('packs', () => {
     const digests = await putInBatch(store, all);
     const reader = createObjectStore(directory);
     expect(await reader.get(digests[0] as Digest)).toEqual(all[0]);
+    const asker = createObjectStore(directory);
+    expect(await asker.has(digests[1] as Digest)).toBe(true);
     const before = await packFiles(directory);
     const gone = digests.slice(0, 10);
     await store.remove(gone);
@@ -273,6 +275,12 @@ describe('packs', () => {
     expect(await reader.get(digests[15] as Digest)).toEqual(all[15]);
     await expect(reader.get(gone[0] as Digest)).rejects.toMatchObject({
       code: 'OBJECT_NOT_FOUND',
+    });
+    // One that had read the old index only asks: the pack it names is gone, so it reads again.
+    expect(await asker.has(gone[1] as Digest)).toBe(false);
+    expect(await reader.stat(digests[20] as Digest)).toEqual({
+      digest: digests[20],
+      sizeBytes: (all[20] as Buffer).length,
     });
     expect(await listed(store)).toEqual(digests.slice(10).sort());
     // Removing every object leaves no pack at all.
