@@ -290,7 +290,7 @@ export class PackSet {
     throw found ? found.damaged : error;
   }
 
-  /** How many packs there are, and each one's objects with the time its index was written. */
+  /** Every packed object, with the time its pack's index was written (or last marked used). */
   *entries(): Iterable<PackLocation & { modifiedAtMs: number }> {
     for (const index of this.#indexes().values()) {
       for (const location of this.#locations(index)) {
