@@ -60,8 +60,8 @@ const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
 const COMPRESS_ELSEWHERE_BYTES = 4 * 1024 * 1024;
 
 /**
- * A batch that leaves more packs than this merges them as garbage collection does (see
- * {@link PackSet.rewrite}), as `git gc --auto` does past 50 packs: lookups search every pack.
+ * A batch that leaves more packs than this merges the smaller half of them (as `git gc --auto`
+ * repacks past 50 packs): lookups search every pack. gc merges them geometrically.
  */
 const AUTO_MERGE_PACKS = 50;
 
@@ -462,7 +462,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
             if (packs.count > AUTO_MERGE_PACKS) {
               await syncPaths([...state.files, ...state.directories], objectsDirectory);
               try {
-                packs.rewrite();
+                packs.mergeSmallest();
               } catch {
                 // Only housekeeping: the batch's objects are durable; the next merge tries again.
               }

@@ -434,10 +434,22 @@ export class PackSet {
     const holdsRemoved = (index: LoadedIndex): boolean =>
       removed.size > 0 && [...this.#locations(index)].some(({ digest }) => removed.has(digest));
     const all = [...this.#indexes().values()];
-    const chosen = new Set(
-      [...all.filter(holdsRemoved), ...geometricMerge(all)].filter((index) => this.#isWhole(index)),
-    );
-    if (chosen.size === 0) return;
+    this.#merge([...all.filter(holdsRemoved), ...geometricMerge(all)], removed);
+  }
+
+  /**
+   * Merges the smaller half of the packs into one: what a batch does past a limit on their
+   * number, at a cost bounded by the small packs (a large first snapshot's pack is left to gc).
+   */
+  mergeSmallest(): void {
+    this.refresh();
+    const ascending = [...this.#indexes().values()].sort((a, b) => a.count - b.count);
+    this.#merge(ascending.slice(0, Math.ceil(ascending.length / 2)), new Set());
+  }
+
+  #merge(indexes: LoadedIndex[], removed: ReadonlySet<Digest>): void {
+    const chosen = new Set(indexes.filter((index) => this.#isWhole(index)));
+    if (chosen.size === 0 || (chosen.size === 1 && removed.size === 0)) return;
     const kept: PackInput[] = [];
     for (const index of chosen) {
       for (const location of this.#locations(index)) {
