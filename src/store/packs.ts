@@ -62,7 +62,8 @@ export interface PackLocation {
 /** An object to write into a pack: its bytes, or how to get them when they are written. */
 export interface PackInput {
   digest: Digest;
-  bytes: Uint8Array | (() => Uint8Array);
+  /** Or, from another pack, its bytes and the form they are stored in there. */
+  bytes: Uint8Array | (() => { bytes: Uint8Array; stored: Uint8Array });
   /** The bytes to store for it, when they were compressed already (see compress.ts). */
   stored?: Uint8Array;
 }
@@ -304,16 +305,23 @@ export class PackSet {
    * the pack is gone (removed by garbage collection meanwhile).
    */
   read(location: PackLocation): Buffer {
+    return this.#inflate(location, this.#readStored(location));
+  }
+
+  /** The bytes a pack stores for an object, as stored (compressed or not). */
+  #readStored(location: PackLocation): Buffer {
     const descriptor = openSync(location.pack, READ_FLAGS);
-    let stored: Buffer;
     try {
       // Not a plain file (damage): nothing is read from it.
-      stored = fstatSync(descriptor).isFile()
+      return fstatSync(descriptor).isFile()
         ? readAt(descriptor, location.storedBytes, location.offset)
         : Buffer.alloc(0);
     } finally {
       closeSync(descriptor);
     }
+  }
+
+  #inflate(location: PackLocation, stored: Buffer): Buffer {
     if (location.storedBytes >= location.sizeBytes) return stored;
     try {
       return inflateRawSync(stored, { maxOutputLength: location.sizeBytes });
@@ -375,8 +383,12 @@ export class PackSet {
         let at = HEADER_BYTES;
         for (const object of sorted) {
           const { digest } = object;
-          const bytes = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
-          const stored = object.stored ?? compressed(bytes);
+          const given = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
+          const bytes = given instanceof Uint8Array ? given : given.bytes;
+          const stored =
+            (given instanceof Uint8Array ? undefined : given.stored) ??
+            object.stored ??
+            compressed(bytes);
           if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
           run.push(stored);
           runBytes += stored.byteLength;
@@ -454,6 +466,7 @@ export class PackSet {
     for (const index of chosen) {
       for (const location of this.#locations(index)) {
         if (removed.has(location.digest)) continue;
+        // Copied as stored (not compressed again), once its content is checked.
         kept.push({ digest: location.digest, bytes: () => this.#readSound(location) });
       }
     }
@@ -490,12 +503,13 @@ export class PackSet {
     return true;
   }
 
-  #readSound(location: PackLocation): Buffer {
-    const bytes = this.read(location);
+  #readSound(location: PackLocation): { bytes: Buffer; stored: Buffer } {
+    const stored = this.#readStored(location);
+    const bytes = this.#inflate(location, stored);
     if (bytes.length !== location.sizeBytes || digestBytes(bytes) !== location.digest) {
       throw new Error(`${location.digest} in ${location.pack} is damaged`);
     }
-    return bytes;
+    return { bytes, stored };
   }
 
   /** Removes a pack: its index first (then nothing lists what is in it), then the pack. */

@@ -386,7 +386,9 @@ describe('packs', () => {
         const { directory } = await newStore();
         let store = createObjectStore(directory);
         const reader = createObjectStore(directory);
-        const bytesOf = (item: number) => Buffer.from(`item ${item} `.repeat(item % 7 || 1));
+        // Some small (stored as they are), some large enough to be compressed.
+        const bytesOf = (item: number) =>
+          Buffer.from(`item ${item} `.repeat(item % 2 ? item % 7 || 1 : 60));
         const model = new Map<Digest, Buffer>();
         for (const step of operations) {
           if (step.op === 'batch') {
