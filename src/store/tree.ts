@@ -199,9 +199,46 @@ export async function putTree(store: ObjectStore, entries: readonly TreeEntry[])
   return (await store.put(encodeTree(entries))).digest;
 }
 
-/** Reads and decodes a tree object. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`. */
+/**
+ * Decoded trees, per store, most recently used last: a tree is immutable (its digest is its
+ * content), so one read and checked once is that tree for as long as the process lives. Diffs and
+ * incremental snapshots read the same trees again and again.
+ */
+const decodedTrees = new WeakMap<ObjectStore, { trees: Map<Digest, Tree>; entryCount: number }>();
+
+/** How many entries the decoded trees of one store may hold in all (about 20 MB). */
+const MAX_CACHED_ENTRIES = 100_000;
+
+/**
+ * Reads and decodes a tree object. The tree returned is frozen (it may be shared with other
+ * callers). Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`.
+ */
 export async function readTree(store: ObjectStore, digest: Digest): Promise<Tree> {
-  return decodeTree(await store.get(digest), digest);
+  let cache = decodedTrees.get(store);
+  const cached = cache?.trees.get(digest);
+  if (cache && cached) {
+    cache.trees.delete(digest);
+    cache.trees.set(digest, cached);
+    return cached;
+  }
+  const tree = decodeTree(await store.get(digest), digest);
+  for (const entry of tree.entries) Object.freeze(entry);
+  Object.freeze(tree.entries);
+  Object.freeze(tree);
+  if (!cache) {
+    cache = { trees: new Map(), entryCount: 0 };
+    decodedTrees.set(store, cache);
+  }
+  if (!cache.trees.has(digest)) {
+    cache.trees.set(digest, tree);
+    cache.entryCount += tree.entries.length + 1;
+    for (const [oldest, evicted] of cache.trees) {
+      if (cache.entryCount <= MAX_CACHED_ENTRIES) break;
+      cache.trees.delete(oldest);
+      cache.entryCount -= evicted.entries.length + 1;
+    }
+  }
+  return tree;
 }
 
 /** What a ledger entry says it refers to: a blob, or a tree and everything under it. */

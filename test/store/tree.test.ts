@@ -82,6 +82,29 @@ describe('trees', () => {
     );
   });
 
+  it('keeps the trees a store read, frozen, so that reading one again costs nothing', async () => {
+    const { directory } = await initStore(await makeTempDirectory());
+    const store = createObjectStore(directory);
+    const digest = await putTree(store, [file('a.txt', 'a'), file('b.txt', 'b')]);
+    const first = await readTree(store, digest);
+    expect(await readTree(store, digest)).toBe(first);
+    expect(Object.isFrozen(first.entries)).toBe(true);
+    expect(() => (first.entries as TreeEntry[]).push(file('c.txt', 'c'))).toThrow(TypeError);
+    expect(() => {
+      (first.entries[0] as { mode: number }).mode = 0o777;
+    }).toThrow(TypeError);
+    // Another store (another process) reads the object again.
+    const other = createObjectStore(directory);
+    expect(await readTree(other, digest)).not.toBe(first);
+    expect(await readTree(other, digest)).toEqual(first);
+    // The trees kept are bounded: after many others, the first is read again.
+    for (let index = 0; index < 1_200; index++) {
+      const entries = Array.from({ length: 99 }, (_, entry) => file(`f${entry}`, `${index}`));
+      await readTree(store, await putTree(store, entries));
+    }
+    expect(await readTree(store, digest)).not.toBe(first);
+  });
+
   it('walks every object under a root tree once, even when shared', async () => {
     const { directory } = await initStore(await makeTempDirectory());
     const store = createObjectStore(directory);
