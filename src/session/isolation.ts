@@ -237,7 +237,7 @@ export function commitToHost(
         ),
     );
     if (tops.length === 0) return { ...result, status: 'nothing-to-commit' };
-    const trees = new Map<Digest, Promise<TreeEntry[]>>();
+    const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
     const paths: PathChange[] = [];
     for (const change of tops) {
       paths.push({

@@ -13,7 +13,7 @@ export type TreeEntry =
 
 /** A directory listing, sorted by name (UTF-8 byte order), as decoded from a tree object. */
 export interface Tree {
-  entries: TreeEntry[];
+  readonly entries: readonly TreeEntry[];
 }
 
 function invalid(message: string, data: Record<string, unknown>): RewindError {
@@ -284,7 +284,7 @@ export async function findEntryAt(
   store: ObjectStore,
   tree: Digest,
   path: string,
-  trees: Map<Digest, Promise<TreeEntry[]>>,
+  trees: Map<Digest, Promise<readonly TreeEntry[]>>,
 ): Promise<TreeEntry | undefined> {
   let current: Digest = tree;
   const parts = path.split('/');

@@ -76,7 +76,7 @@ interface IncrementalState {
   /** The identity of every directory, by path: the record's, updated as directories are read. */
   directories: Map<string, string>;
   /** Previous trees being read ahead, by digest: see {@link previousEntries}. */
-  treeReads: Map<Digest, Promise<TreeEntry[]>>;
+  treeReads: Map<Digest, Promise<readonly TreeEntry[]>>;
   /** The gate that bounds those reads. */
   gate: Limiter;
 }
@@ -89,7 +89,7 @@ const TREE_READS_AHEAD = 16;
  * under the one being rebuilt, so that their reads wait on the disk side by side rather than one
  * after another; a read ahead that fails fails again where its directory is rebuilt.
  */
-function previousEntries(state: IncrementalState, digest: Digest): Promise<TreeEntry[]> {
+function previousEntries(state: IncrementalState, digest: Digest): Promise<readonly TreeEntry[]> {
   let read = state.treeReads.get(digest);
   if (read === undefined) {
     read = state.gate(async () => (await readTree(state.store, digest)).entries);

@@ -79,7 +79,7 @@ export async function planChanges(
   journal?: Journal,
 ): Promise<PlannedChange[]> {
   const planned: PlannedChange[] = [];
-  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
   const actions = { added: 'created', deleted: 'deleted', modified: 'written' } as const;
   for (const change of changes) {
     const kind = fileChangeKind(change);
@@ -208,7 +208,7 @@ async function pathChangesTo(
   target: CheckpointInfo,
   paths: readonly string[],
 ): Promise<PathChange[]> {
-  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
   const entryIn = (tree: Digest, path: string) => findEntryAt(context.store, tree, path, trees);
   const asked = [...new Set(paths.map((path) => normalizeWorkspacePath(path)))].sort();
   const tops = asked.filter((path) => !asked.some((other) => path.startsWith(`${other}/`)));

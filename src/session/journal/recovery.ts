@@ -181,7 +181,7 @@ async function findDrift(
   const snapshot = isOnHost ? await snapshotHost(context) : await snapshotWorkspace(context);
   const now = workspaceRules(workspaceFor(context, started.body), outsideRulesOf(context));
   const then = await targetRulesOf(context, started.body);
-  const trees = new Map<Digest, Promise<TreeEntry[]>>();
+  const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
   const { removals, placements } = applicationOrder(changes);
   /** Whether either side's rules leave a path out: then it is never touched, nor counted. */
   const isLeftOut = async (path: string, entries: (TreeEntry | undefined)[]) => {
@@ -238,7 +238,7 @@ async function replacedParents(
   started: LedgerEntry,
   changes: readonly TreeChange[],
   current: Digest,
-  trees: Map<Digest, Promise<TreeEntry[]>>,
+  trees: Map<Digest, Promise<readonly TreeEntry[]>>,
   isLeftOut: (path: string, entries: (TreeEntry | undefined)[]) => Promise<boolean>,
 ): Promise<TreeChange[]> {
   const listed = new Set(changes.map(({ path }) => path));
