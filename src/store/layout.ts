@@ -147,6 +147,21 @@ async function checkStoreDirectories(directory: string): Promise<void> {
 const STORE_GITIGNORE = '# Written by Rewind: the store is never committed.\n*\n';
 
 /**
+ * The absolute path of a workspace as given. Throws `WORKSPACE_INVALID` for one holding a NUL
+ * byte, which no file name can (the system calls would refuse it with a bare type error).
+ */
+function rootOf(workspace: string): string {
+  if (workspace.includes('\0')) {
+    throw new RewindError(
+      'WORKSPACE_INVALID',
+      `The workspace path ${JSON.stringify(workspace)} holds a NUL byte, which no file name can. Give the directory of the project (or leave --dir out).`,
+      { data: { path: workspace } },
+    );
+  }
+  return resolve(workspace);
+}
+
+/**
  * Creates the store `.rewind/` in `workspace` (created too if missing), or checks the one that
  * is there, and writes its `.gitignore` so git leaves it out. Returns whether it was created.
  * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make (or a `.rewind` that
@@ -157,7 +172,7 @@ export async function initStore(
   workspace: string,
   options: { now?: () => Date } = {},
 ): Promise<StoreLocation & { isNew: boolean }> {
-  const root = resolve(workspace);
+  const root = rootOf(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
   await checkIsDirectory(directory);
   await mkdir(directory, { recursive: true });
@@ -191,7 +206,7 @@ export async function initStore(
  * a `.rewind` that is a file).
  */
 export async function openStore(workspace: string): Promise<StoreLocation> {
-  const root = resolve(workspace);
+  const root = rootOf(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
   const rootStats = await stat(root).catch(() => undefined);
   if (rootStats && !rootStats.isDirectory()) {
@@ -225,7 +240,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
  * kind ends the search: one that is not a usable store is refused as {@link openStore} does.
  */
 export async function findStore(start: string): Promise<StoreLocation | undefined> {
-  let current = resolve(start);
+  let current = rootOf(start);
   for (;;) {
     // Anything of the store's name stops the search: a directory is the store (or is refused as
     // not ours), and anything else is refused as such, never passed over for a store further up.

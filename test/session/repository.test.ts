@@ -105,6 +105,21 @@ describe('init', () => {
     });
   });
 
+  it('refuses a workspace path holding a NUL byte, saying so, and creates nothing', async () => {
+    const parent = await makeTempDirectory();
+    for (const run of [
+      () => init({ workspace: join(parent, 'a\0b') }),
+      () => status({ workspace: join(parent, 'a\0b') }),
+      () => openSession({ workspace: join(parent, '\0') }),
+    ]) {
+      await expect(run()).rejects.toMatchObject({
+        code: 'WORKSPACE_INVALID',
+        message: expect.stringContaining('NUL byte'),
+      });
+    }
+    expect(await readdir(parent)).toEqual([]);
+  });
+
   it('refuses a .rewind/ that is not ours and leaves it untouched', async () => {
     const workspace = await makeTempDirectory();
     await mkdir(join(workspace, '.rewind'));
