@@ -90,8 +90,5 @@ export async function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8A
     if (current.waiting.size === 0) current.worker.unref();
   }
   if (!out) return objects.map(compressed);
-  return objects.map((bytes, index) => {
-    const deflated = out[index];
-    return chosen(bytes, deflated && new Uint8Array(deflated));
-  });
+  return objects.map((bytes, index) => chosen(bytes, out[index]));
 }
