@@ -1,6 +1,7 @@
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { onTestFinished } from 'vitest';
-import { init, openSession } from '../../src/session/index.js';
+import { expect, onTestFinished } from 'vitest';
+import { init, log, openSession } from '../../src/session/index.js';
 import { createObjectStore } from '../../src/store/index.js';
 import { snapshot } from '../../src/workspace/index.js';
 import { makeTempDirectory } from './temp.js';
@@ -20,4 +21,15 @@ export async function sessionOn(layout: Layout) {
   const stateOf = async () =>
     (await snapshot(workspace, { store, storeDirectory: join(workspace, '.rewind') })).tree;
   return { workspace, session, store, stateOf };
+}
+
+/**
+ * Drops the session ledger's last line, which must be a `kind` entry: as if the process had been
+ * killed just before writing it (a restore's closing entry, say).
+ */
+export async function dropClosingEntry(workspace: string, kind: string): Promise<void> {
+  const file = (await log({ workspace })).session.file;
+  const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
+  expect(lines.at(-1)).toContain(`"${kind}"`);
+  await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
 }

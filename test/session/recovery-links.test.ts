@@ -1,17 +1,9 @@
-import { lstat, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { lstat, readFile, readlink, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { log, openSession } from '../../src/session/index.js';
-import { sessionOn } from '../helpers/session.js';
+import { dropClosingEntry, sessionOn } from '../helpers/session.js';
 import { lay } from '../helpers/workspace.js';
-
-/** Drops the ledger's last line (the restore's closing entry): as if killed just before it. */
-async function dropClosingEntry(workspace: string, kind: string): Promise<void> {
-  const file = (await log({ workspace })).session.file;
-  const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
-  expect(lines.at(-1)).toContain(`"${kind}"`);
-  await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
-}
 
 // A restore killed midway, then a folder above its paths replaced by a symbolic link before the
 // next command: recovery never follows the link, saves it first, and finishes.

@@ -6,7 +6,7 @@ import { gc, log, openSession, previewWorkspace, verify } from '../../src/sessio
 import { readTree } from '../../src/store/index.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
-import { sessionOn } from '../helpers/session.js';
+import { dropClosingEntry, sessionOn } from '../helpers/session.js';
 import { type Layout, lay } from '../helpers/workspace.js';
 
 describe('checkpoints', () => {
@@ -475,10 +475,7 @@ describe('a rollback killed midway', () => {
     await session.rollback('base');
     await session.close();
     // The rollback failed, put every path back, and the disk was too full for its closing line.
-    const file = (await log({ workspace })).session.file;
-    const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
-    expect(lines.at(-1)).toContain('"rollback-completed"');
-    await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+    await dropClosingEntry(workspace, 'rollback-completed');
     await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2' });
     // Space is freed; the person edits on, then runs a command.
     await writeFile(join(workspace, 'a.txt'), 'three');
@@ -514,9 +511,7 @@ describe('a rollback killed midway', () => {
       await lay(workspace, { 'a.txt': 'two', 'b.txt': 'b2', 'c.txt': 'c2' });
       await session.rollback('base');
       await session.close();
-      const file = (await log({ workspace })).session.file;
-      const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
-      await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+      await dropClosingEntry(workspace, 'rollback-completed');
       await lay(workspace, { 'a.txt': a as string, 'b.txt': b as string, 'c.txt': 'c2' });
       const leftover = '.b.txt.rewind-0123456789ab.rewind-tmp';
       await writeFile(join(workspace, leftover), 'b1');
@@ -560,9 +555,7 @@ describe('a rollback killed midway', () => {
     const rolled = await session.rollback('base');
     await session.close();
     // Killed after the last path moved, before its closing line.
-    const file = (await log({ workspace })).session.file;
-    const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
-    await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+    await dropClosingEntry(workspace, 'rollback-completed');
     const reopened = await openSession({ workspace });
     expect(await stateOf()).toBe(base.tree);
     expect((await log({ workspace })).entries.at(-1)).toMatchObject({

@@ -247,15 +247,12 @@ async function replacedParents(
   for (const { path, after } of changes) {
     if (!after || (await isLeftOut(path, [after]))) continue;
     const parts = path.split('/');
-    let isReplaced = false;
     for (let index = 1; index < parts.length; index++) {
       const parent = parts.slice(0, index).join('/');
-      if (listed.has(parent)) continue;
-      const entry = isReplaced
-        ? undefined
-        : await findEntryAt(context.store, current, parent, trees);
-      if (entry?.type === 'directory' || found.has(parent)) continue;
-      isReplaced = true;
+      if (listed.has(parent) || found.has(parent)) continue;
+      // Under a parent that is no longer a folder, nothing is found: folders to make too.
+      const entry = await findEntryAt(context.store, current, parent, trees);
+      if (entry?.type === 'directory') continue;
       const then =
         typeof targetTree === 'string'
           ? await findEntryAt(context.store, targetTree as Digest, parent, trees)
