@@ -4,6 +4,7 @@ import type { Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
 import type { ObjectStore } from '../store/index.js';
 import {
+  type CopySource,
   hasStatCache,
   type OutsideRules,
   previewSnapshot,
@@ -81,6 +82,7 @@ function cacheDirectoryOf(context: SessionContext): string {
 export function snapshotWorkspace(
   context: SessionContext,
   onProgress?: (progress: SnapshotProgress) => void,
+  copyOf?: CopySource,
 ): Promise<SnapshotResult> {
   return snapshot(context.workspace, {
     store: context.store,
@@ -88,6 +90,7 @@ export function snapshotWorkspace(
     storeDirectory: cacheDirectoryOf(context),
     ...(context.settings.budget && { budget: context.settings.budget }),
     ...(onProgress && { onProgress }),
+    ...(copyOf && { copyOf }),
   });
 }
 

@@ -12,6 +12,7 @@ import {
   DEFAULT_HTTP_TIMEOUT_MS,
   DEFAULT_LOCK_TIMEOUT_MS,
   type SessionContext,
+  snapshotHost,
   snapshotWorkspace,
 } from './context.js';
 import { viewDirectoryOf } from './isolation.js';
@@ -183,9 +184,18 @@ export async function startIsolatedContext(
   const id = ledger.session.id;
   try {
     const context = await createContext(location, ledger, options);
+    const sinceNs = BigInt(Date.now()) * 1_000_000n;
     await copyIntoView(location.workspace, context.workspace);
     await withWorkspaceLock(context, 'starting the isolated session', async (journal) => {
-      const base = await snapshotWorkspace(context);
+      // The host's snapshot (incremental when it has been snapshotted before) gives the view's
+      // first snapshot the contents of every file that did not change during the copy, and
+      // leaves the first commit an incremental snapshot of the host instead of a first one.
+      const host = await snapshotHost(context);
+      const base = await snapshotWorkspace(context, undefined, {
+        workspace: context.hostWorkspace,
+        tree: host.tree,
+        sinceNs,
+      });
       await journal.append(
         'view-created',
         {
@@ -193,8 +203,12 @@ export async function startIsolatedContext(
           baseTree: base.tree,
           fileCount: base.fileCount,
           sizeBytes: base.sizeBytes,
+          hostTree: host.tree,
         },
-        [{ type: 'tree', digest: base.tree }],
+        [
+          { type: 'tree', digest: base.tree },
+          { type: 'tree', digest: host.tree },
+        ],
       );
     });
     if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);

@@ -8,6 +8,7 @@ export {
   removeRestoreLeftovers,
   workspaceRules,
 } from './apply.js';
+export type { CopySource } from './copy-source.js';
 export {
   decodeOutsideRules,
   IGNORE_FILE,

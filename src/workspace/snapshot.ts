@@ -12,6 +12,7 @@ import {
   readSnapshotClock,
   saveChangeRecord,
 } from './changes.js';
+import { type CopySource, takeFromCopySource } from './copy-source.js';
 import {
   digestOutsideRules,
   encodeOutsideRules,
@@ -62,6 +63,13 @@ export interface SnapshotOptions {
    * reads every file): for a progress line.
    */
   onProgress?: (progress: SnapshotProgress) => void;
+  /**
+   * The workspace is a copy of another (`cp -a`) that nothing has written since: its files that
+   * did not change at the source since before the copy take their digests from the source's
+   * snapshot instead of being read (see {@link takeFromCopySource}). Used by the first snapshot
+   * of an isolated session's view.
+   */
+  copyOf?: CopySource;
 }
 
 /** What {@link snapshot} recorded. */
@@ -247,6 +255,13 @@ export async function snapshot(
       maxFiles: options.budget?.maxFiles ?? DEFAULT_MAX_FILES,
     });
     if (warning) warnings.push(warning);
+  }
+  if (options.copyOf) {
+    const windowNs =
+      options.changeWindowMs === undefined
+        ? changeWindowOf(options.copyOf.workspace)
+        : BigInt(options.changeWindowMs) * 1_000_000n;
+    await takeFromCopySource(entries, options.copyOf, options.store, windowNs);
   }
   const batch = options.store.batch();
   let digest: Digest;

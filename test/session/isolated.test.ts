@@ -13,6 +13,8 @@ import {
   startIsolatedSession,
   withIsolatedSession,
 } from '../../src/session/index.js';
+import { createObjectStore, initStore } from '../../src/store/index.js';
+import { hasStatCache, snapshot } from '../../src/workspace/index.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
 import { runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -27,6 +29,13 @@ async function isolatedOn(layout: Layout) {
 }
 
 const read = (root: string, path: string) => readFile(join(root, path), 'utf8');
+
+/** A full snapshot in a store of its own: reads every file. */
+async function referenceTree(root: string): Promise<string> {
+  const { directory } = await initStore(await makeTempDirectory());
+  return (await snapshot(root, { store: createObjectStore(directory), storeDirectory: directory }))
+    .tree;
+}
 
 describe('isolated sessions', () => {
   it('work on a private view: the host is untouched until commit, which propagates writes and deletions', async () => {
@@ -96,6 +105,30 @@ describe('isolated sessions', () => {
     expect(await read(workspace, 'a.txt')).toBe('host edit');
     expect(await read(workspace, 'dir/x.txt')).toBe('x');
     expect((await log({ workspace })).entries.at(-1)?.kind).toBe('commit-refused');
+    await session.close();
+  });
+
+  it('starts from a snapshot of the host: the view is recorded as the host is, and the first commit finds the host known', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'one', 'src/b.txt': 'b', 'src/c.txt': 'c' });
+    await init({ workspace });
+    // Older than the change window: the host's snapshot vouches for these files.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const session = await startIsolatedSession({ workspace, makeCurrent: false });
+    const created = (await log({ workspace, session: session.id })).entries.find(
+      (line) => line.kind === 'view-created',
+    )?.entry.body as { baseTree: string; hostTree: string; fileCount: number };
+    // Copied unchanged: the view holds what the host's snapshot holds.
+    expect(created).toMatchObject({ fileCount: 3 });
+    expect(created.baseTree).toBe(created.hostTree);
+    expect(created.baseTree).toBe(await referenceTree(session.workspace));
+    // The host's snapshot at the start left its stat cache: the first commit need not read it all.
+    expect(hasStatCache(join(workspace, '.rewind'))).toBe(true);
+    await writeFile(join(workspace, 'src/b.txt'), 'host');
+    await session.write('a.txt', 'two');
+    expect(await session.commit()).toMatchObject({ status: 'committed', conflicts: [] });
+    expect(await read(workspace, 'a.txt')).toBe('two');
+    expect(await read(workspace, 'src/b.txt')).toBe('host');
     await session.close();
   });
 
