@@ -85,6 +85,18 @@ async function serveMcp(argv) {
   return runMcp(argv, process.cwd());
 }
 
+/** `rewind ui`: the web timeline's server is an edge of its own (src/ui), loaded only when asked for. */
+async function serveUi(argv) {
+  const { runUi } = loadBundle('ui');
+  writeCodeCaches(); // now: a server runs until it is stopped, often by a signal
+  return runUi(argv, {
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+    cwd: process.cwd(),
+    assets: fileURLToPath(new URL('../dist/ui-assets', import.meta.url)),
+  });
+}
+
 // A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
 // the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
 // and the command finishes and exits with its own code (what it did happened either way).
@@ -106,6 +118,7 @@ process.exitCode = await runCli(argv, {
   stdin: process.stdin,
   ...(process.stdin.isTTY && { prompt }),
   serveMcp,
+  serveUi,
   isTerminal: process.stdout.isTTY === true,
   isErrorTerminal: process.stderr.isTTY === true,
   env: process.env,

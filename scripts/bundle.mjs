@@ -1,9 +1,12 @@
-// Bundles the `rewind` command's two entry points (the CLI and the MCP server), after `tsc` has
-// built dist/, into one file each under dist/bundle/. Node loads a module file by file: the CLI
+// Bundles the `rewind` command's three entry points (the CLI, the MCP server and the web UI's
+// server), after `tsc` has built dist/, into one file each under dist/bundle/; and the web UI's
+// page (ui/) with its libraries (preact, htm, diff2html) into dist/ui-assets/, so that nothing
+// is fetched from elsewhere at run time and the user has nothing to build. Node loads a module file by file: the CLI
 // was ~240 modules (zod ~95 of them) and spent ~120 ms loading them before doing anything. One
 // file, without the parts of zod it does not use, compiled with V8's code cache by bin/rewind.js,
 // loads in about a tenth of that (docs/performance.md). The library (`rewind-agent` and its
 // adapters) stays unbundled: its importers bundle it their own way.
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -13,6 +16,7 @@ const { warnings } = await build({
   entryPoints: {
     cli: path('dist/cli/main.js'),
     mcp: path('dist/mcp/main.js'),
+    ui: path('dist/ui/main.js'),
   },
   outdir: path('dist/bundle'),
   bundle: true,
@@ -28,6 +32,24 @@ const { warnings } = await build({
   minifySyntax: true,
   logLevel: 'warning',
 });
+const page = await build({
+  entryPoints: { app: path('ui/app.js') },
+  outdir: path('dist/ui-assets'),
+  bundle: true,
+  platform: 'browser',
+  format: 'esm',
+  target: 'es2022',
+  minify: true,
+  legalComments: 'linked',
+  logLevel: 'warning',
+});
+warnings.push(...page.warnings);
+mkdirSync(path('dist/ui-assets'), { recursive: true });
+copyFileSync(path('ui/index.html'), path('dist/ui-assets/index.html'));
+writeFileSync(
+  path('dist/ui-assets/app.css'),
+  `${readFileSync(path('ui/app.css'), 'utf8')}\n${readFileSync(path('node_modules/diff2html/bundles/css/diff2html.min.css'), 'utf8')}`,
+);
 // A warning here (`import.meta` in a CommonJS bundle, a require that cannot be resolved) is code
 // that would misbehave only when the command runs: the build fails instead.
 if (warnings.length > 0) {

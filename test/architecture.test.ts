@@ -49,6 +49,8 @@ const PACKAGE_OWNERS: Record<string, string> = {
   commander: 'cli',
   diff: 'workspace',
   ignore: 'workspace',
+  hono: 'ui',
+  '@hono/node-server': 'ui',
 };
 
 type Sources = Record<string, string>;

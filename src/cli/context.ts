@@ -32,6 +32,8 @@ export interface CliIo {
    * server is an edge of its own, which the CLI may not import, so the process hands it in.
    */
   serveMcp?: (argv: readonly string[]) => Promise<number>;
+  /** Runs `rewind ui` with its own arguments; absent where no server can run (tests of the CLI alone). */
+  serveUi?: (argv: readonly string[]) => Promise<number>;
   /** Whether stdout is a terminal: colour is used only there, unless the environment says. */
   isTerminal?: boolean;
   /** Whether stderr is a terminal: a long operation shows a progress line only there. */

@@ -68,6 +68,7 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
   registerIsolationCommands(program, cli);
   registerVerificationCommands(program, cli);
   addMcpCommand(program);
+  addUiCommand(program);
   addHookCommand(program, io, state);
   return program;
 }
@@ -94,11 +95,36 @@ function addMcpCommand(program: Command): void {
   outsideTable(mcp, 'the MCP server: an edge of its own, with its own options, not an operation');
 }
 
+/** `rewind ui`, listed with the other commands; {@link runCli} hands it to the web UI's server. */
+function addUiCommand(program: Command): void {
+  const ui = program
+    .command('ui')
+    .description(
+      'serve a local web timeline of the sessions, to see, compare, approve and undo (see `rewind ui --help`)',
+    )
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(() => {
+      throw new UsageError(
+        "The web UI takes only its own options, after `ui` (`rewind ui --port 8080`); rewind's global options do not apply to it.",
+      );
+    });
+  outsideTable(ui, 'the web UI: an edge of its own, with its own options, not an operation');
+}
+
 /**
  * Runs the `rewind` command line with `argv` (without the node and script paths) and returns the
  * exit code: 0 ok, 1 a refused or failed operation, 2 a usage error, 3 an unknown verdict.
  */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
+  if (argv[0] === 'ui' || (argv[0] === 'help' && argv[1] === 'ui' && argv.length === 2)) {
+    if (!io.serveUi) {
+      io.stderr('rewind: the web UI cannot run here; run the `rewind` command itself.\n');
+      return EXIT_FAILED;
+    }
+    return io.serveUi(argv[0] === 'ui' ? argv.slice(1) : ['--help']);
+  }
   if (argv[0] === 'mcp' || (argv[0] === 'help' && argv[1] === 'mcp' && argv.length === 2)) {
     if (!io.serveMcp) {
       io.stderr('rewind: the MCP server cannot run here; run the `rewind` command itself.\n');

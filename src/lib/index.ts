@@ -31,6 +31,13 @@ export {
   withLock,
 } from './lock.js';
 export {
+  type GuardedServer,
+  generateToken,
+  type HttpEndpoint,
+  type HttpRefusal,
+  refusalOfRequest,
+} from './loopback-guard.js';
+export {
   compareNames,
   decodeName,
   diskPath,

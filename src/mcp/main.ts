@@ -1,8 +1,8 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
-import { init } from '../index.js';
-import { generateToken, serveHttp } from './http.js';
+import { generateToken, init } from '../index.js';
+import { serveHttp } from './http.js';
 import { createMcpServer, type McpServerOptions, whenIdle } from './server.js';
 import { messageLines } from './stdio.js';
 

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { refusalOfRequest } from '../../src/mcp/http.js';
+import { refusalOfRequest } from '../../src/index.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';

@@ -82,9 +82,9 @@ describe('the operation table and the surfaces built from it', () => {
   it('has exactly the commands the CLI does not leave out, each described by its summary', () => {
     const commands = programCommands();
     const outside = commandsOutsideTable();
-    // Outside the table: the MCP server, which the CLI only lists and hands on, and the Claude
-    // Code hook, an edge of its own that speaks Claude Code's hook protocol.
-    expect(outside).toEqual(['mcp', 'hook-claude-code']);
+    // Outside the table: the MCP server and the web UI, which the CLI only lists and hands on,
+    // and the Claude Code hook, an edge of its own that speaks Claude Code's hook protocol.
+    expect(outside).toEqual(['mcp', 'ui', 'hook-claude-code']);
     for (const name of outside)
       expect(whyOutsideTable(commands.get(name) as Command)?.trim()).not.toBe('');
     expect([...commands.keys()].filter((name) => !outside.includes(name)).sort()).toEqual(

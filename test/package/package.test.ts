@@ -8,6 +8,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { loadPage, startUiProcess } from '../helpers/ui.js';
 
 /**
  * What a user gets from `npm i rewind-agent`: the package is packed from this checkout (dist/ as
@@ -166,6 +167,19 @@ describe('the package installed from its tarball', () => {
       cwd: app,
     });
     expect(stdout.trim()).toBe(manifest.version);
+  });
+
+  it('serves the web UI from the installed package, its page built in, with no network', async () => {
+    const workspace = join(app, 'ui-workspace');
+    await mkdir(workspace);
+    const bin = join(app, 'node_modules', '.bin', 'rewind');
+    await run(bin, ['init'], { cwd: workspace });
+    const ui = await startUiProcess(bin, ['ui'], workspace);
+    try {
+      expect(await loadPage(ui.url)).toMatchObject({ page: 200, script: 200 });
+    } finally {
+      await ui.stop();
+    }
   });
 
   it('runs the rewind bin for `npx rewind-agent`, as an MCP config does', async () => {

@@ -1,0 +1,693 @@
+// The page of `rewind ui`: the timeline of a workspace's sessions, what each entry changed, and
+// the actions a person may take (each the same operation as the CLI's, each confirmed first).
+// Bundled with its libraries by scripts/bundle.mjs into dist/ui-assets/; nothing loads from
+// elsewhere at run time.
+import { html as renderDiffHtml } from 'diff2html';
+import htm from 'htm';
+import { h, render } from 'preact';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+
+const html = htm.bind(h);
+
+/** Calls the server; an error answer becomes an Error carrying its code and data. */
+async function api(path, options = {}) {
+  const response = await fetch(path, { credentials: 'same-origin', ...options });
+  const body = await response.json();
+  if (body.error) throw Object.assign(new Error(body.error.message), body.error);
+  return body.output;
+}
+const read = (name, params = {}) =>
+  api(
+    `/api/read/${name}?${new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined))}`,
+  );
+const act = (name, session, input) =>
+  api(`/api/action/${name}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ session, input }),
+  });
+
+/** The kinds of entries, by the family the filter shows. */
+const FAMILIES = {
+  checkpoints: ['checkpoint-created', 'checkpoint-pruned'],
+  actions: ['action-started', 'action-approved', 'action-discarded'],
+  rollbacks: ['rollback-started', 'rollback-skipped', 'rollback-failed'],
+  undos: ['undo-started', 'undo-failed'],
+  refusals: ['undo-refused', 'commit-refused'],
+  verifications: ['verification-recorded', 'escalation-resolved'],
+  conversation: ['conversation-synced'],
+  session: [
+    'session-started',
+    'settings-tightened',
+    'view-created',
+    'session-destroyed',
+    'note-added',
+  ],
+  closings: ['action-completed', 'action-failed', 'rollback-completed', 'undo-completed'],
+};
+const familyOf = (kind) =>
+  Object.keys(FAMILIES).find((family) => FAMILIES[family].includes(kind)) ?? 'session';
+
+function App() {
+  const [workspace, setWorkspace] = useState('');
+  const [sessions, setSessions] = useState([]);
+  const [session, setSession] = useState(undefined);
+  const [entries, setEntries] = useState([]);
+  const [checkpoints, setCheckpoints] = useState([]);
+  const [hidden, setHidden] = useState(new Set(['closings']));
+  const [selected, setSelected] = useState(undefined);
+  const [problem, setProblem] = useState(undefined);
+  const [version, setVersion] = useState(0);
+
+  useEffect(() => {
+    api('/api/workspace').then((output) => setWorkspace(output.workspace), setProblem);
+  }, []);
+  // New entries arrive without a reload: the server says when a ledger grew.
+  useEffect(() => {
+    const events = new EventSource('/api/events');
+    events.addEventListener('ledger', () => setVersion((value) => value + 1));
+    return () => events.close();
+  }, []);
+  useEffect(() => {
+    read('sessions').then((output) => {
+      setSessions(output.sessions);
+      setSession((current) => current ?? output.currentSession ?? output.sessions.at(-1)?.id);
+    }, setProblem);
+  }, [version]);
+  useEffect(() => {
+    if (session === undefined) return;
+    read('log', { session }).then((output) => setEntries(output.entries), setProblem);
+    read('checkpoints', { session }).then(setCheckpoints, () => setCheckpoints([]));
+  }, [session, version]);
+
+  const shown = entries.filter((line) => !hidden.has(familyOf(line.kind)));
+  const toggle = (family) => {
+    const next = new Set(hidden);
+    if (next.has(family)) next.delete(family);
+    else next.add(family);
+    setHidden(next);
+  };
+  const current = sessions.find((item) => item.id === session);
+  const line = entries.find((item) => item.seq === selected);
+  const refresh = useCallback(() => setVersion((value) => value + 1), []);
+  return html`
+    <header>
+      <h1>Rewind</h1>
+      <span class="workspace" title="workspace">${workspace}</span>
+      <label>
+        Session
+        <select
+          aria-label="session"
+          value=${session}
+          onChange=${(event) => {
+            setSession(event.target.value);
+            setSelected(undefined);
+          }}
+        >
+          ${sessions.map(
+            (item) =>
+              html`<option value=${item.id}>
+                ${item.id}${item.isCurrent ? ' (current)' : ''} · ${item.isolation} ·
+                ${item.entryCount} entries
+              </option>`,
+          )}
+        </select>
+      </label>
+      ${
+        current?.isolation === 'isolated' &&
+        html`<${CommitButton} session=${session} onDone=${refresh} />`
+      }
+    </header>
+    ${problem && html`<p class="problem" role="alert">${problem.message}</p>`}
+    <nav class="filters" aria-label="filter by kind">
+      ${Object.keys(FAMILIES).map(
+        (family) =>
+          html`<button
+            class=${hidden.has(family) ? 'chip off' : 'chip on'}
+            aria-pressed=${!hidden.has(family)}
+            onClick=${() => toggle(family)}
+          >
+            ${family}
+          </button>`,
+      )}
+    </nav>
+    <main>
+      <ol class="timeline" aria-label="timeline">
+        ${shown.map(
+          (item) => html`<li
+            class=${`entry family-${familyOf(item.kind)}${item.seq === selected ? ' selected' : ''}`}
+            data-seq=${item.seq}
+            data-kind=${item.kind}
+            onClick=${() => setSelected(item.seq)}
+          >
+            <span class="seq">#${item.seq}</span>
+            <span class="kind">${item.kind}</span>
+            <time datetime=${item.at} title=${item.at}>
+              ${new Date(item.at).toLocaleTimeString([], { hour12: false })}
+            </time>
+            ${
+              item.action &&
+              html`<span class=${`state state-${item.action.state}`}>${item.action.class} · ${item.action.state}</span>`
+            }
+            <span class="summary">${item.summary}</span>
+          </li>`,
+        )}
+      </ol>
+      <section class="detail" aria-label="detail">
+        ${
+          line
+            ? html`<${Detail}
+              key=${`${session}:${line.seq}`}
+              session=${session}
+              line=${line}
+              checkpoints=${checkpoints}
+              onDone=${refresh}
+            />`
+            : html`<p class="hint">Pick an entry of the timeline to see what it changed.</p>`
+        }
+      </section>
+    </main>
+  `;
+}
+
+/** What one entry recorded, and what can be done about it. */
+function Detail({ session, line, checkpoints, onDone }) {
+  const { entry } = line;
+  const body = entry.body;
+  return html`
+    <h2>#${line.seq} ${line.kind}</h2>
+    <p class="summary">${line.summary}</p>
+    ${
+      line.kind === 'checkpoint-created' &&
+      html`<${CheckpointDetail}
+      session=${session}
+      label=${body.label}
+      checkpoints=${checkpoints}
+      body=${body}
+      onDone=${onDone}
+    />`
+    }
+    ${line.action && html`<${ActionDetail} session=${session} line=${line} onDone=${onDone} />`}
+    ${
+      (line.kind === 'undo-refused' || line.kind === 'commit-refused') &&
+      html`<${Refusal} body=${body} />`
+    }
+    ${
+      line.kind === 'verification-recorded' &&
+      html`<p class=${`verdict ${body.status}`}>Verdict: ${body.status}</p>
+      <pre>${[body.summary, ...(body.errors ?? []), ...(body.notes ?? [])].filter(Boolean).join('\n')}</pre>`
+    }
+    <details>
+      <summary>The ledger entry</summary>
+      <pre>${JSON.stringify(entry, null, 2)}</pre>
+    </details>
+  `;
+}
+
+/** A refusal: each path with what was expected there and what was found. */
+function Refusal({ body }) {
+  const conflicts = body.conflicts ?? [];
+  return html`<table class="refusal" aria-label="conflicts">
+    <thead>
+      <tr>
+        <th>path</th>
+        <th>${body.undoes !== undefined ? 'expected' : 'the session'}</th>
+        <th>${body.undoes !== undefined ? 'found' : 'the workspace'}</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${conflicts.map(
+        (conflict) => html`<tr>
+          <td>${conflict.path}</td>
+          <td>${describe(conflict.expected ?? conflict.session)}</td>
+          <td>${describe(conflict.found ?? conflict.host)}</td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
+
+/** `1 path`, `2 paths`. */
+const plural = (count, noun) => `${count} ${noun}${count === 1 ? '' : 's'}`;
+
+/** A tree entry (or a sentence) as a person reads it. */
+function describe(value) {
+  if (value === null || value === undefined) return 'nothing';
+  if (typeof value === 'string') return value;
+  if (value.type === 'file')
+    return `file, ${value.sizeBytes} bytes (${String(value.digest).slice(7, 19)})`;
+  if (value.type === 'symlink') return `link to ${value.target}`;
+  return value.type ?? JSON.stringify(value);
+}
+
+/** Loads something once; `state` is undefined while loading, `{ error }` when it failed. */
+function useLoad(load, keys) {
+  const [state, setState] = useState(undefined);
+  useEffect(() => {
+    let isLive = true;
+    load().then(
+      (value) => isLive && setState({ value }),
+      (error) => isLive && setState({ error }),
+    );
+    return () => {
+      isLive = false;
+    };
+  }, keys);
+  return state;
+}
+
+/**
+ * Rewind's unified diff with git's per-file headers added, so that the renderer tells a created
+ * or deleted file from a renamed one (`--- /dev/null` alone reads as a rename to it).
+ */
+function withGitHeaders(text) {
+  return text.replace(/^--- (.*)\n\+\+\+ (.*)$/gm, (pair, before, after) => {
+    const path = (before === '/dev/null' ? after : before).replace(/^[ab]\//, '');
+    const mode =
+      before === '/dev/null'
+        ? 'new file mode 100644\n'
+        : after === '/dev/null'
+          ? 'deleted file mode 100644\n'
+          : '';
+    return `diff --git a/${path} b/${path}\n${mode}${pair}`;
+  });
+}
+
+/** A unified diff, side by side or line by line, with its file list (+/- per file). */
+function DiffView({ text }) {
+  const [format, setFormat] = useState('line-by-line');
+  if (!text) return html`<p class="hint">No changes to files.</p>`;
+  const rendered = renderDiffHtml(withGitHeaders(text), {
+    outputFormat: format,
+    drawFileList: true,
+    matching: 'lines',
+  });
+  return html`<div class="diff">
+    <div class="diff-format" role="group" aria-label="diff format">
+      <button aria-pressed=${format === 'line-by-line'} onClick=${() => setFormat('line-by-line')}>
+        unified
+      </button>
+      <button aria-pressed=${format === 'side-by-side'} onClick=${() => setFormat('side-by-side')}>
+        side by side
+      </button>
+    </div>
+    <div dangerouslySetInnerHTML=${{ __html: rendered }}></div>
+  </div>`;
+}
+
+function CheckpointDetail({ session, label, checkpoints, body, onDone }) {
+  const index = checkpoints.findIndex((item) => item.label === label);
+  const previous = index > 0 ? checkpoints[index - 1] : undefined;
+  const info = checkpoints[index];
+  const diff = useLoad(
+    () =>
+      previous
+        ? read('diff', { session, from: previous.label, to: label })
+        : Promise.resolve(undefined),
+    [session, label, previous?.label],
+  );
+  return html`
+    <p class="facts">
+      ${body.fileCount} files · ${body.added ?? 0} added · ${body.modified ?? 0} modified ·
+      ${body.deleted ?? 0} deleted
+      ${info?.linesAdded !== undefined && html` · <span class="plus">+${info.linesAdded}</span> <span class="minus">−${info.linesRemoved}</span>`}
+    </p>
+    <${RollbackForm} session=${session} label=${label} onDone=${onDone} />
+    <h3>Files changed since ${previous ? previous.label : 'the start (this is the first checkpoint)'}</h3>
+    ${
+      previous
+        ? diff === undefined
+          ? html`<p class="hint">Loading…</p>`
+          : diff.error
+            ? html`<p class="problem">${diff.error.message}</p>`
+            : html`<${DiffView} text=${diff.value.text} />`
+        : html`<p class="hint">The first checkpoint records every file as it was.</p>`
+    }
+    ${body.conversation && html`<${Conversation} session=${session} label=${label} />`}
+  `;
+}
+
+/** Rollback to a checkpoint: the plan first (a dry run), then, once confirmed, the rollback. */
+function RollbackForm({ session, label, onDone }) {
+  const [scope, setScope] = useState('both');
+  const [paths, setPaths] = useState('');
+  const [plan, setPlan] = useState(undefined);
+  const [result, setResult] = useState(undefined);
+  const input = () => ({
+    label,
+    scope,
+    ...(paths.trim() && {
+      paths: paths
+        .split(',')
+        .map((path) => path.trim())
+        .filter(Boolean),
+    }),
+  });
+  const showPlan = () =>
+    act('rollback', session, { ...input(), dryRun: true }).then(
+      (output) => setPlan({ output }),
+      (error) => setPlan({ error }),
+    );
+  const run = () => {
+    if (
+      !window.confirm(
+        `Roll back to ${label}? The current state is saved first, and the rollback can be undone.`,
+      )
+    )
+      return;
+    act('rollback', session, input()).then(
+      (output) => {
+        setResult({ output });
+        setPlan(undefined);
+        onDone();
+      },
+      (error) => setResult({ error }),
+    );
+  };
+  return html`<form class="rollback" aria-label="rollback" onSubmit=${(event) => event.preventDefault()}>
+    <label>
+      Restore
+      <select aria-label="scope" value=${scope} onChange=${(event) => setScope(event.target.value)}>
+        <option value="both">files and conversation</option>
+        <option value="files">files only</option>
+        <option value="conversation">conversation only</option>
+      </select>
+    </label>
+    <label>
+      Only these paths
+      <input
+        aria-label="paths"
+        placeholder="all (or: src, README.md)"
+        value=${paths}
+        onInput=${(event) => setPaths(event.target.value)}
+      />
+    </label>
+    <button type="button" onClick=${showPlan}>Show the rollback plan</button>
+    ${plan?.error && html`<p class="problem" role="alert">${plan.error.message}</p>`}
+    ${
+      plan?.output &&
+      html`<div class="plan" aria-label="rollback plan">
+      <p>${plural(plan.output.changes?.length ?? 0, 'path')} would change:</p>
+      <ul>
+        ${(plan.output.changes ?? []).map((change) => html`<li>${change.action} ${change.path}</li>`)}
+      </ul>
+      <button type="button" class="danger" onClick=${run}>Roll back to ${label}</button>
+    </div>`
+    }
+    ${result?.error && html`<p class="problem" role="alert">${result.error.message}</p>`}
+    ${result?.output && html`<p class="done" role="status">Rolled back to ${label}.</p>`}
+  </form>`;
+}
+
+/** A command's output, a request and its response, the files an action changed; its actions. */
+function ActionDetail({ session, line, onDone }) {
+  const id = line.seq;
+  const shown = useLoad(() => read('show', { session, id }), [session, id]);
+  const diff = useLoad(
+    () => read('diff', { session, from: String(id) }).catch(() => undefined),
+    [session, id],
+  );
+  const [outcome, setOutcome] = useState(undefined);
+  const [draft, setDraft] = useState(undefined);
+  const [compensation, setCompensation] = useState(undefined);
+  const { state } = line.action;
+  const run = (name, input, question) => {
+    if (!window.confirm(question)) return;
+    act(name, session, input).then(
+      (output) => {
+        setOutcome({ output, name });
+        onDone();
+      },
+      (error) => setOutcome({ error, name }),
+    );
+  };
+  const detail = shown?.value;
+  return html`
+    <div class="actions" role="group" aria-label="actions">
+      ${
+        (state === 'done' || state === 'undo-refused') &&
+        line.action.class === 'reversible' &&
+        html`<button onClick=${() => run('undo', { id }, `Undo #${id}? It is refused if later edits would be overwritten.`)}>
+        Undo
+      </button>`
+      }
+      ${
+        state === 'draft' &&
+        html`<button
+          onClick=${() =>
+            act('approve', session, { id, dryRun: true }).then(
+              (output) => setDraft({ output }),
+              (error) => setDraft({ error }),
+            )}
+        >
+          Review the draft
+        </button>
+        <button onClick=${() => run('discard', { id }, `Discard draft #${id} for good?`)}>Discard</button>`
+      }
+      ${
+        state === 'done' &&
+        line.action.class === 'compensable' &&
+        html`<button
+        onClick=${() =>
+          act('compensate', session, { id, dryRun: true }).then(
+            (output) => setCompensation({ output }),
+            (error) => setCompensation({ error }),
+          )}
+      >
+        Review the compensation
+      </button>`
+      }
+    </div>
+    ${draft?.error && html`<p class="problem" role="alert">${draft.error.message}</p>`}
+    ${
+      draft?.output &&
+      html`<div class="draft" aria-label="draft">
+      <p>Exactly what will run (digest ${draft.output.digest}):</p>
+      <pre>${JSON.stringify(draft.output, null, 2)}</pre>
+      <button
+        class="danger"
+        onClick=${() => run('approve', { id, digest: draft.output.digest }, `Run draft #${id} now?`)}
+      >
+        Approve and run
+      </button>
+    </div>`
+    }
+    ${compensation?.error && html`<p class="problem" role="alert">${compensation.error.message}</p>`}
+    ${
+      compensation?.output &&
+      html`<div class="draft" aria-label="compensation">
+      <pre>${JSON.stringify(compensation.output, null, 2)}</pre>
+      <button class="danger" onClick=${() => run('compensate', { id }, `Run the compensation of #${id}?`)}>
+        Compensate
+      </button>
+    </div>`
+    }
+    ${
+      outcome?.error &&
+      html`<div class="problem" role="alert">
+      <p>${outcome.name} refused: ${outcome.error.message}</p>
+      ${outcome.error.data?.conflicts && html`<${Refusal} body=${outcome.error.data} />`}
+    </div>`
+    }
+    ${
+      outcome?.output?.status === 'refused' &&
+      html`<div class="problem" role="alert">
+        <p>
+          ${outcome.name} refused: ${plural(outcome.output.conflicts.length, 'path')} changed
+          since, and would be overwritten.
+        </p>
+        <${Refusal} body=${{ ...outcome.output, undoes: id }} />
+      </div>`
+    }
+    ${
+      outcome?.output &&
+      outcome.output.status !== 'refused' &&
+      html`<p class="done" role="status">
+      ${outcome.name} done${outcome.output.status ? `: ${outcome.output.status}` : ''}.
+    </p>`
+    }
+    ${
+      detail?.command &&
+      html`<h3>Command</h3>
+      <pre>${Array.isArray(detail.command.command) ? detail.command.command.join(' ') : String(detail.command.command)}</pre>
+      <p>exit ${detail.command.exitCode ?? detail.command.signal} · ${detail.command.durationMs} ms · sandbox ${detail.command.sandbox}</p>
+      <h4>stdout</h4>
+      <pre class="output">${detail.command.stdout.text}</pre>
+      <h4>stderr</h4>
+      <pre class="output">${detail.command.stderr.text}</pre>`
+    }
+    ${
+      detail?.request &&
+      html`<h3>Request</h3>
+        <pre>${exchangeText(`${detail.request.method} ${detail.request.url}`, detail.request.headers, detail.request.body?.text)}</pre>`
+    }
+    ${
+      detail?.response &&
+      html`<h3>Response</h3>
+        <pre>${exchangeText(`${detail.response.status} (${detail.response.durationMs} ms)`, detail.response.headers, detail.response.body.text)}</pre>`
+    }
+    ${detail?.redacted?.length > 0 && html`<p class="hint">Redacted before storing: ${detail.redacted.join(', ')}</p>`}
+    ${
+      diff?.value?.changes.length > 0 &&
+      html`<h3>Files changed</h3><${DiffView} text=${diff.value.text} />`
+    }
+  `;
+}
+
+/** A request or a response as text: its first line, its headers, a blank line, its body. */
+function exchangeText(first, headers, body) {
+  const lines = Object.entries(headers).map(([key, value]) => `${key}: ${value}`);
+  return [first, ...lines, '', body ?? ''].join('\n');
+}
+
+/** Commit of an isolated session: the plan first, then, once confirmed, the commit. */
+function CommitButton({ session, onDone }) {
+  const [plan, setPlan] = useState(undefined);
+  return html`<span class="commit">
+    <button
+      onClick=${() =>
+        act('commit', session, { dryRun: true }).then(
+          (output) => setPlan({ output }),
+          (error) => setPlan({ error }),
+        )}
+    >
+      Commit to the workspace…
+    </button>
+    ${plan?.error && html`<span class="problem" role="alert">${plan.error.message}</span>`}
+    ${
+      plan?.output &&
+      html`<div class="plan" aria-label="commit plan">
+      ${
+        plan.output.status === 'committed'
+          ? html`<p class="done" role="status">Committed to the workspace (undoable).</p>`
+          : html`<p>${`${plural(plan.output.changes.length, 'path')} to commit, ${plural(plan.output.conflicts.length, 'conflict')}.`}</p>`
+      }
+      ${plan.output.conflicts.length > 0 && html`<${Refusal} body=${plan.output} />`}
+      <ul>
+        ${plan.output.changes.map((change) => html`<li>${change.action} ${change.path}</li>`)}
+      </ul>
+      ${
+        plan.output.conflicts.length > 0
+          ? html`<p class="problem">
+              A commit now would be refused: resolve the conflicts in the session (or on the
+              workspace), then ask for the plan again.
+            </p>`
+          : plan.output.changes.length > 0 &&
+            html`<button
+        class="danger"
+        onClick=${() => {
+          if (!window.confirm('Commit these changes to the workspace?')) return;
+          act('commit', session, {}).then(
+            (output) => {
+              setPlan({ output: { ...output, changes: [], conflicts: output.conflicts ?? [] } });
+              onDone();
+            },
+            (error) => setPlan({ error }),
+          );
+        }}
+      >
+        Commit
+      </button>`
+      }
+    </div>`
+    }
+  </span>`;
+}
+
+/** A message's parts: text, and tool calls and results with the id that pairs them. */
+function partsOf(message) {
+  const parts = [];
+  const content = message.content ?? message.parts ?? message.output ?? [];
+  const list =
+    typeof content === 'string'
+      ? [{ type: 'text', text: content }]
+      : Array.isArray(content)
+        ? content
+        : [content];
+  for (const part of list) {
+    if (typeof part === 'string') parts.push({ kind: 'text', text: part });
+    else if (part.text !== undefined && (part.type === undefined || /text/.test(part.type)))
+      parts.push({ kind: 'text', text: part.text });
+    else if (part.type === 'tool_use' || part.type === 'tool-call')
+      parts.push({
+        kind: 'call',
+        id: part.id ?? part.toolCallId,
+        name: part.name ?? part.toolName,
+        args: part.input ?? part.args,
+      });
+    else if (part.type === 'tool_result' || part.type === 'tool-result')
+      parts.push({
+        kind: 'result',
+        id: part.tool_use_id ?? part.toolCallId,
+        value: part.content ?? part.output ?? part.result,
+      });
+    else if (part.functionCall)
+      parts.push({
+        kind: 'call',
+        id: part.functionCall.id ?? part.functionCall.name,
+        name: part.functionCall.name,
+        args: part.functionCall.args,
+      });
+    else if (part.functionResponse)
+      parts.push({
+        kind: 'result',
+        id: part.functionResponse.id ?? part.functionResponse.name,
+        value: part.functionResponse.response,
+      });
+    else parts.push({ kind: 'other', value: part });
+  }
+  for (const call of message.tool_calls ?? [])
+    parts.push({
+      kind: 'call',
+      id: call.id,
+      name: call.function?.name,
+      args: call.function?.arguments,
+    });
+  if (message.type === 'function_call')
+    parts.push({ kind: 'call', id: message.call_id, name: message.name, args: message.arguments });
+  if (message.type === 'function_call_output')
+    parts.push({ kind: 'result', id: message.call_id, value: message.output });
+  if (message.role === 'tool' && message.tool_call_id)
+    return [{ kind: 'result', id: message.tool_call_id, value: message.content }];
+  return parts;
+}
+
+/** The conversation a checkpoint recorded: messages in order, each tool call with its result. */
+function Conversation({ session, label }) {
+  const shown = useLoad(() => read('conversation', { session, label }), [session, label]);
+  if (!shown) return html`<p class="hint">Loading the conversation…</p>`;
+  if (shown.error) return html`<p class="problem">${shown.error.message}</p>`;
+  const { format, messages } = shown.value;
+  const results = new Map();
+  for (const message of messages)
+    for (const part of partsOf(message)) if (part.kind === 'result') results.set(part.id, part);
+  const text = (value) => (typeof value === 'string' ? value : JSON.stringify(value, null, 2));
+  return html`<h3>Conversation (${format}, ${messages.length} messages)</h3>
+    <ol class="conversation" aria-label="conversation">
+      ${messages.map((message) => {
+        const parts = partsOf(message).filter((part) => part.kind !== 'result');
+        if (parts.length === 0) return null;
+        return html`<li class=${`message ${message.role ?? message.type ?? 'other'}`}>
+          <span class="role">${message.role ?? message.type ?? 'message'}</span>
+          ${parts.map((part) =>
+            part.kind === 'text'
+              ? html`<p>${part.text}</p>`
+              : part.kind === 'call'
+                ? html`<div class="tool-call">
+                    <span>tool ${part.name}</span>
+                    <pre>${text(part.args)}</pre>
+                    ${
+                      results.has(part.id) &&
+                      html`<div class="tool-result"><span>result</span><pre>${text(results.get(part.id).value)}</pre></div>`
+                    }
+                  </div>`
+                : html`<pre>${text(part.value)}</pre>`,
+          )}
+        </li>`;
+      })}
+    </ol>`;
+}
+
+const root = document.getElementById('app');
+root.textContent = '';
+render(html`<${App} />`, root);
