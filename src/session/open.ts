@@ -66,6 +66,13 @@ export interface OpenSessionOptions {
   sandbox?: SandboxBackend | 'auto';
   /** Let sandboxed commands use the network. Default: what `init` recorded, else no. */
   network?: boolean;
+  /**
+   * `false` opens the session without taking the workspace lock: for a reader that must not wait
+   * for an agent's running command (`rewind ui`). Nothing interrupted is finished at open, and
+   * `redact` and `blockPrivate` are refused (recording them needs the lock); every operation that
+   * changes something still takes the lock, and finishes what was interrupted first. Default true.
+   */
+  lockOnOpen?: boolean;
 }
 
 /** Options of `startIsolatedSession`. */
@@ -138,6 +145,15 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
         `Session ${context.id} is isolated and its view is gone (the session was destroyed). Start another with \`rewind init --isolated\`.`,
         { data: { session: context.id } },
       );
+    }
+    if (options.lockOnOpen === false) {
+      if (tighteningOf(recorded, options)) {
+        throw new RewindError(
+          'INVALID_ARGUMENT',
+          'A session opened without the lock cannot record protections (redact, blockPrivate): open it with the lock to add them.',
+        );
+      }
+      return context;
     }
     // Taking the lock finishes any interrupted operation first. What this process adds to the
     // session's protections is recorded, so that every later process applies it too.

@@ -104,7 +104,12 @@ function targetFor(workspace: string, session: string | undefined) {
   const target: OperationTarget = {
     workspace,
     session: () => {
-      opened ??= openSession({ workspace, ...(session !== undefined && { session }) });
+      // Without the lock: the page must not wait for an agent's running command to read.
+      opened ??= openSession({
+        workspace,
+        lockOnOpen: false,
+        ...(session !== undefined && { session }),
+      });
       return opened;
     },
     sessionId: async () => session,
@@ -156,7 +161,7 @@ async function runFor(
   }
 }
 
-/** A query parameter as an operation input: numbers for ids, booleans for flags. */
+/** The query of a read as its operation input: `id` and `last` are numbers, the rest text. */
 function inputOf(query: Record<string, string>): Record<string, unknown> {
   const input: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(query)) {

@@ -274,6 +274,44 @@ describe('verify', () => {
   });
 });
 
+describe('a session opened without the lock', () => {
+  it('reads (diffs of checkpoints and actions, what an action stored) while another holds the lock, and changes only under it', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(join(workspace, 'a.txt'), 'one\n');
+    await init({ workspace });
+    const writer = await openSession({ workspace });
+    await writer.checkpoint('first');
+    const written = await writer.write('a.txt', 'two\n');
+    await writer.checkpoint('second');
+    await writer.close();
+    const lock = await acquireLock(join(workspace, '.rewind', 'workspace.lock'));
+    const reader = await openSession({ workspace, lockOnOpen: false, lockTimeoutMs: 200 });
+    try {
+      expect((await reader.diff('first', 'second')).changes).toEqual([
+        { path: 'a.txt', kind: 'modified' },
+      ]);
+      expect((await reader.diff(String(written.id))).text).toContain('+two');
+      expect((await reader.show(written.id)).state).toBe('done');
+      expect((await reader.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
+        'first',
+        'second',
+      ]);
+      // The working tree needs a snapshot, and a rollback changes files: both wait for the lock.
+      await expect(reader.diff('first')).rejects.toMatchObject({ code: 'LOCK_HELD' });
+      await expect(reader.rollback('first')).rejects.toMatchObject({ code: 'LOCK_HELD' });
+    } finally {
+      await lock.release();
+    }
+    await reader.rollback('first');
+    expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('one\n');
+    await reader.close();
+    // Protections are recorded under the lock: asking for them without it is refused.
+    await expect(
+      openSession({ workspace, lockOnOpen: false, redact: { headers: true } }),
+    ).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+  });
+});
+
 describe('gc', () => {
   it('waits for the operation in progress: it never takes the objects of a checkpoint being written', async () => {
     const workspace = await makeTempDirectory();

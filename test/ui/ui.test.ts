@@ -278,6 +278,29 @@ describe('rewind ui in a browser', () => {
     expect(existsSync(join(workspace, 'node_modules/left-pad/index.js'))).toBe(true);
   });
 
+  it("reads while an agent's command holds the workspace lock", async () => {
+    const running = session.exec('sleep 2');
+    try {
+      // Give the command time to take the lock.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = Date.now();
+      await pick(ids.exec as number);
+      await expect
+        .poll(() => page.locator('.detail').textContent(), { timeout: 1500 })
+        .toContain('echo built > out.txt');
+      const fixed = await page
+        .locator('.timeline li', { hasText: 'checkpoint fixed' })
+        .getAttribute('data-seq');
+      await pick(Number(fixed));
+      await expect
+        .poll(() => page.locator('.d2h-file-list').textContent(), { timeout: 1500 })
+        .toContain('src/app.ts');
+      expect(Date.now() - started).toBeLessThan(1800);
+    } finally {
+      await running;
+    }
+  });
+
   it('shows new entries as the agent works, without a reload', async () => {
     const before = await page.locator('.timeline li').count();
     await session.checkpoint('while-watching');

@@ -2,7 +2,7 @@ import { RewindError } from '../../errors.js';
 import type { Digest } from '../../lib/index.js';
 import { diffTrees, fileChangeKind, renderDiff, type TreeChange } from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
-import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import { type Journal, readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { changesOf } from '../journal/recovery.js';
 
 /** What `Session.diff` found. */
@@ -56,7 +56,8 @@ export function diffStates(
   from: string,
   to: string | undefined,
 ): Promise<DiffResult> {
-  return withWorkspaceLock(context, 'comparing states', async (journal) => {
+  // Only the working tree needs a snapshot, and so the lock: checkpoints and actions are recorded.
+  const compare = async (journal: Journal): Promise<DiffResult> => {
     let changes: TreeChange[];
     let names: [string, string];
     let redacted: string[] = [];
@@ -107,5 +108,9 @@ export function diffStates(
       text: (await renderDiff(context.store, changes)) + redactionNote(redacted),
       redacted,
     };
-  });
+  };
+  const isWorkingTree = to === undefined && !ACTION_ID.test(from);
+  return isWorkingTree
+    ? withWorkspaceLock(context, 'comparing states', compare)
+    : readJournal(context).then(compare);
 }
