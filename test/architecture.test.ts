@@ -50,6 +50,7 @@ const PACKAGE_OWNERS: Record<string, string> = {
   diff: 'workspace',
   ignore: 'workspace',
   hono: 'ui',
+  '@aws-sdk/client-s3': 'store',
   '@hono/node-server': 'ui',
 };
 
@@ -77,6 +78,27 @@ function packageName(specifier: string): string {
 
 function importsOf(source: string): string[] {
   return ts.preProcessFile(source, true, true).importedFiles.map((imported) => imported.fileName);
+}
+
+/**
+ * What importing `source` loads: its static imports and re-exports, not `import type` (erased)
+ * nor `import()` (loaded when called: the S3 client, say, only once a bucket is named).
+ */
+function loadedImportsOf(source: string): string[] {
+  const file = ts.createSourceFile('source.ts', source, ts.ScriptTarget.Latest);
+  const loaded: string[] = [];
+  for (const statement of file.statements) {
+    if (ts.isImportDeclaration(statement) && !statement.importClause?.isTypeOnly) {
+      loaded.push((statement.moduleSpecifier as ts.StringLiteral).text);
+    } else if (
+      ts.isExportDeclaration(statement) &&
+      statement.moduleSpecifier &&
+      !statement.isTypeOnly
+    ) {
+      loaded.push((statement.moduleSpecifier as ts.StringLiteral).text);
+    }
+  }
+  return loaded;
 }
 
 /** Every layer-rule violation in a set of sources keyed by path relative to src/. */
@@ -139,7 +161,7 @@ function packagesReachableFrom(sources: Sources, entry: string): Set<string> {
   for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
     if (seen.has(file)) continue;
     seen.add(file);
-    for (const specifier of importsOf(sources[file] ?? '')) {
+    for (const specifier of loadedImportsOf(sources[file] ?? '')) {
       if (specifier.startsWith('.')) {
         pending.push(
           posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, '.ts'),

@@ -17,6 +17,14 @@ export type {
 } from './object-store.js';
 export { createObjectStore } from './objects.js';
 export {
+  createS3ObjectStore,
+  MULTIPART_PART_BYTES,
+  objectKeyOf,
+  parseS3Url,
+  type S3Location,
+  type S3ObjectStoreOptions,
+} from './s3-objects.js';
+export {
   decodeTree,
   encodeTree,
   findEntryAt,

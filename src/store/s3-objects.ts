@@ -1,0 +1,466 @@
+// Objects in S3-compatible storage: one key per object under `PREFIX/objects/`, content-addressed
+// like the local store, read through a local cache of verified objects (SPEC.md §3b).
+import { RewindError } from '../errors.js';
+import {
+  createDigester,
+  createLimiter,
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  isDigest,
+} from '../lib/index.js';
+import type {
+  ObjectBatch,
+  ObjectInfo,
+  ObjectSource,
+  ObjectStore,
+  StoredObject,
+} from './object-store.js';
+
+/** Objects larger than this are uploaded in parts, this size each (S3's minimum is 5 MiB). */
+export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
+/** Uploads of objects in flight at once, and of the parts of one large object. */
+const UPLOADS_IN_FLIGHT = 8;
+const PARTS_IN_FLIGHT = 4;
+/** S3 deletes at most this many keys per request. */
+const DELETES_PER_REQUEST = 1000;
+
+/** Where an S3 object store keeps its objects: `s3://BUCKET/PREFIX`. */
+export interface S3Location {
+  bucket: string;
+  /** Without a trailing slash; may be empty. */
+  prefix: string;
+}
+
+/** Options of {@link createS3ObjectStore}. */
+export interface S3ObjectStoreOptions extends S3Location {
+  /**
+   * The local store that caches what was read or written (verified objects, by digest): a read
+   * of a cached object costs no request.
+   */
+  cache: ObjectStore;
+  /**
+   * The client's configuration, for tests and unusual setups. Default: the AWS SDK's own
+   * (credentials, region and endpoint from the environment and shared config files, including
+   * `AWS_ENDPOINT_URL_S3` and `AWS_ENDPOINT_URL`), with path-style addressing when the endpoint is
+   * an IP address or `localhost`.
+   */
+  client?: Record<string, unknown>;
+}
+
+/** Parses `s3://BUCKET/PREFIX`. Throws `INVALID_ARGUMENT` for anything else. */
+export function parseS3Url(url: string): S3Location {
+  const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
+  if (!match) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${JSON.stringify(url)} is not an S3 location: give s3://BUCKET or s3://BUCKET/PREFIX (a bucket name is 3 to 63 lowercase letters, digits, dots and hyphens).`,
+      { data: { url } },
+    );
+  }
+  return { bucket: match[1] as string, prefix: (match[2] ?? '').replace(/\/+$/, '') };
+}
+
+/** The key of an object: `PREFIX/objects/ab/cdef...` (the local store's loose layout). */
+export function objectKeyOf(location: S3Location, digest: Digest): string {
+  const hex = digest.slice(DIGEST_PREFIX.length);
+  const base = location.prefix === '' ? '' : `${location.prefix}/`;
+  return `${base}objects/${hex.slice(0, 2)}/${hex.slice(2)}`;
+}
+
+/** The digest a key names, or undefined for a key that is not an object's. */
+function digestOfKey(location: S3Location, key: string): Digest | undefined {
+  const base = location.prefix === '' ? 'objects/' : `${location.prefix}/objects/`;
+  if (!key.startsWith(base)) return undefined;
+  const [fan, rest, extra] = key.slice(base.length).split('/');
+  if (extra !== undefined || fan === undefined || rest === undefined) return undefined;
+  const digest = `${DIGEST_PREFIX}${fan}${rest}`;
+  return isDigest(digest) ? digest : undefined;
+}
+
+type S3Module = typeof import('@aws-sdk/client-s3');
+
+/** The SDK, loaded on first use: a program that never names a bucket never loads it. */
+let sdk: Promise<S3Module> | undefined;
+const loadSdk = (): Promise<S3Module> => {
+  sdk ??= import('@aws-sdk/client-s3');
+  return sdk;
+};
+
+/** Whether the SDK's endpoint (from options or the environment) is an address or localhost. */
+function isLocalEndpoint(endpoint: unknown): boolean {
+  if (typeof endpoint !== 'string') return false;
+  try {
+    const { hostname } = new URL(endpoint);
+    return hostname === 'localhost' || /^[\d.]+$/.test(hostname) || hostname.startsWith('[');
+  } catch {
+    return false;
+  }
+}
+
+/** What went wrong with a request, as an error that names the object and what to do. */
+function requestFailed(error: unknown, url: string, doing: string): RewindError {
+  const name = (error as { name?: string }).name ?? 'Error';
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const isCredentials =
+    /InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|ExpiredToken|CredentialsProviderError|InvalidClientTokenId/.test(
+      name,
+    ) || status === 403;
+  const advice = isCredentials
+    ? 'The storage refused the credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to ones allowed to read and write the bucket.'
+    : name === 'NoSuchBucket'
+      ? 'The bucket does not exist: create it, or give another in the s3:// location.'
+      : 'Check the endpoint (AWS_ENDPOINT_URL_S3), the network and the bucket, then retry; nothing that refers to the object was recorded.';
+  return new RewindError(
+    'IO_FAILED',
+    `${doing} ${url} failed (${name}${status ? `, HTTP ${status}` : ''}). ${advice}`,
+    { data: { url, code: name, ...(status && { status }) }, cause: error },
+  );
+}
+
+const isMissing = (error: unknown): boolean => {
+  const name = (error as { name?: string }).name;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  return name === 'NoSuchKey' || name === 'NotFound' || status === 404;
+};
+
+/**
+ * An object store in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2...). Objects are stored
+ * whole and uncompressed under `PREFIX/objects/<2 hex>/<62 hex>`, uploaded with their SHA-256 as
+ * the request's checksum (the service refuses a body that does not match), read back verified
+ * against their digest, and kept in the local `cache` store by digest. Writes are idempotent
+ * (an object present with its size is not sent again) and a batch uploads in parallel; objects
+ * over {@link MULTIPART_PART_BYTES} go up in parts. A missing or corrupt object is named in the
+ * error (`OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`), a failed request says what to check
+ * (`IO_FAILED`). Nothing refers to an object before the put or batch that wrote it resolved.
+ */
+export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore {
+  const location: S3Location = { bucket: options.bucket, prefix: options.prefix };
+  const { cache } = options;
+  const urlOf = (digest: Digest) => `s3://${location.bucket}/${objectKeyOf(location, digest)}`;
+  let client: Promise<InstanceType<S3Module['S3Client']>> | undefined;
+  const clientOf = () => {
+    client ??= loadSdk().then(({ S3Client }) => {
+      const config: Record<string, unknown> = { ...options.client };
+      const endpoint =
+        config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+      if (config.forcePathStyle === undefined && isLocalEndpoint(endpoint)) {
+        config.forcePathStyle = true;
+      }
+      return new S3Client(config);
+    });
+    return client;
+  };
+  const send = async <T>(
+    command: (module: S3Module) => unknown,
+    url: string,
+    doing: string,
+  ): Promise<T> => {
+    const [module, s3] = await Promise.all([loadSdk(), clientOf()]);
+    try {
+      return (await s3.send(command(module) as never)) as T;
+    } catch (error) {
+      if (isMissing(error)) throw notFound(url);
+      throw requestFailed(error, url, doing);
+    }
+  };
+  const notFound = (url: string) =>
+    new RewindError(
+      'OBJECT_NOT_FOUND',
+      `Object ${url} is not in the bucket. It was removed, or never uploaded: run \`rewind verify\` to list what refers to it.`,
+      { data: { url } },
+    );
+  const limit = createLimiter(UPLOADS_IN_FLIGHT);
+  // Parts have their own gate: an upload holding a place of `limit` waits for its parts.
+  const partLimit = createLimiter(PARTS_IN_FLIGHT);
+
+  async function remoteStat(digest: Digest): Promise<ObjectInfo | undefined> {
+    try {
+      const head = await send<{ ContentLength?: number }>(
+        ({ HeadObjectCommand }) =>
+          new HeadObjectCommand({ Bucket: location.bucket, Key: objectKeyOf(location, digest) }),
+        urlOf(digest),
+        'Looking up',
+      );
+      return { digest, sizeBytes: head.ContentLength ?? 0 };
+    } catch (error) {
+      if ((error as RewindError).code === 'OBJECT_NOT_FOUND') return undefined;
+      throw error;
+    }
+  }
+
+  /** The checksum S3 checks the body against: the digest's bytes, in base64. */
+  const checksumOf = (digest: Digest) =>
+    Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex').toString('base64');
+
+  /** Uploads an object the cache holds, unless the bucket has it already with its size. */
+  async function upload(info: ObjectInfo): Promise<void> {
+    const present = await remoteStat(info.digest);
+    if (present?.sizeBytes === info.sizeBytes) return;
+    const key = objectKeyOf(location, info.digest);
+    if (info.sizeBytes <= MULTIPART_PART_BYTES) {
+      const body = await cache.get(info.digest);
+      await send(
+        ({ PutObjectCommand }) =>
+          new PutObjectCommand({
+            Bucket: location.bucket,
+            Key: key,
+            Body: body,
+            ChecksumSHA256: checksumOf(info.digest),
+          }),
+        urlOf(info.digest),
+        'Uploading',
+      );
+      return;
+    }
+    await uploadInParts(info, key);
+  }
+
+  /** A large object in parts read from the cache, each checked by S3; aborted if one fails. */
+  async function uploadInParts(info: ObjectInfo, key: string): Promise<void> {
+    const url = urlOf(info.digest);
+    const { UploadId } = await send<{ UploadId?: string }>(
+      ({ CreateMultipartUploadCommand }) =>
+        new CreateMultipartUploadCommand({
+          Bucket: location.bucket,
+          Key: key,
+          ChecksumAlgorithm: 'SHA256',
+        }),
+      url,
+      'Starting the upload of',
+    );
+    try {
+      const parts: { PartNumber: number; ETag?: string; ChecksumSHA256?: string }[] = [];
+      const chunks: Buffer[] = [];
+      let pending = 0;
+      const partUploads: Promise<void>[] = [];
+      const sendPart = (body: Buffer, number: number) =>
+        partLimit(async () => {
+          const checksum = Buffer.from(
+            digestBytes(body).slice(DIGEST_PREFIX.length),
+            'hex',
+          ).toString('base64');
+          const sent = await send<{ ETag?: string }>(
+            ({ UploadPartCommand }) =>
+              new UploadPartCommand({
+                Bucket: location.bucket,
+                Key: key,
+                UploadId,
+                PartNumber: number,
+                Body: body,
+                ChecksumSHA256: checksum,
+              }),
+            url,
+            `Uploading part ${number} of`,
+          );
+          parts.push({ PartNumber: number, ETag: sent.ETag, ChecksumSHA256: checksum });
+        });
+      for await (const chunk of cache.read(info.digest)) {
+        chunks.push(chunk);
+        pending += chunk.length;
+        while (pending >= MULTIPART_PART_BYTES) {
+          const all = Buffer.concat(chunks);
+          partUploads.push(sendPart(all.subarray(0, MULTIPART_PART_BYTES), partUploads.length + 1));
+          chunks.length = 0;
+          chunks.push(all.subarray(MULTIPART_PART_BYTES));
+          pending -= MULTIPART_PART_BYTES;
+        }
+      }
+      if (pending > 0) partUploads.push(sendPart(Buffer.concat(chunks), partUploads.length + 1));
+      await Promise.all(partUploads);
+      parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      await send(
+        ({ CompleteMultipartUploadCommand }) =>
+          new CompleteMultipartUploadCommand({
+            Bucket: location.bucket,
+            Key: key,
+            UploadId,
+            MultipartUpload: { Parts: parts },
+          }),
+        url,
+        'Completing the upload of',
+      );
+    } catch (error) {
+      await send(
+        ({ AbortMultipartUploadCommand }) =>
+          new AbortMultipartUploadCommand({ Bucket: location.bucket, Key: key, UploadId }),
+        url,
+        'Aborting the upload of',
+      ).catch(() => {});
+      throw error;
+    }
+  }
+
+  /** Downloads an object into the cache, verified on the way in; undefined when it is missing. */
+  async function fetchIntoCache(digest: Digest): Promise<void> {
+    const url = urlOf(digest);
+    const got = await send<{ Body?: AsyncIterable<Uint8Array> }>(
+      ({ GetObjectCommand }) =>
+        new GetObjectCommand({ Bucket: location.bucket, Key: objectKeyOf(location, digest) }),
+      url,
+      'Downloading',
+    );
+    const digester = createDigester();
+    const chunks: Buffer[] = [];
+    for await (const chunk of got.Body ?? []) {
+      digester.update(chunk);
+      chunks.push(Buffer.from(chunk));
+    }
+    const actual = digester.digest();
+    if (actual !== digest) {
+      throw new RewindError(
+        'OBJECT_CORRUPT',
+        `Object ${url} holds other bytes than its name says (they hash to ${actual}): it was changed or damaged in the bucket. Run \`rewind verify\` to list what refers to it.`,
+        { data: { url, digest, actual } },
+      );
+    }
+    await cache.put(Buffer.concat(chunks));
+  }
+
+  async function ensureCached(digest: Digest): Promise<void> {
+    if (!(await cache.has(digest))) await fetchIntoCache(digest);
+  }
+
+  return {
+    async put(source: ObjectSource): Promise<ObjectInfo> {
+      // The cache takes a stable, verified copy first (a file or stream may change meanwhile).
+      const info = await cache.put(source);
+      await limit(() => upload(info));
+      return info;
+    },
+
+    batch(): ObjectBatch {
+      const local = cache.batch();
+      const written: ObjectInfo[] = [];
+      return {
+        async put(source) {
+          const info = await local.put(source);
+          written.push(info);
+          return info;
+        },
+        async commit() {
+          await local.commit();
+          const unique = new Map(written.map((info) => [info.digest, info]));
+          written.length = 0;
+          await Promise.all([...unique.values()].map((info) => limit(() => upload(info))));
+        },
+      };
+    },
+
+    async get(digest) {
+      await ensureCached(digest);
+      return cache.get(digest);
+    },
+
+    async *read(digest) {
+      await ensureCached(digest);
+      yield* cache.read(digest);
+    },
+
+    async has(digest) {
+      return (await cache.has(digest)) || (await remoteStat(digest)) !== undefined;
+    },
+
+    async stat(digest) {
+      return (await cache.stat(digest)) ?? remoteStat(digest);
+    },
+
+    async verify(digest) {
+      // What the bucket holds, not the cache: download it again, verified.
+      await cache.remove([digest]);
+      await fetchIntoCache(digest);
+      return cache.verify(digest);
+    },
+
+    async damage() {
+      return [];
+    },
+
+    async *list(): AsyncIterable<StoredObject> {
+      let token: string | undefined;
+      const base = location.prefix === '' ? 'objects/' : `${location.prefix}/objects/`;
+      do {
+        const page = await send<{
+          Contents?: { Key?: string; Size?: number; LastModified?: Date }[];
+          NextContinuationToken?: string;
+        }>(
+          ({ ListObjectsV2Command }) =>
+            new ListObjectsV2Command({
+              Bucket: location.bucket,
+              Prefix: base,
+              ...(token && { ContinuationToken: token }),
+            }),
+          `s3://${location.bucket}/${base}`,
+          'Listing',
+        );
+        for (const item of page.Contents ?? []) {
+          const digest = item.Key ? digestOfKey(location, item.Key) : undefined;
+          if (!digest) continue;
+          yield {
+            digest,
+            sizeBytes: item.Size ?? 0,
+            file: `s3://${location.bucket}/${item.Key}`,
+            modifiedAtMs: item.LastModified?.getTime() ?? 0,
+          };
+        }
+        token = page.NextContinuationToken;
+      } while (token);
+    },
+
+    async listAbandoned(olderThanMs) {
+      const page = await send<{
+        Uploads?: { Key?: string; UploadId?: string; Initiated?: Date }[];
+      }>(
+        ({ ListMultipartUploadsCommand }) =>
+          new ListMultipartUploadsCommand({
+            Bucket: location.bucket,
+            Prefix: location.prefix === '' ? 'objects/' : `${location.prefix}/objects/`,
+          }),
+        `s3://${location.bucket}/${location.prefix}`,
+        'Listing the unfinished uploads of',
+      ).catch(() => ({ Uploads: [] }));
+      const before = Date.now() - olderThanMs;
+      return (page.Uploads ?? [])
+        .filter((upload) => (upload.Initiated?.getTime() ?? 0) < before)
+        .map((upload) => ({
+          file: `s3://${location.bucket}/${upload.Key}?uploadId=${upload.UploadId}`,
+          sizeBytes: 0,
+        }));
+    },
+
+    async removeAbandoned(file) {
+      const match = /^s3:\/\/[^/]+\/(.+)\?uploadId=(.+)$/.exec(file);
+      if (!match) return;
+      await send(
+        ({ AbortMultipartUploadCommand }) =>
+          new AbortMultipartUploadCommand({
+            Bucket: location.bucket,
+            Key: match[1],
+            UploadId: match[2],
+          }),
+        file,
+        'Aborting',
+      );
+    },
+
+    async remove(digests) {
+      const all = [...new Set(digests)];
+      for (let start = 0; start < all.length; start += DELETES_PER_REQUEST) {
+        const chunk = all.slice(start, start + DELETES_PER_REQUEST);
+        await send(
+          ({ DeleteObjectsCommand }) =>
+            new DeleteObjectsCommand({
+              Bucket: location.bucket,
+              Delete: {
+                Objects: chunk.map((digest) => ({ Key: objectKeyOf(location, digest) })),
+                Quiet: true,
+              },
+            }),
+          `s3://${location.bucket}/${location.prefix}`,
+          'Removing objects from',
+        );
+      }
+      await cache.remove(all);
+    },
+  };
+}

@@ -1,0 +1,148 @@
+// The S3 object store against a real S3-compatible server (s3rver, started here).
+import { randomBytes } from 'node:crypto';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { digestBytes } from '../../src/lib/index.js';
+import { createObjectStore, initStore } from '../../src/store/index.js';
+import {
+  createS3ObjectStore,
+  MULTIPART_PART_BYTES,
+  objectKeyOf,
+  parseS3Url,
+} from '../../src/store/s3-objects.js';
+import { type S3Server, startS3Server } from '../helpers/s3.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+let server: S3Server;
+
+beforeAll(async () => {
+  server = await startS3Server();
+}, 30_000);
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A store on the server under `prefix`, with a fresh local cache. */
+async function storeAt(prefix: string, client = server.client) {
+  const { directory } = await initStore(await makeTempDirectory());
+  return createS3ObjectStore({
+    bucket: server.bucket,
+    prefix,
+    cache: createObjectStore(directory),
+    client,
+  });
+}
+
+/** Every file s3rver keeps under a directory, for the one that holds a key's bytes. */
+async function filesUnder(directory: string): Promise<string[]> {
+  const files: string[] = [];
+  for (const entry of await readdir(directory, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) files.push(join(entry.parentPath, entry.name));
+  }
+  return files;
+}
+
+describe('the S3 object store', () => {
+  it('parses s3:// locations and refuses anything else, saying what to give', () => {
+    expect(parseS3Url('s3://bucket-1/team/agents/')).toEqual({
+      bucket: 'bucket-1',
+      prefix: 'team/agents',
+    });
+    expect(parseS3Url('s3://bucket-1')).toEqual({ bucket: 'bucket-1', prefix: '' });
+    for (const bad of ['http://bucket/x', 's3://', 's3://UPPER/x', 'bucket/x']) {
+      expect(() => parseS3Url(bad)).toThrow(/s3:\/\/BUCKET/);
+    }
+  });
+
+  it('stores content under its digest and reads it back, verified, from another machine', async () => {
+    const writer = await storeAt('roundtrip');
+    const content = Buffer.from('hello from one machine\n');
+    const info = await writer.put(content);
+    expect(info).toEqual({ digest: digestBytes(content), sizeBytes: content.length });
+    // Idempotent: the same content again is the same object.
+    expect(await writer.put(content)).toEqual(info);
+    // Another machine: an empty cache, the same bucket.
+    const reader = await storeAt('roundtrip');
+    expect(await reader.has(info.digest)).toBe(true);
+    expect(await reader.stat(info.digest)).toEqual(info);
+    expect((await reader.get(info.digest)).equals(content)).toBe(true);
+    expect(await reader.verify(info.digest)).toEqual(info);
+    const missing = digestBytes('never stored');
+    expect(await reader.has(missing)).toBe(false);
+    await expect(reader.get(missing)).rejects.toMatchObject({
+      code: 'OBJECT_NOT_FOUND',
+      data: {
+        url: `s3://${server.bucket}/${objectKeyOf({ bucket: server.bucket, prefix: 'roundtrip' }, missing)}`,
+      },
+    });
+  });
+
+  it('uploads a batch in parallel, lists it, and removes objects', async () => {
+    const store = await storeAt('batch');
+    const batch = store.batch();
+    const contents = Array.from({ length: 40 }, (_, index) => Buffer.from(`object ${index}\n`));
+    const infos = await Promise.all(contents.map((content) => batch.put(content)));
+    await batch.commit();
+    const listed = [];
+    for await (const object of store.list()) listed.push(object);
+    expect(listed.map((object) => object.digest).sort()).toEqual(
+      infos.map((info) => info.digest).sort(),
+    );
+    expect(listed[0]?.file).toMatch(
+      /^s3:\/\/rewind-test\/batch\/objects\/[0-9a-f]{2}\/[0-9a-f]{62}$/,
+    );
+    expect(listed.every((object) => object.modifiedAtMs > Date.now() - 60_000)).toBe(true);
+    await store.remove(infos.slice(0, 10).map((info) => info.digest));
+    let left = 0;
+    for await (const _ of store.list()) left += 1;
+    expect(left).toBe(30);
+    expect(await (await storeAt('batch')).has(infos[0]?.digest as never)).toBe(false);
+  });
+
+  it('uploads a large object in parts and reads it back whole', async () => {
+    const store = await storeAt('large');
+    const file = join(await makeTempDirectory(), 'big.bin');
+    const content = randomBytes(MULTIPART_PART_BYTES * 2 + 12_345);
+    await writeFile(file, content);
+    const info = await store.put({ file });
+    expect(info).toEqual({ digest: digestBytes(content), sizeBytes: content.length });
+    const reader = await storeAt('large');
+    const chunks: Buffer[] = [];
+    for await (const chunk of reader.read(info.digest)) chunks.push(chunk);
+    expect(Buffer.concat(chunks).equals(content)).toBe(true);
+  }, 60_000);
+
+  it('names an object the bucket holds damaged, and never hands its bytes out', async () => {
+    const store = await storeAt('damaged');
+    const content = Buffer.from('the original content, long enough to find\n');
+    const info = await store.put(content);
+    const files = await filesUnder(join(server.directory, server.bucket, 'damaged'));
+    const holder = (
+      await Promise.all(
+        files.map(async (path) => ((await readFile(path)).equals(content) ? path : undefined)),
+      )
+    ).find(Boolean) as string;
+    expect(holder).toBeDefined();
+    await writeFile(holder, Buffer.from('the original content, long enough to fine\n'));
+    const reader = await storeAt('damaged');
+    await expect(reader.get(info.digest)).rejects.toMatchObject({
+      code: 'OBJECT_CORRUPT',
+      message: expect.stringContaining(`s3://${server.bucket}/damaged/objects/`),
+    });
+    await expect(reader.verify(info.digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
+  });
+
+  it('refuses bad credentials with a clear error, and the put does not resolve', async () => {
+    const store = await storeAt('refused', {
+      ...server.client,
+      credentials: { accessKeyId: 'WRONG', secretAccessKey: 'WRONG' },
+    });
+    await expect(store.put(Buffer.from('x'))).rejects.toMatchObject({
+      code: 'IO_FAILED',
+      message: expect.stringContaining('refused the credentials'),
+    });
+    const reader = await storeAt('refused');
+    expect(await reader.has(digestBytes('x'))).toBe(false);
+  });
+});
