@@ -51,6 +51,7 @@ const PACKAGE_OWNERS: Record<string, string> = {
   ignore: 'workspace',
   hono: 'ui',
   '@aws-sdk/client-s3': 'store',
+  pg: 'ledger',
   '@hono/node-server': 'ui',
 };
 

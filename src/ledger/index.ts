@@ -20,5 +20,11 @@ export {
   sessionFileOf,
   unsupportedEntryError,
 } from './ledger.js';
+export {
+  migratePostgres,
+  POSTGRES_SCHEMA_VERSION,
+  PostgresLedger,
+  type PostgresSession,
+} from './postgres.js';
 export { listSessions, readCurrentSession, resolveSession, setCurrentSession } from './sessions.js';
 export { checkLedger, type LedgerProblem } from './verify.js';

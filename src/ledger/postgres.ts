@@ -1,0 +1,462 @@
+// A session's ledger in PostgreSQL: one row per entry, holding the entry's line exactly as the
+// file ledger writes it, so readers, the hash chain and `verify` are the same (SPEC.md §5a).
+import { RewindError } from '../errors.js';
+import type { ObjectReference } from '../store/index.js';
+import {
+  checkEnvelope,
+  digestEntry,
+  type EntryKind,
+  encodeEntry,
+  isKnownEntryKind,
+  LEDGER_FORMAT_VERSION,
+  type LedgerEntry,
+} from './entry.js';
+import { generateSessionId, type LedgerOptions, type LedgerReading } from './ledger.js';
+
+/** The schema version `migrate` brings a database to. */
+export const POSTGRES_SCHEMA_VERSION = 1;
+
+/** The statements of each schema version, in order; `migrate` runs those not run yet. */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE rewind_sessions (
+     store text NOT NULL,
+     session text NOT NULL,
+     started_at timestamptz NOT NULL,
+     last_seq bigint NOT NULL DEFAULT 0,
+     PRIMARY KEY (store, session)
+   );
+   CREATE TABLE rewind_entries (
+     store text NOT NULL,
+     session text NOT NULL,
+     seq bigint NOT NULL CHECK (seq >= 1),
+     line text NOT NULL,
+     PRIMARY KEY (store, session, seq),
+     FOREIGN KEY (store, session) REFERENCES rewind_sessions (store, session)
+   );`,
+];
+
+type PgModule = typeof import('pg');
+type Pool = import('pg').Pool;
+type Client = import('pg').PoolClient;
+
+/** The client library, loaded on first use: a program that never names a database never loads it. */
+let pg: Promise<PgModule> | undefined;
+const loadPg = async (): Promise<PgModule> => {
+  // pg is CommonJS: its exports arrive as the default export of the ES module.
+  pg ??= import('pg').then(
+    (module) => (module as unknown as { default?: PgModule }).default ?? module,
+  );
+  return pg;
+};
+
+/** A URL with its password hidden, for messages. */
+function shownUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'the PostgreSQL URL';
+  }
+}
+
+/** What went wrong talking to the database, as an error that says what to check. */
+function databaseFailed(error: unknown, url: string, doing: string): RewindError {
+  const code = (error as { code?: string }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  const advice =
+    code === '28P01' || code === '28000'
+      ? 'The server refused the credentials: check the user and password in the URL (or PGUSER and PGPASSWORD).'
+      : code === '3D000'
+        ? 'The database does not exist: create it (createdb), or name another in the URL.'
+        : code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ECONNRESET'
+          ? 'The server cannot be reached: check the host and port in the URL, and that it runs.'
+          : 'Check the server and the URL, then retry; an entry not appended was not recorded.';
+  return new RewindError(
+    'IO_FAILED',
+    `${doing} on ${shownUrl(url)} failed: ${message}. ${advice}`,
+    { data: { url: shownUrl(url), ...(code && { code }) }, cause: error },
+  );
+}
+
+/** A pool per URL, shared by the ledgers of a process; closed with the last ledger using it. */
+const pools = new Map<string, { pool: Pool; users: number }>();
+
+async function poolOf(url: string): Promise<Pool> {
+  const known = pools.get(url);
+  if (known) {
+    known.users += 1;
+    return known.pool;
+  }
+  const { Pool } = await loadPg();
+  const pool = new Pool({ connectionString: url, max: 4 });
+  // A connection the server dropped (a restart) errors while idle: the pool replaces it.
+  pool.on('error', () => {});
+  pools.set(url, { pool, users: 1 });
+  return pool;
+}
+
+async function releasePool(url: string): Promise<void> {
+  const known = pools.get(url);
+  if (!known) return;
+  known.users -= 1;
+  if (known.users > 0) return;
+  pools.delete(url);
+  await known.pool.end();
+}
+
+/** Runs `work` in a transaction on a connection of `pool`; rolls back when it throws. */
+async function inTransaction<T>(pool: Pool, work: (client: Client) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  // A connection the server ends while it is out of the pool reports it here, not unhandled.
+  const ignore = () => {};
+  client.on('error', ignore);
+  let failed = false;
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    failed = true;
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
+  } finally {
+    client.off('error', ignore);
+    // A connection that failed is not given back: the pool opens a new one.
+    client.release(failed);
+  }
+}
+
+/**
+ * True for a failure of the connection rather than of the statement (the server restarted,
+ * shut down, or the network dropped): the transaction did not commit, or its COMMIT's answer was
+ * lost, so the append looks again before it retries.
+ */
+function isConnectionLost(error: unknown): boolean {
+  const code = (error as { code?: string }).code;
+  return (
+    code === '57P01' ||
+    code === '57P02' ||
+    code === '57P03' ||
+    code === 'ECONNRESET' ||
+    code === 'ECONNREFUSED' ||
+    code === 'EPIPE' ||
+    (error instanceof Error &&
+      /Connection terminated|connection timeout|not queryable/i.test(error.message))
+  );
+}
+
+/** How many times an append is tried when the connection is lost. */
+const APPEND_ATTEMPTS = 4;
+
+/**
+ * Creates Rewind's tables in the database, or brings them to {@link POSTGRES_SCHEMA_VERSION}:
+ * idempotent, and safe when several processes run it at once (an advisory lock serializes them).
+ * Throws `STORE_VERSION_UNSUPPORTED` for a database a newer Rewind migrated, `IO_FAILED` when
+ * the server cannot be reached or refuses.
+ */
+export async function migratePostgres(url: string): Promise<void> {
+  const pool = await poolOf(url);
+  try {
+    await inTransaction(pool, async (client) => {
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('rewind-migrate'))");
+      await client.query('CREATE TABLE IF NOT EXISTS rewind_schema (version integer NOT NULL)');
+      const { rows } = await client.query<{ version: number }>(
+        'SELECT max(version) AS version FROM rewind_schema',
+      );
+      const version = rows[0]?.version ?? 0;
+      if (version > POSTGRES_SCHEMA_VERSION) {
+        throw new RewindError(
+          'STORE_VERSION_UNSUPPORTED',
+          `The database ${shownUrl(url)} holds Rewind's tables at schema ${version}; this version knows ${POSTGRES_SCHEMA_VERSION}. Upgrade Rewind. Nothing was changed.`,
+          { data: { version } },
+        );
+      }
+      for (let next = version + 1; next <= POSTGRES_SCHEMA_VERSION; next++) {
+        await client.query(MIGRATIONS[next - 1] as string);
+        await client.query('INSERT INTO rewind_schema (version) VALUES ($1)', [next]);
+      }
+    });
+  } catch (error) {
+    if (error instanceof RewindError) throw error;
+    throw databaseFailed(error, url, 'Creating the tables');
+  } finally {
+    await releasePool(url);
+  }
+}
+
+/** Where a session's ledger lives in a database. */
+export interface PostgresSession {
+  url: string;
+  /** The store the session belongs to (the workspace's store id): sessions of many stores share the tables. */
+  store: string;
+  id: string;
+}
+
+/**
+ * One session's ledger in PostgreSQL, with the file ledger's surface: `append` resolves once the
+ * entry is committed, `read` returns every entry (parsing only those appended since the previous
+ * read), `close` waits for pending appends. `seq` is allocated in the append's transaction under
+ * the session row's lock (`SELECT ... FOR UPDATE`), so writers on any number of machines never
+ * collide or leave a gap; the primary key would refuse a duplicate anyway. Each row holds the
+ * entry's line as the file ledger writes it: the hash chain and `verify` are unchanged.
+ */
+export class PostgresLedger {
+  readonly session: PostgresSession;
+  readonly isHashChained: boolean;
+  readonly #pool: Pool;
+  readonly #now: () => Date;
+  #queue: Promise<unknown> = Promise.resolve();
+  readonly #entries: LedgerEntry[] = [];
+  #isClosed = false;
+
+  private constructor(
+    session: PostgresSession,
+    pool: Pool,
+    isHashChained: boolean,
+    options: LedgerOptions,
+  ) {
+    this.session = session;
+    this.#pool = pool;
+    this.isHashChained = isHashChained;
+    this.#now = options.now ?? (() => new Date());
+  }
+
+  /** Starts a new session of `store` in the database and appends its `session-started` entry. */
+  static async create(
+    url: string,
+    store: string,
+    options: LedgerOptions & {
+      hashChain?: boolean;
+      generateId?: () => string;
+      startedBody?: Record<string, unknown>;
+    } = {},
+  ): Promise<PostgresLedger> {
+    const id = (options.generateId ?? generateSessionId)();
+    const pool = await poolOf(url);
+    const session = { url, store, id };
+    const ledger = new PostgresLedger(session, pool, options.hashChain === true, options);
+    try {
+      await pool.query(
+        'INSERT INTO rewind_sessions (store, session, started_at) VALUES ($1, $2, $3)',
+        [store, id, (options.now ?? (() => new Date()))()],
+      );
+      await ledger.append('session-started', {
+        ...options.startedBody,
+        hashChain: options.hashChain === true,
+      });
+    } catch (error) {
+      await ledger.close();
+      if (error instanceof RewindError) throw error;
+      throw databaseFailed(error, url, `Starting session ${id}`);
+    }
+    return ledger;
+  }
+
+  /** Opens an existing session. Throws `SESSION_NOT_FOUND`, `LEDGER_CORRUPT`, `IO_FAILED`. */
+  static async open(
+    url: string,
+    store: string,
+    id: string,
+    options: LedgerOptions = {},
+  ): Promise<PostgresLedger> {
+    const pool = await poolOf(url);
+    try {
+      const entries = await fetchEntries(pool, { url, store, id }, 0);
+      const started = entries[0];
+      if (started === undefined) {
+        throw new RewindError(
+          'SESSION_NOT_FOUND',
+          `No session ${id} of store ${store} in ${shownUrl(url)}. Run \`rewind session list\` to list the sessions.`,
+          { data: { session: id, store } },
+        );
+      }
+      if (started.kind !== 'session-started') {
+        throw new RewindError(
+          'LEDGER_CORRUPT',
+          `Session ${id} in ${shownUrl(url)} does not begin with a session-started entry.`,
+          { data: { session: id, seq: started.seq } },
+        );
+      }
+      const isHashChained = started.body.hashChain === true;
+      const ledger = new PostgresLedger({ url, store, id }, pool, isHashChained, options);
+      ledger.#entries.push(...entries);
+      return ledger;
+    } catch (error) {
+      await releasePool(url);
+      throw error;
+    }
+  }
+
+  /** Appends one entry; resolves once it is committed. See the class for how `seq` is chosen. */
+  append(
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs?: readonly ObjectReference[],
+  ): Promise<LedgerEntry> {
+    const result = this.#queue.then(() => this.#appendNow(kind, body, refs));
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+
+  async #appendNow(
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs: readonly ObjectReference[] | undefined,
+  ): Promise<LedgerEntry> {
+    if (!isKnownEntryKind(kind)) {
+      throw new RewindError('INVALID_ARGUMENT', `"${kind}" is not a ledger entry kind.`, {
+        data: { kind },
+      });
+    }
+    const { store, id, url } = this.session;
+    const at = this.#now().toISOString();
+    // The line of an attempt whose answer was lost: if it committed, it is the session's last.
+    let attempted: string | undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await inTransaction(this.#pool, async (client) => {
+          const locked = await client.query<{ last_seq: string }>(
+            'SELECT last_seq FROM rewind_sessions WHERE store = $1 AND session = $2 FOR UPDATE',
+            [store, id],
+          );
+          if (locked.rows.length === 0) {
+            throw new RewindError('SESSION_NOT_FOUND', `No session ${id} of store ${store}.`, {
+              data: { session: id, store },
+            });
+          }
+          const lastSeq = Number(locked.rows[0]?.last_seq ?? 0);
+          let last: LedgerEntry | undefined;
+          if (lastSeq > 0) {
+            const { rows } = await client.query<{ line: string }>(
+              'SELECT line FROM rewind_entries WHERE store = $1 AND session = $2 AND seq = $3',
+              [store, id, lastSeq],
+            );
+            const line = rows[0]?.line ?? '';
+            last = parseLine(line, id, lastSeq);
+            if (line === attempted) return last;
+          }
+          const entry = this.#entryAfter(last, kind, body, refs, at);
+          attempted = encodeLine(entry, kind);
+          await client.query(
+            'INSERT INTO rewind_entries (store, session, seq, line) VALUES ($1, $2, $3, $4)',
+            [store, id, entry.seq, attempted],
+          );
+          await client.query(
+            'UPDATE rewind_sessions SET last_seq = $3 WHERE store = $1 AND session = $2',
+            [store, id, entry.seq],
+          );
+          return entry;
+        });
+      } catch (error) {
+        if (error instanceof RewindError) throw error;
+        if (attempt < APPEND_ATTEMPTS && isConnectionLost(error)) {
+          await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+          continue;
+        }
+        throw databaseFailed(error, url, `Appending to session ${id}`);
+      }
+    }
+  }
+
+  /** The entry that follows `last`: its seq, and its link to `last` in a hash-chained session. */
+  #entryAfter(
+    last: LedgerEntry | undefined,
+    kind: EntryKind,
+    body: Record<string, unknown>,
+    refs: readonly ObjectReference[] | undefined,
+    at: string,
+  ): LedgerEntry {
+    const entry: LedgerEntry = {
+      v: LEDGER_FORMAT_VERSION,
+      seq: (last?.seq ?? 0) + 1,
+      at,
+      kind,
+      body,
+    };
+    if (refs && refs.length > 0) entry.refs = refs.map(({ type, digest }) => ({ type, digest }));
+    if (this.isHashChained && last) {
+      const prev = digestEntry(last);
+      if (prev === undefined) {
+        throw new RewindError(
+          'LEDGER_CORRUPT',
+          `Entry #${last.seq} of session ${this.session.id} cannot be hashed for the chain: it was damaged. Nothing was written.`,
+          { data: { session: this.session.id, seq: last.seq } },
+        );
+      }
+      entry.prev = prev;
+    }
+    return entry;
+  }
+
+  /** Every entry of the session, in order; only rows appended since the previous read are fetched. */
+  async read(): Promise<LedgerReading> {
+    const after = this.#entries.at(-1)?.seq ?? 0;
+    this.#entries.push(...(await fetchEntries(this.#pool, this.session, after)));
+    return {
+      entries: [...this.#entries],
+      unreadable: [],
+      endsMidLine: false,
+      damagedLastLine: undefined,
+    };
+  }
+
+  /** Waits for pending appends and gives the connection pool back. */
+  async close(): Promise<void> {
+    await this.#queue;
+    if (this.#isClosed) return;
+    this.#isClosed = true;
+    await releasePool(this.session.url);
+  }
+}
+
+/** An entry's line, as the file ledger writes it (without the newline). */
+function encodeLine(entry: LedgerEntry, kind: string): string {
+  try {
+    return encodeEntry(entry);
+  } catch (error) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The body of a ${kind} entry cannot be stored as JSON: ${String(error)}`,
+      { data: { kind }, cause: error },
+    );
+  }
+}
+
+/** The entries of a session after `after`, in order. */
+async function fetchEntries(
+  pool: Pool,
+  { url, store, id }: PostgresSession,
+  after: number,
+): Promise<LedgerEntry[]> {
+  let rows: { seq: string; line: string }[];
+  try {
+    ({ rows } = await pool.query<{ seq: string; line: string }>(
+      'SELECT seq, line FROM rewind_entries WHERE store = $1 AND session = $2 AND seq > $3 ORDER BY seq',
+      [store, id, after],
+    ));
+  } catch (error) {
+    throw databaseFailed(error, url, `Reading session ${id}`);
+  }
+  return rows.map((row) => parseLine(row.line, id, Number(row.seq)));
+}
+
+/** An entry from its row's line; a line that is not one is damage, said with where it is. */
+function parseLine(line: string, session: string, seq: number): LedgerEntry {
+  let value: unknown;
+  try {
+    value = JSON.parse(line);
+  } catch {
+    value = undefined;
+  }
+  const problem = value === undefined ? 'it is not JSON' : checkEnvelope(value);
+  if (problem !== undefined || (value as LedgerEntry).seq !== seq) {
+    throw new RewindError(
+      'LEDGER_CORRUPT',
+      `Row #${seq} of session ${session} is not a ledger entry (${problem ?? 'its seq differs from the row'}). Nothing was written.`,
+      { data: { session, seq } },
+    );
+  }
+  return value as LedgerEntry;
+}

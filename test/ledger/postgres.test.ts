@@ -1,0 +1,117 @@
+// The PostgreSQL ledger against a real server (Debian's package, started here).
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checkLedger, migratePostgres, PostgresLedger } from '../../src/ledger/index.js';
+import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
+import { ROOT, runNode } from '../helpers/processes.js';
+
+let server: PostgresServer;
+
+beforeAll(async () => {
+  server = await startPostgres();
+  // Several processes migrating at once: one creates the tables, the others find them.
+  await Promise.all([migratePostgres(server.url), migratePostgres(server.url)]);
+}, 60_000);
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('the PostgreSQL ledger', () => {
+  it('keeps a session: entries appended by one writer are read, whole and in order, by another', async () => {
+    await migratePostgres(server.url); // idempotent
+    const writer = await PostgresLedger.create(server.url, 'store-a', {
+      hashChain: true,
+      startedBody: { workspace: '/work/a' },
+    });
+    await writer.append('checkpoint-created', { label: 'one' });
+    await writer.append('note-added', { text: 'hello' }, [
+      { type: 'blob', digest: `sha256:${'a'.repeat(64)}` },
+    ]);
+    await writer.close();
+    const reader = await PostgresLedger.open(server.url, 'store-a', writer.session.id);
+    const { entries } = await reader.read();
+    expect(entries.map((entry) => [entry.seq, entry.kind])).toEqual([
+      [1, 'session-started'],
+      [2, 'checkpoint-created'],
+      [3, 'note-added'],
+    ]);
+    expect(reader.isHashChained).toBe(true);
+    expect(entries[2]?.refs).toEqual([{ type: 'blob', digest: `sha256:${'a'.repeat(64)}` }]);
+    expect(checkLedger({ entries, damagedLastLine: undefined }, true)).toEqual([]);
+    // A later read fetches what was appended since.
+    await reader.append('note-added', { text: 'from the reader' });
+    expect((await reader.read()).entries.map((entry) => entry.seq)).toEqual([1, 2, 3, 4]);
+    await reader.close();
+    // Sessions of another store with the same tables are apart.
+    await expect(
+      PostgresLedger.open(server.url, 'store-b', writer.session.id),
+    ).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND' });
+  });
+
+  it('allocates seq without gaps or duplicates for writers in several processes at once', async () => {
+    const ledger = await PostgresLedger.create(server.url, 'store-concurrent', { hashChain: true });
+    const writers = ['w1', 'w2', 'w3', 'w4'].map((name) =>
+      runNode(
+        [
+          join(ROOT, 'test/helpers/postgres-writer.mjs'),
+          server.url,
+          'store-concurrent',
+          ledger.session.id,
+          '25',
+          name,
+        ],
+        { cwd: ROOT },
+      ),
+    );
+    // This process writes meanwhile too.
+    for (let index = 0; index < 10; index++)
+      await ledger.append('note-added', { text: `main ${index}` });
+    const results = await Promise.all(writers);
+    for (const result of results) expect(result.stderr).toBe('');
+    const { entries } = await ledger.read();
+    expect(entries.map((entry) => entry.seq)).toEqual(
+      Array.from({ length: 111 }, (_, index) => index + 1),
+    );
+    const texts = entries.slice(1).map((entry) => entry.body.text);
+    expect(new Set(texts).size).toBe(110);
+    expect(checkLedger({ entries, damagedLastLine: undefined }, true)).toEqual([]);
+    await ledger.close();
+  }, 60_000);
+
+  it('goes on after the server restarts mid-session, with nothing lost or doubled', async () => {
+    const ledger = await PostgresLedger.create(server.url, 'store-restart');
+    await ledger.append('note-added', { text: 'before' });
+    server.restart();
+    // The pool's connections died with the server: the next append opens a new one.
+    await ledger.append('note-added', { text: 'after' });
+    const reader = await PostgresLedger.open(server.url, 'store-restart', ledger.session.id);
+    expect((await reader.read()).entries.map((entry) => entry.body.text ?? entry.kind)).toEqual([
+      'session-started',
+      'before',
+      'after',
+    ]);
+    await reader.close();
+    await ledger.close();
+  }, 60_000);
+
+  it('refuses bad credentials with a clear error, and records nothing', async () => {
+    await expect(
+      PostgresLedger.create(server.wrongPasswordUrl, 'store-refused'),
+    ).rejects.toMatchObject({
+      code: 'IO_FAILED',
+      message: expect.stringMatching(/refused the credentials/),
+    });
+    await expect(migratePostgres(server.wrongPasswordUrl)).rejects.toMatchObject({
+      code: 'IO_FAILED',
+      message: expect.not.stringContaining('wrong@'),
+    });
+    const { entries } = await (async () => {
+      try {
+        return await (await PostgresLedger.open(server.url, 'store-refused', 'none')).read();
+      } catch {
+        return { entries: [] };
+      }
+    })();
+    expect(entries).toEqual([]);
+  });
+});
