@@ -116,13 +116,19 @@ export const initOperation = defineOperation({
       .boolean()
       .optional()
       .describe('Start an isolated session: it works on a private view of the workspace.'),
+    objects: z
+      .string()
+      .optional()
+      .describe(
+        'Keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects).',
+      ),
   }),
   scope: 'workspace',
   annotations: {},
   excludedFrom: {
     mcp: 'the server creates the store itself when a tool is first called',
   },
-  run: async (target, { hashChain, sandbox, network, isolated }): Promise<InitOutput> => {
+  run: async (target, { hashChain, sandbox, network, isolated, objects }): Promise<InitOutput> => {
     const { workspace } = target;
     const protections = target.protections ?? {};
     const warnings = checkSandbox(sandbox, workspace);
@@ -132,6 +138,7 @@ export const initOperation = defineOperation({
     };
     let result = await init({
       workspace,
+      ...(objects !== undefined && { objects }),
       hashChain: hashChain === true,
       ...(isolated !== true && sandboxing),
       ...protections,

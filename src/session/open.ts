@@ -6,7 +6,7 @@ import { RewindError } from '../errors.js';
 import { Ledger, setCurrentSession } from '../ledger/index.js';
 import { createRedactor, type RedactionOptions, readNamesSync } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
-import { createObjectStore, openStore, type StoreLocation } from '../store/index.js';
+import { openObjectStore, openStore, type StoreLocation } from '../store/index.js';
 import {
   DEFAULT_EXEC_TIMEOUT_MS,
   DEFAULT_HTTP_TIMEOUT_MS,
@@ -107,7 +107,7 @@ async function createContext(
     workspace: isIsolated ? viewDirectoryOf(location.directory, id) : location.workspace,
     hostWorkspace: location.workspace,
     storeDirectory: location.directory,
-    store: createObjectStore(location.directory),
+    store: openObjectStore(location),
     ledger,
     redactor,
     recoveries: [],

@@ -17,9 +17,9 @@ import {
 } from '../ledger/index.js';
 import { acquireLock, createRedactor, type Digest, type UnreadableLine } from '../lib/index.js';
 import {
-  createObjectStore,
   findStore,
   initStore,
+  openObjectStore,
   openStore,
   workspaceLockOf,
 } from '../store/index.js';
@@ -162,13 +162,28 @@ function startOptionsOf(options: NewSessionOptions): Parameters<typeof startLedg
   };
 }
 
-export async function init(options: WorkspaceOptions & NewSessionOptions): Promise<InitResult> {
+export async function init(
+  options: WorkspaceOptions &
+    NewSessionOptions & {
+      /**
+       * Keep the store's objects in an S3-compatible bucket, `s3://BUCKET/PREFIX`, instead of
+       * `.rewind/objects/` (which then caches them); recorded in `.rewind/config.json`. Default:
+       * the `REWIND_OBJECTS` environment variable, for a new store. Refused for a store that
+       * keeps its objects elsewhere.
+       */
+      objects?: string;
+    },
+): Promise<InitResult> {
   // A redaction pattern that does not compile is refused before anything is created.
   createRedactor(options.redact);
   // A store in / or a home directory could never be snapshotted: refuse before creating it.
   const stats = await stat(options.workspace).catch(() => undefined);
   if (stats) checkWorkspace(options.workspace);
-  const location = await initStore(options.workspace, { ...(options.now && { now: options.now }) });
+  const objects = options.objects ?? (process.env.REWIND_OBJECTS || undefined);
+  const location = await initStore(options.workspace, {
+    ...(options.now && { now: options.now }),
+    ...(objects !== undefined && { objects }),
+  });
   let current = await readCurrentSession(location.directory).catch((error: unknown) => {
     if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;
     throw error;
@@ -263,7 +278,7 @@ export async function status(options: WorkspaceOptions): Promise<StatusReport> {
     sessions.push(summarize(session, await readLedgerFile(session.file), current));
   }
   const objects = { count: 0, sizeBytes: 0 };
-  for await (const object of createObjectStore(location.directory).list()) {
+  for await (const object of openObjectStore(location).list()) {
     objects.count += 1;
     objects.sizeBytes += object.sizeBytes;
   }
@@ -391,7 +406,7 @@ export async function note(
       })
     : undefined;
   try {
-    const store = createObjectStore(location.directory);
+    const store = openObjectStore(location);
     const attachments: { name: string; digest: Digest; sizeBytes: number }[] = [];
     for (const path of options.attachments ?? []) {
       const info = await store.put({ file: path }).catch((error: unknown) => {

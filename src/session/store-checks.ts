@@ -15,6 +15,7 @@ import { type Digest, withLock } from '../lib/index.js';
 import {
   createObjectStore,
   type ObjectReference,
+  openObjectStore,
   openStore,
   type StoreLocation,
   walkReferences,
@@ -130,7 +131,7 @@ function unrepairedMessage(error: RewindError): string {
  */
 export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
   const location = await openStore(options.workspace);
-  const store = createObjectStore(location.directory);
+  const store = openObjectStore(location);
   const sessions = await readAllSessions(location);
   const report: VerifyReport = {
     isOk: true,
@@ -264,7 +265,11 @@ async function collectGarbage(
   location: StoreLocation,
   options: { dryRun?: boolean; graceMs?: number; now?: () => Date },
 ): Promise<GcReport> {
-  const store = createObjectStore(location.directory);
+  // References are read wherever the objects are; what is collected is what this store holds
+  // itself: its objects, or, when they are kept in a bucket, its cache of them. A bucket may
+  // hold objects other workspaces' ledgers refer to: nothing here can tell, so it is left alone.
+  const store = openObjectStore(location);
+  const collected = location.objects === undefined ? store : createObjectStore(location.directory);
   const graceMs = options.graceMs ?? 60 * 60 * 1000;
   const nowMs = (options.now ?? (() => new Date()))().getTime();
   const sessions = await readAllSessions(location);
@@ -304,9 +309,16 @@ async function collectGarbage(
     keptCount: 0,
     recentCount: 0,
     abandonedFiles: [],
-    warnings: pendingWarnings(sessions),
+    warnings: [
+      ...pendingWarnings(sessions),
+      ...(location.objects === undefined
+        ? []
+        : [
+            `Only the local cache of ${location.objects} was collected: the bucket may hold objects that other workspaces refer to, so nothing was removed from it.`,
+          ]),
+    ],
   };
-  for await (const object of store.list()) {
+  for await (const object of collected.list()) {
     if (reachable.has(object.digest)) {
       report.keptCount += 1;
     } else if (nowMs - object.modifiedAtMs < graceMs) {
@@ -317,9 +329,9 @@ async function collectGarbage(
     }
   }
   // Packs holding removed objects are written again without them (and small packs merged).
-  if (!report.isDryRun) await store.remove(report.removed.map(({ digest }) => digest));
-  for (const abandoned of await store.listAbandoned(graceMs)) {
-    if (!report.isDryRun) await store.removeAbandoned(abandoned.file);
+  if (!report.isDryRun) await collected.remove(report.removed.map(({ digest }) => digest));
+  for (const abandoned of await collected.listAbandoned(graceMs)) {
+    if (!report.isDryRun) await collected.removeAbandoned(abandoned.file);
     report.abandonedFiles.push(abandoned.file);
     report.freedBytes += abandoned.sizeBytes;
   }

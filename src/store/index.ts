@@ -2,6 +2,7 @@ export {
   findStore,
   initStore,
   openStore,
+  STORE_CONFIG_FILE,
   STORE_DIRECTORY_NAME,
   STORE_FORMAT_VERSION,
   STORE_MARKER_FILE,
@@ -16,6 +17,7 @@ export type {
   StoredObject,
 } from './object-store.js';
 export { createObjectStore } from './objects.js';
+export { openObjectStore } from './open-objects.js';
 export {
   createS3ObjectStore,
   MULTIPART_PART_BYTES,

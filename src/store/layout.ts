@@ -2,6 +2,7 @@ import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { kindOf, readPlainFile, writeFileAtomic } from '../lib/index.js';
+import { parseS3Url } from './s3-objects.js';
 
 /** The name of the store directory at a workspace root, like `.git`. */
 export const STORE_DIRECTORY_NAME = '.rewind';
@@ -23,12 +24,55 @@ export const STORE_FORMAT_VERSION = 1;
 
 const STORE_FORMAT = 'rewind-store';
 
+/** The store's settings (`.rewind/config.json`): where its objects are kept, when not in it. */
+export const STORE_CONFIG_FILE = 'config.json';
+
 /** An opened store: where it lives and the workspace it belongs to. */
 export interface StoreLocation {
   /** The workspace root: the directory that holds `.rewind/`. */
   workspace: string;
   /** The `.rewind/` directory itself. */
   directory: string;
+  /**
+   * Where its objects are kept when not under `objects/`: an `s3://BUCKET/PREFIX` location
+   * (`.rewind/objects/` then caches what was read or written).
+   */
+  objects?: string;
+}
+
+/**
+ * The objects location of a store's `config.json`, if it names one. Throws `INVALID_ARGUMENT`
+ * for a file that is not a JSON object or names something other than an `s3://` location.
+ */
+async function readObjectsSetting(directory: string): Promise<string | undefined> {
+  const file = join(directory, STORE_CONFIG_FILE);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT')) return undefined;
+    throw error;
+  }
+  let objects: unknown;
+  try {
+    objects = (JSON.parse(text) as { objects?: unknown }).objects;
+  } catch (error) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${file} is not JSON (${(error as Error).message}). Fix it: it says where the store keeps its objects, as {"objects": "s3://BUCKET/PREFIX"}.`,
+      { data: { file }, cause: error },
+    );
+  }
+  if (objects === undefined) return undefined;
+  if (typeof objects !== 'string') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `"objects" in ${file} must be an s3://BUCKET/PREFIX location, not ${JSON.stringify(objects)}.`,
+      { data: { file } },
+    );
+  }
+  parseS3Url(objects);
+  return objects;
 }
 
 interface StoreMarker {
@@ -170,13 +214,30 @@ function rootOf(workspace: string): string {
  */
 export async function initStore(
   workspace: string,
-  options: { now?: () => Date } = {},
+  options: { now?: () => Date; objects?: string } = {},
 ): Promise<StoreLocation & { isNew: boolean }> {
+  if (options.objects !== undefined) parseS3Url(options.objects);
   const root = rootOf(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
   await checkIsDirectory(directory);
   await mkdir(directory, { recursive: true });
   const exists = await checkMarker(directory);
+  const configured = await readObjectsSetting(directory);
+  if (options.objects !== undefined && options.objects !== configured) {
+    if (exists) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `The store in ${root} keeps its objects ${configured ? `in ${configured}` : 'in .rewind/objects'}; it cannot move them to ${options.objects}. ` +
+          'Leave --objects out to use the store as it is, or start a new store elsewhere.',
+        { data: { objects: configured ?? null, asked: options.objects } },
+      );
+    }
+    // Before the marker: a store is never found without the setting it was made with.
+    await writeFileAtomic(
+      join(directory, STORE_CONFIG_FILE),
+      `${JSON.stringify({ objects: options.objects }, null, 2)}\n`,
+    );
+  }
   if (!exists) {
     const marker: StoreMarker = {
       format: STORE_FORMAT,
@@ -197,7 +258,8 @@ export async function initStore(
   if ((await readFile(gitignore, 'utf8').catch(() => undefined)) !== STORE_GITIGNORE) {
     await writeFileAtomic(gitignore, STORE_GITIGNORE);
   }
-  return { workspace: root, directory, isNew: !exists };
+  const objects = options.objects ?? configured;
+  return { workspace: root, directory, isNew: !exists, ...(objects !== undefined && { objects }) };
 }
 
 /**
@@ -231,7 +293,8 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
     );
   }
   await checkStoreDirectories(directory);
-  return { workspace: root, directory };
+  const objects = await readObjectsSetting(directory);
+  return { workspace: root, directory, ...(objects !== undefined && { objects }) };
 }
 
 /**

@@ -20,8 +20,10 @@ import type {
 /** Objects larger than this are uploaded in parts, this size each (S3's minimum is 5 MiB). */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
 /** Uploads of objects in flight at once, and of the parts of one large object. */
-const UPLOADS_IN_FLIGHT = 8;
+const UPLOADS_IN_FLIGHT = 32;
 const PARTS_IN_FLIGHT = 4;
+/** Objects up to this size are uploaded without looking first whether the bucket has them. */
+const SMALL_OBJECT_BYTES = 1024 * 1024;
 /** S3 deletes at most this many keys per request. */
 const DELETES_PER_REQUEST = 1000;
 
@@ -193,11 +195,17 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
   const checksumOf = (digest: Digest) =>
     Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex').toString('base64');
 
-  /** Uploads an object the cache holds, unless the bucket has it already with its size. */
+  /**
+   * Uploads an object the cache holds. A small one is sent again whatever the bucket holds (the
+   * same bytes under the same name: one request instead of a lookup and a write); a large one
+   * only when the bucket lacks it with its size.
+   */
   async function upload(info: ObjectInfo): Promise<void> {
-    const present = await remoteStat(info.digest);
-    if (present?.sizeBytes === info.sizeBytes) return;
     const key = objectKeyOf(location, info.digest);
+    if (info.sizeBytes > SMALL_OBJECT_BYTES) {
+      const present = await remoteStat(info.digest);
+      if (present?.sizeBytes === info.sizeBytes) return;
+    }
     if (info.sizeBytes <= MULTIPART_PART_BYTES) {
       const body = await cache.get(info.digest);
       await send(

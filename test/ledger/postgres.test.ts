@@ -8,7 +8,7 @@ import { ROOT, runNode } from '../helpers/processes.js';
 let server: PostgresServer;
 
 beforeAll(async () => {
-  server = await startPostgres();
+  server = await startPostgres({ durable: false });
   // Several processes migrating at once: one creates the tables, the others find them.
   await Promise.all([migratePostgres(server.url), migratePostgres(server.url)]);
 }, 60_000);

@@ -35,6 +35,7 @@ interface InitFlags {
   sandbox?: string;
   network?: boolean;
   isolated?: boolean;
+  objects?: string;
 }
 
 interface LogFlags {
@@ -316,6 +317,14 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       'start an isolated session: it works on a private view, and the workspace changes only with `rewind commit`',
     ),
   );
+  feed(
+    init,
+    'objects',
+    new Option(
+      '--objects <url>',
+      'keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects)',
+    ),
+  );
   init.action((dir: string | undefined, flags: InitFlags, command: Command) =>
     cli.perform(
       command,
@@ -325,6 +334,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
         sandbox: flags.sandbox,
         network: flags.network,
         isolated: flags.isolated,
+        objects: flags.objects,
       },
       {
         text: (output, globals) =>

@@ -1,0 +1,107 @@
+// A workspace whose store keeps its objects in an S3-compatible bucket (s3rver, started here).
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gc, init, openSession, status, verify } from '../../src/session/index.js';
+import { createObjectStore, createS3ObjectStore, initStore } from '../../src/store/index.js';
+import { ROOT, runNode } from '../helpers/processes.js';
+import { type S3Server, startS3Server } from '../helpers/s3.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+let server: S3Server;
+const saved = { ...process.env };
+
+beforeAll(async () => {
+  server = await startS3Server();
+  // The SDK's standard way: an endpoint, a region and credentials from the environment.
+  Object.assign(process.env, {
+    AWS_ENDPOINT_URL_S3: server.endpoint,
+    AWS_REGION: 'us-east-1',
+    AWS_ACCESS_KEY_ID: 'S3RVER',
+    AWS_SECRET_ACCESS_KEY: 'S3RVER',
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+  });
+}, 30_000);
+afterAll(async () => {
+  process.env = saved;
+  await server?.close();
+});
+
+/** Empties the store's local objects directory: what is read now must come from the bucket. */
+async function dropLocalObjects(workspace: string): Promise<void> {
+  const objects = join(workspace, '.rewind', 'objects');
+  for (const name of await readdir(objects)) await rm(join(objects, name), { recursive: true });
+}
+
+describe('a store whose objects are in a bucket', () => {
+  it('checkpoints into the bucket and rolls back from it, with the local cache gone', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'src/app.ts': 'export const a = 1;\n', 'README.md': 'hello\n' });
+    const objects = `s3://${server.bucket}/fleet/agent-1`;
+    await init({ workspace, objects });
+    expect(JSON.parse(await readFile(join(workspace, '.rewind', 'config.json'), 'utf8'))).toEqual({
+      objects,
+    });
+    const session = await openSession({ workspace });
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'src/app.ts'), 'export const a = 2;\n');
+    await writeFile(join(workspace, 'NEW.md'), 'new\n');
+    await session.checkpoint('two');
+    await session.close();
+    const { objects: inBucket } = await status({ workspace });
+    expect(inBucket.count).toBeGreaterThanOrEqual(6);
+
+    await dropLocalObjects(workspace);
+    const again = await openSession({ workspace });
+    await again.rollback('one');
+    await again.close();
+    expect(await readFile(join(workspace, 'src/app.ts'), 'utf8')).toBe('export const a = 1;\n');
+    await expect(readFile(join(workspace, 'NEW.md'), 'utf8')).rejects.toMatchObject({
+      code: 'ENOENT',
+    });
+    expect((await verify({ workspace })).problems).toEqual([]);
+
+    // gc collects only the local cache: other workspaces may refer to what the bucket holds.
+    // An object no ledger here refers to (another workspace's, say) stays in the bucket.
+    const other = createS3ObjectStore({
+      bucket: server.bucket,
+      prefix: 'fleet/agent-1',
+      cache: createObjectStore((await initStore(await makeTempDirectory())).directory),
+    });
+    const foreign = await other.put(Buffer.from('written by another workspace\n'));
+    const before = (await status({ workspace })).objects.count;
+    const collected = await gc({ workspace, graceMs: 0 });
+    expect(collected.warnings.join('\n')).toContain('nothing was removed from it');
+    expect((await status({ workspace })).objects.count).toBe(before);
+    const fresh = createS3ObjectStore({
+      bucket: server.bucket,
+      prefix: 'fleet/agent-1',
+      cache: createObjectStore((await initStore(await makeTempDirectory())).directory),
+    });
+    expect(await fresh.has(foreign.digest)).toBe(true);
+  });
+
+  it('is set by `rewind init --objects`, and never moved by a later init', async () => {
+    const workspace = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.js');
+    const objects = `s3://${server.bucket}/cli`;
+    const made = await runNode([bin, 'init', '--objects', objects], { cwd: workspace });
+    expect(made.code).toBe(0);
+    expect(JSON.parse(await readFile(join(workspace, '.rewind', 'config.json'), 'utf8'))).toEqual({
+      objects,
+    });
+    await writeFile(join(workspace, 'a.txt'), 'a\n');
+    expect((await runNode([bin, 'checkpoint', 'first'], { cwd: workspace })).code).toBe(0);
+    const moved = await runNode([bin, 'init', '--objects', `s3://${server.bucket}/elsewhere`], {
+      cwd: workspace,
+    });
+    expect(moved.code).toBe(1);
+    expect(moved.stderr).toContain('cannot move them');
+    const bad = await runNode([bin, 'init', '--objects', 'http://bucket/x'], {
+      cwd: await makeTempDirectory(),
+    });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('s3://BUCKET');
+  });
+});
