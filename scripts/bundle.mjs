@@ -26,6 +26,10 @@ const { warnings } = await build({
   outExtension: { '.js': '.cjs' },
   // `import()` becomes `require`: a script compiled by vm.Script has no module loader to ask.
   supported: { 'dynamic-import': false },
+  // Loaded only when a bucket or a database is named (src/store/s3-objects.ts,
+  // src/ledger/postgres.ts): kept out of the bundle, required from node_modules then, so that
+  // every other command does not parse them (the AWS SDK is 1 MB).
+  external: ['@aws-sdk/client-s3', 'pg'],
   target: 'node20',
   // Smaller text parses faster; names stay, so stack traces (`--debug`) still read.
   minifyWhitespace: true,
