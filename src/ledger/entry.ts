@@ -1,3 +1,4 @@
+import { RewindError } from '../errors.js';
 import { canonicalJson, type Digest, digestBytes, isDigest } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 
@@ -117,6 +118,32 @@ export function checkEnvelope(value: unknown): string | undefined {
 /** The canonical JSON of an entry: the exact text of its ledger line, and what the chain hashes. */
 export function encodeEntry(entry: LedgerEntry): string {
   return canonicalJson(entry);
+}
+
+/** Throws `INVALID_ARGUMENT` unless `kind` is an entry kind this version writes (§8). */
+export function checkEntryKind(kind: string): void {
+  if (isKnownEntryKind(kind)) return;
+  throw new RewindError(
+    'INVALID_ARGUMENT',
+    `"${kind}" is not a ledger entry kind. See SPEC.md for the kinds.`,
+    { data: { kind } },
+  );
+}
+
+/**
+ * The line a new entry is written as ({@link encodeEntry}). Throws `INVALID_ARGUMENT` for a body
+ * that canonical JSON cannot hold (a number beyond a double's range, a cycle).
+ */
+export function encodeNewEntry(entry: LedgerEntry): string {
+  try {
+    return encodeEntry(entry);
+  } catch (error) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The body of a ${entry.kind} entry cannot be stored as JSON: ${String(error)}`,
+      { data: { kind: entry.kind }, cause: error },
+    );
+  }
 }
 
 /**

@@ -6,10 +6,11 @@ import { isRewindError, RewindError } from '../errors.js';
 import { parseJsonLines, syncPath, type UnreadableLine, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
+  checkEntryKind,
   checkEnvelope,
   digestEntry,
   type EntryKind,
-  encodeEntry,
+  encodeNewEntry,
   isKnownEntryKind,
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
@@ -294,15 +295,7 @@ export class Ledger {
     body: Record<string, unknown>,
     refs: readonly ObjectReference[] | undefined,
   ): Promise<LedgerEntry> {
-    if (!isKnownEntryKind(kind)) {
-      throw new RewindError(
-        'INVALID_ARGUMENT',
-        `"${kind}" is not a ledger entry kind. See SPEC.md for the kinds.`,
-        {
-          data: { kind },
-        },
-      );
-    }
+    checkEntryKind(kind);
     return withLock(
       join(this.session.file, '..', `${this.session.stem}.lock`),
       async () => {
@@ -350,19 +343,7 @@ export class Ledger {
           }
           entry.prev = prev;
         }
-        let line: string;
-        try {
-          line = `${tail.endsMidLine ? '\n' : ''}${encodeEntry(entry)}\n`;
-        } catch (error) {
-          throw new RewindError(
-            'INVALID_ARGUMENT',
-            `The body of a ${kind} entry cannot be stored as JSON: ${String(error)}`,
-            {
-              data: { kind },
-              cause: error,
-            },
-          );
-        }
+        const line = `${tail.endsMidLine ? '\n' : ''}${encodeNewEntry(entry)}\n`;
         const bytes = Buffer.from(line);
         const bytesWritten = writeSync(this.#handle.fd, bytes, 0, bytes.length);
         if (bytesWritten !== bytes.length) {

@@ -3,11 +3,11 @@
 import { RewindError } from '../errors.js';
 import type { ObjectReference } from '../store/index.js';
 import {
+  checkEntryKind,
   checkEnvelope,
   digestEntry,
   type EntryKind,
-  encodeEntry,
-  isKnownEntryKind,
+  encodeNewEntry,
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
 } from './entry.js';
@@ -305,11 +305,7 @@ export class PostgresLedger {
     body: Record<string, unknown>,
     refs: readonly ObjectReference[] | undefined,
   ): Promise<LedgerEntry> {
-    if (!isKnownEntryKind(kind)) {
-      throw new RewindError('INVALID_ARGUMENT', `"${kind}" is not a ledger entry kind.`, {
-        data: { kind },
-      });
-    }
+    checkEntryKind(kind);
     const { store, id, url } = this.session;
     const at = this.#now().toISOString();
     // The line of an attempt whose answer was lost: if it committed, it is the session's last.
@@ -338,7 +334,7 @@ export class PostgresLedger {
             if (line === attempted) return last;
           }
           const entry = this.#entryAfter(last, kind, body, refs, at);
-          attempted = encodeLine(entry, kind);
+          attempted = encodeNewEntry(entry);
           await client.query(
             'INSERT INTO rewind_entries (store, session, seq, line) VALUES ($1, $2, $3, $4)',
             [store, id, entry.seq, attempted],
@@ -408,19 +404,6 @@ export class PostgresLedger {
     if (this.#isClosed) return;
     this.#isClosed = true;
     await releasePool(this.session.url);
-  }
-}
-
-/** An entry's line, as the file ledger writes it (without the newline). */
-function encodeLine(entry: LedgerEntry, kind: string): string {
-  try {
-    return encodeEntry(entry);
-  } catch (error) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `The body of a ${kind} entry cannot be stored as JSON: ${String(error)}`,
-      { data: { kind }, cause: error },
-    );
   }
 }
 

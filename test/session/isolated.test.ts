@@ -13,11 +13,11 @@ import {
   startIsolatedSession,
   withIsolatedSession,
 } from '../../src/session/index.js';
-import { createObjectStore, initStore } from '../../src/store/index.js';
-import { hasStatCache, snapshot } from '../../src/workspace/index.js';
+import { hasStatCache } from '../../src/workspace/index.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
 import { runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { referenceTree } from '../helpers/trees.js';
 import { type Layout, lay } from '../helpers/workspace.js';
 
 async function isolatedOn(layout: Layout) {
@@ -29,13 +29,6 @@ async function isolatedOn(layout: Layout) {
 }
 
 const read = (root: string, path: string) => readFile(join(root, path), 'utf8');
-
-/** A full snapshot in a store of its own: reads every file. */
-async function referenceTree(root: string): Promise<string> {
-  const { directory } = await initStore(await makeTempDirectory());
-  return (await snapshot(root, { store: createObjectStore(directory), storeDirectory: directory }))
-    .tree;
-}
 
 describe('isolated sessions', () => {
   it('work on a private view: the host is untouched until commit, which propagates writes and deletions', async () => {

@@ -2,7 +2,6 @@ import {
   appendFile,
   chmod,
   mkdir,
-  readdir,
   rename,
   rm,
   symlink,
@@ -13,7 +12,6 @@ import {
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { createObjectStore, initStore } from '../../src/store/index.js';
 import {
   listChangedSince,
   loadChangeRecord,
@@ -22,46 +20,8 @@ import {
 } from '../../src/workspace/changes.js';
 import { cachedReferences, snapshot } from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { listAll, random, referenceTree } from '../helpers/trees.js';
 import { lay, makeWorkspace } from '../helpers/workspace.js';
-
-/** A full snapshot in a store of its own: reads every file, shares nothing with the shortcut. */
-async function referenceTree(workspace: string): Promise<string> {
-  const { directory } = await initStore(await makeTempDirectory());
-  const result = await snapshot(workspace, {
-    store: createObjectStore(directory),
-    storeDirectory: directory,
-    now: () => new Date(),
-  });
-  return result.tree;
-}
-
-/** A small deterministic PRNG (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-async function listAll(root: string, relative = ''): Promise<{ files: string[]; dirs: string[] }> {
-  const files: string[] = [];
-  const dirs: string[] = [];
-  for (const entry of await readdir(join(root, relative), { withFileTypes: true })) {
-    if (entry.name === '.rewind') continue;
-    const path = relative === '' ? entry.name : `${relative}/${entry.name}`;
-    if (entry.isDirectory()) {
-      dirs.push(path);
-      const inner = await listAll(root, path);
-      files.push(...inner.files);
-      dirs.push(...inner.dirs);
-    } else files.push(path);
-  }
-  return { files, dirs };
-}
 
 describe('snapshot by changed paths', () => {
   it('looks only at what changed since the last snapshot, and gets the same tree as a full read', async () => {

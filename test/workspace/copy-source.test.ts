@@ -13,53 +13,15 @@ import {
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { createObjectStore, initStore, type ObjectStore } from '../../src/store/index.js';
+import type { ObjectStore } from '../../src/store/index.js';
 import { snapshot } from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { listAll, random, referenceTree } from '../helpers/trees.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
 const WINDOW_MS = 30;
 /** Every file gets this modification time, so swapped files look alike but for their ctime. */
 const OLD_TIME = new Date('2020-01-02T03:04:05Z');
-
-/** A full snapshot in a store of its own: reads every file, shares nothing with the seeding. */
-async function referenceTree(workspace: string): Promise<string> {
-  const { directory } = await initStore(await makeTempDirectory());
-  const result = await snapshot(workspace, {
-    store: createObjectStore(directory),
-    storeDirectory: directory,
-    now: () => new Date(),
-  });
-  return result.tree;
-}
-
-/** A small deterministic PRNG (mulberry32), so a failure can be replayed. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-async function listAll(root: string, relative = ''): Promise<{ files: string[]; dirs: string[] }> {
-  const files: string[] = [];
-  const dirs: string[] = [];
-  for (const entry of await readdir(join(root, relative), { withFileTypes: true })) {
-    if (entry.name === '.rewind') continue;
-    const path = relative === '' ? entry.name : `${relative}/${entry.name}`;
-    if (entry.isDirectory()) {
-      dirs.push(path);
-      const inner = await listAll(root, path);
-      files.push(...inner.files);
-      dirs.push(...inner.dirs);
-    } else if (entry.isFile()) files.push(path);
-  }
-  return { files, dirs };
-}
 
 /** Files of one size, all with the same old modification time. */
 async function makeHost(fileCount: number): Promise<{
@@ -89,6 +51,26 @@ async function copyOf(host: string): Promise<{ copy: string; storeDirectory: str
   return { copy, storeDirectory };
 }
 
+/** The source's snapshot, then the copy's first one, seeded from it. */
+async function snapshotBoth(
+  host: Awaited<ReturnType<typeof makeHost>>,
+  copy: string,
+  storeDirectory: string,
+  sinceNs: bigint,
+) {
+  const source = await snapshot(host.workspace, {
+    store: host.store,
+    storeDirectory: host.storeDirectory,
+  });
+  const seeded = await snapshot(copy, {
+    store: host.store,
+    storeDirectory,
+    changeWindowMs: WINDOW_MS,
+    copyOf: { workspace: host.workspace, tree: source.tree, sinceNs },
+  });
+  return { source, seeded };
+}
+
 /** Rewrites a file with other bytes of the same size and puts its old times back. */
 async function rewriteAlike(path: string, text: string): Promise<void> {
   const { size } = await stat(path);
@@ -102,16 +84,7 @@ describe('a first snapshot of a copy', () => {
     await sleep(WINDOW_MS + 20);
     const sinceNs = BigInt(Date.now()) * 1_000_000n;
     const { copy, storeDirectory } = await copyOf(host.workspace);
-    const source = await snapshot(host.workspace, {
-      store: host.store,
-      storeDirectory: host.storeDirectory,
-    });
-    const seeded = await snapshot(copy, {
-      store: host.store,
-      storeDirectory,
-      changeWindowMs: WINDOW_MS,
-      copyOf: { workspace: host.workspace, tree: source.tree, sinceNs },
-    });
+    const { source, seeded } = await snapshotBoth(host, copy, storeDirectory, sinceNs);
     expect(seeded).toMatchObject({ tree: source.tree, fileCount: 40, readCount: 0 });
     expect(seeded.tree).toBe(await referenceTree(copy));
   });
@@ -124,16 +97,7 @@ describe('a first snapshot of a copy', () => {
     // Changed at the source after it was copied, before the source's snapshot: the snapshot
     // holds what the copy does not.
     await rewriteAlike(join(host.workspace, 'd0/e0/f0-0'), 'other bytes');
-    const source = await snapshot(host.workspace, {
-      store: host.store,
-      storeDirectory: host.storeDirectory,
-    });
-    const seeded = await snapshot(copy, {
-      store: host.store,
-      storeDirectory,
-      changeWindowMs: WINDOW_MS,
-      copyOf: { workspace: host.workspace, tree: source.tree, sinceNs },
-    });
+    const { source, seeded } = await snapshotBoth(host, copy, storeDirectory, sinceNs);
     expect(seeded.readCount).toBe(1);
     expect(seeded.tree).not.toBe(source.tree);
     expect(seeded.tree).toBe(await referenceTree(copy));
@@ -180,16 +144,7 @@ describe('a first snapshot of a copy', () => {
           }
         })().catch(() => {});
       }
-      const source = await snapshot(host.workspace, {
-        store: host.store,
-        storeDirectory: host.storeDirectory,
-      });
-      const seeded = await snapshot(copy, {
-        store: host.store,
-        storeDirectory,
-        changeWindowMs: WINDOW_MS,
-        copyOf: { workspace: host.workspace, tree: source.tree, sinceNs },
-      });
+      const { seeded } = await snapshotBoth(host, copy, storeDirectory, sinceNs);
       expect(seeded.tree, `round ${round}`).toBe(await referenceTree(copy));
       taken += seeded.fileCount - seeded.readCount;
     }
