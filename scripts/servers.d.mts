@@ -18,6 +18,8 @@ export interface S3Server {
   directory: string;
   /** The client configuration that reaches it with its credentials. */
   client: Record<string, unknown>;
+  /** Stops it and starts it again on the same port, its objects kept (a process server only). */
+  restart(): Promise<void>;
   close(): Promise<void>;
 }
 export function startS3Server(bucket?: string, options?: { process?: boolean }): Promise<S3Server>;

@@ -112,30 +112,41 @@ export async function startS3Server(bucket = 'rewind-test', options = {}) {
   const directory = await mkdtemp(join(tmpdir(), 'rewind-s3rver-'));
   let port;
   let stop;
+  let restart = async () => {
+    throw new Error('only a server in a process of its own restarts');
+  };
   if (options.process) {
     port = await freePort();
-    const child = spawn(
-      process.execPath,
-      [
-        fileURLToPath(import.meta.resolve('s3rver/bin/s3rver.js')),
-        '--directory',
-        directory,
-        '--address',
-        '127.0.0.1',
-        '--port',
-        String(port),
-        '--configure-bucket',
-        bucket,
-        '--silent',
-      ],
-      { stdio: 'ignore' },
-    );
-    await untilListening(port);
+    const launch = async () => {
+      const started = spawn(
+        process.execPath,
+        [
+          fileURLToPath(import.meta.resolve('s3rver/bin/s3rver.js')),
+          '--directory',
+          directory,
+          '--address',
+          '127.0.0.1',
+          '--port',
+          String(port),
+          '--configure-bucket',
+          bucket,
+          '--silent',
+        ],
+        { stdio: 'ignore' },
+      );
+      await untilListening(port);
+      return started;
+    };
+    let child = await launch();
     stop = () =>
       new Promise((resolve) => {
         child.once('exit', resolve);
         child.kill();
       });
+    restart = async () => {
+      await stop();
+      child = await launch();
+    };
   } else {
     const server = new S3rver({
       port: 0,
@@ -157,6 +168,7 @@ export async function startS3Server(bucket = 'rewind-test', options = {}) {
       region: 'us-east-1',
       credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
     },
+    restart,
     close: async () => {
       await stop();
       await rm(directory, { recursive: true, force: true });

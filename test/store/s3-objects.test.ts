@@ -1,6 +1,7 @@
 // The S3 object store against a real S3-compatible server (s3rver, started here).
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestBytes } from '../../src/lib/index.js';
@@ -132,6 +133,69 @@ describe('the S3 object store', () => {
     });
     await expect(reader.verify(info.digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
   });
+
+  it('retries an upload whose connection dropped midway: the object in the bucket is whole', async () => {
+    // A proxy that cuts the first connection carrying a body, after part of it went through.
+    const target = new URL(server.endpoint);
+    let cut = 0;
+    const proxy = createNetServer((client) => {
+      const upstream = connect(Number(target.port), target.hostname);
+      let forwarded = 0;
+      client.on('data', (chunk) => {
+        forwarded += chunk.length;
+        if (cut === 0 && forwarded > 20_000) {
+          cut += 1;
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
+        upstream.write(chunk);
+      });
+      upstream.on('data', (chunk) => client.write(chunk));
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (proxy.address() as AddressInfo).port;
+      const store = await storeAt('dropped', {
+        ...server.client,
+        endpoint: `http://127.0.0.1:${port}`,
+      });
+      const content = randomBytes(100_000);
+      const info = await store.put(content);
+      expect(cut).toBe(1);
+      const reader = await storeAt('dropped');
+      expect((await reader.get(info.digest)).equals(content)).toBe(true);
+    } finally {
+      proxy.close();
+    }
+  });
+
+  it('goes on after the server restarts between uploads', async () => {
+    const own = await startS3Server('rewind-restart', { process: true });
+    try {
+      const store = async () => {
+        const { directory } = await initStore(await makeTempDirectory());
+        return createS3ObjectStore({
+          bucket: own.bucket,
+          prefix: 'p',
+          cache: createObjectStore(directory),
+          client: own.client,
+        });
+      };
+      const writer = await store();
+      const before = await writer.put(Buffer.from('before the restart\n'));
+      await own.restart();
+      const after = await writer.put(Buffer.from('after the restart\n'));
+      const reader = await store();
+      expect((await reader.get(before.digest)).toString()).toBe('before the restart\n');
+      expect((await reader.get(after.digest)).toString()).toBe('after the restart\n');
+    } finally {
+      await own.close();
+    }
+  }, 30_000);
 
   it('refuses bad credentials with a clear error, and the put does not resolve', async () => {
     const store = await storeAt('refused', {
