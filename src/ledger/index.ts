@@ -21,10 +21,17 @@ export {
   unsupportedEntryError,
 } from './ledger.js';
 export {
+  type CreateLedgerOptions,
+  fileLedgers,
+  type LedgerStore,
+  type SessionLedger,
+} from './ledger-store.js';
+export {
   migratePostgres,
   POSTGRES_SCHEMA_VERSION,
   PostgresLedger,
   type PostgresSession,
+  postgresLedgers,
 } from './postgres.js';
 export { listSessions, readCurrentSession, resolveSession, setCurrentSession } from './sessions.js';
 export { checkLedger, type LedgerProblem } from './verify.js';

@@ -11,7 +11,13 @@ import {
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
 } from './entry.js';
-import { generateSessionId, type LedgerOptions, type LedgerReading } from './ledger.js';
+import {
+  generateSessionId,
+  type LedgerOptions,
+  type LedgerReading,
+  type SessionFile,
+} from './ledger.js';
+import type { LedgerStore } from './ledger-store.js';
 
 /** The schema version `migrate` brings a database to. */
 export const POSTGRES_SCHEMA_VERSION = 1;
@@ -203,7 +209,9 @@ export interface PostgresSession {
  * entry's line as the file ledger writes it: the hash chain and `verify` are unchanged.
  */
 export class PostgresLedger {
-  readonly session: PostgresSession;
+  /** The session as every ledger names it; `file` says where it lives, for people. */
+  readonly session: SessionFile;
+  readonly location: PostgresSession;
   readonly isHashChained: boolean;
   readonly #pool: Pool;
   readonly #now: () => Date;
@@ -212,12 +220,14 @@ export class PostgresLedger {
   #isClosed = false;
 
   private constructor(
-    session: PostgresSession,
+    location: PostgresSession,
+    startedAt: string,
     pool: Pool,
     isHashChained: boolean,
     options: LedgerOptions,
   ) {
-    this.session = session;
+    this.location = location;
+    this.session = sessionNameOf(location, startedAt);
     this.#pool = pool;
     this.isHashChained = isHashChained;
     this.#now = options.now ?? (() => new Date());
@@ -235,12 +245,18 @@ export class PostgresLedger {
   ): Promise<PostgresLedger> {
     const id = (options.generateId ?? generateSessionId)();
     const pool = await poolOf(url);
-    const session = { url, store, id };
-    const ledger = new PostgresLedger(session, pool, options.hashChain === true, options);
+    const startedAt = (options.now ?? (() => new Date()))();
+    const ledger = new PostgresLedger(
+      { url, store, id },
+      startedAt.toISOString(),
+      pool,
+      options.hashChain === true,
+      options,
+    );
     try {
       await pool.query(
         'INSERT INTO rewind_sessions (store, session, started_at) VALUES ($1, $2, $3)',
-        [store, id, (options.now ?? (() => new Date()))()],
+        [store, id, startedAt],
       );
       await ledger.append('session-started', {
         ...options.startedBody,
@@ -280,7 +296,13 @@ export class PostgresLedger {
         );
       }
       const isHashChained = started.body.hashChain === true;
-      const ledger = new PostgresLedger({ url, store, id }, pool, isHashChained, options);
+      const ledger = new PostgresLedger(
+        { url, store, id },
+        started.at,
+        pool,
+        isHashChained,
+        options,
+      );
       ledger.#entries.push(...entries);
       return ledger;
     } catch (error) {
@@ -306,7 +328,7 @@ export class PostgresLedger {
     refs: readonly ObjectReference[] | undefined,
   ): Promise<LedgerEntry> {
     checkEntryKind(kind);
-    const { store, id, url } = this.session;
+    const { store, id, url } = this.location;
     const at = this.#now().toISOString();
     // The line of an attempt whose answer was lost: if it committed, it is the session's last.
     let attempted: string | undefined;
@@ -389,7 +411,7 @@ export class PostgresLedger {
   /** Every entry of the session, in order; only rows appended since the previous read are fetched. */
   async read(): Promise<LedgerReading> {
     const after = this.#entries.at(-1)?.seq ?? 0;
-    this.#entries.push(...(await fetchEntries(this.#pool, this.session, after)));
+    this.#entries.push(...(await fetchEntries(this.#pool, this.location, after)));
     return {
       entries: [...this.#entries],
       unreadable: [],
@@ -403,8 +425,54 @@ export class PostgresLedger {
     await this.#queue;
     if (this.#isClosed) return;
     this.#isClosed = true;
-    await releasePool(this.session.url);
+    await releasePool(this.location.url);
   }
+}
+
+/** A session in a database as every ledger names it: `file` is where it lives, for people. */
+function sessionNameOf({ url, store, id }: PostgresSession, startedAt: string): SessionFile {
+  return { id, stem: `${startedAt.slice(0, 10)}_${id}`, file: `${shownUrl(url)}#${store}/${id}` };
+}
+
+/**
+ * The ledgers of a store's sessions in a database (SPEC.md §5a); see {@link PostgresLedger}.
+ * `store` tells this store's sessions from other stores' in the same tables.
+ */
+export function postgresLedgers(url: string, store: string): LedgerStore {
+  const withPool = async <T>(work: (pool: Pool) => Promise<T>): Promise<T> => {
+    const pool = await poolOf(url);
+    try {
+      return await work(pool);
+    } finally {
+      await releasePool(url);
+    }
+  };
+  return {
+    list: () =>
+      withPool(async (pool) => {
+        let rows: { session: string; started_at: Date }[];
+        try {
+          ({ rows } = await pool.query<{ session: string; started_at: Date }>(
+            'SELECT session, started_at FROM rewind_sessions WHERE store = $1 ORDER BY started_at, session',
+            [store],
+          ));
+        } catch (error) {
+          throw databaseFailed(error, url, 'Listing the sessions');
+        }
+        return rows.map((row) =>
+          sessionNameOf({ url, store, id: row.session }, row.started_at.toISOString()),
+        );
+      }),
+    read: (session) =>
+      withPool(async (pool) => ({
+        entries: await fetchEntries(pool, { url, store, id: session.id }, 0),
+        unreadable: [],
+        endsMidLine: false,
+        damagedLastLine: undefined,
+      })),
+    create: (options) => PostgresLedger.create(url, store, options),
+    open: (session, options) => PostgresLedger.open(url, store, session.id, options),
+  };
 }
 
 /** The entries of a session after `after`, in order. */

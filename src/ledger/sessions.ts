@@ -50,8 +50,12 @@ async function readFirstTimestamp(file: string): Promise<string> {
  * Finds a session by its id, a unique prefix of it (4 characters or more), or its file name.
  * Throws `SESSION_NOT_FOUND` or `SESSION_AMBIGUOUS`.
  */
-export async function resolveSession(storeDirectory: string, query: string): Promise<SessionFile> {
-  const sessions = await listSessions(storeDirectory);
+export async function resolveSession(
+  sessionsOf: string | { list(): Promise<SessionFile[]> },
+  query: string,
+): Promise<SessionFile> {
+  const sessions =
+    typeof sessionsOf === 'string' ? await listSessions(sessionsOf) : await sessionsOf.list();
   const wanted = query.replace(/\.jsonl$/, '');
   const exact = sessions.find((session) => session.id === wanted || session.stem === wanted);
   if (exact) return exact;
@@ -73,7 +77,10 @@ export async function resolveSession(storeDirectory: string, query: string): Pro
 }
 
 /** The current session (the one commands use by default), or undefined when none is set. */
-export async function readCurrentSession(storeDirectory: string): Promise<SessionFile | undefined> {
+export async function readCurrentSession(
+  storeDirectory: string,
+  sessionsOf: string | { list(): Promise<SessionFile[]> } = storeDirectory,
+): Promise<SessionFile | undefined> {
   const file = join(storeDirectory, CURRENT_FILE);
   let id: string;
   try {
@@ -92,7 +99,7 @@ export async function readCurrentSession(storeDirectory: string): Promise<Sessio
     throw error;
   }
   if (id === '') return undefined;
-  return resolveSession(storeDirectory, id);
+  return resolveSession(sessionsOf, id);
 }
 
 /** Makes `session` the current one. */

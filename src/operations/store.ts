@@ -122,13 +122,22 @@ export const initOperation = defineOperation({
       .describe(
         'Keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects).',
       ),
+    ledger: z
+      .string()
+      .optional()
+      .describe(
+        'Keep the ledgers in PostgreSQL, postgres://USER@HOST/DB (default: REWIND_LEDGER, else .rewind/sessions).',
+      ),
   }),
   scope: 'workspace',
   annotations: {},
   excludedFrom: {
     mcp: 'the server creates the store itself when a tool is first called',
   },
-  run: async (target, { hashChain, sandbox, network, isolated, objects }): Promise<InitOutput> => {
+  run: async (
+    target,
+    { hashChain, sandbox, network, isolated, objects, ledger },
+  ): Promise<InitOutput> => {
     const { workspace } = target;
     const protections = target.protections ?? {};
     const warnings = checkSandbox(sandbox, workspace);
@@ -139,6 +148,7 @@ export const initOperation = defineOperation({
     let result = await init({
       workspace,
       ...(objects !== undefined && { objects }),
+      ...(ledger !== undefined && { ledger }),
       hashChain: hashChain === true,
       ...(isolated !== true && sandboxing),
       ...protections,

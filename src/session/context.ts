@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { Ledger } from '../ledger/index.js';
+import type { SessionLedger } from '../ledger/index.js';
 import type { Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
 import type { ObjectStore } from '../store/index.js';
@@ -30,7 +30,7 @@ export interface SessionContext {
   /** The `.rewind/` directory. */
   readonly storeDirectory: string;
   readonly store: ObjectStore;
-  readonly ledger: Ledger;
+  readonly ledger: SessionLedger;
   readonly redactor: Redactor;
   readonly settings: SessionSettings;
   /**

@@ -3,7 +3,7 @@ import { constants, existsSync } from 'node:fs';
 import { chown, cp, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
-import { Ledger, setCurrentSession } from '../ledger/index.js';
+import { type SessionLedger, setCurrentSession } from '../ledger/index.js';
 import { createRedactor, type RedactionOptions, readNamesSync } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { openObjectStore, openStore, type StoreLocation } from '../store/index.js';
@@ -18,7 +18,7 @@ import {
 import { viewDirectoryOf } from './isolation.js';
 import { withWorkspaceLock } from './journal/journal.js';
 import { isLooser, protectionsIn, protectionsOf, tighteningOf } from './protections.js';
-import { pickSession, startLedger } from './session-files.js';
+import { ledgersOf, pickSession, startLedger } from './session-files.js';
 
 /** Options of `openSession`. */
 export interface OpenSessionOptions {
@@ -92,7 +92,7 @@ export interface IsolatedSessionOptions extends OpenSessionOptions {
  */
 async function createContext(
   location: StoreLocation,
-  ledger: Ledger,
+  ledger: SessionLedger,
   options: OpenSessionOptions,
 ): Promise<SessionContext> {
   const { entries } = await ledger.read();
@@ -135,7 +135,7 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
   createRedactor(options.redact);
   const location = await openStore(options.workspace);
   const file = await pickSession(location, options.session);
-  const ledger = await Ledger.open(file, { ...(options.now && { now: options.now }) });
+  const ledger = await ledgersOf(location).open(file, { ...(options.now && { now: options.now }) });
   try {
     const recorded = protectionsOf((await ledger.read()).entries);
     let context = await createContext(location, ledger, options);

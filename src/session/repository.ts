@@ -5,12 +5,10 @@ import { isRewindError, RewindError } from '../errors.js';
 import {
   describeEntry,
   findUnsupportedEntry,
-  Ledger,
   type LedgerEntry,
   type LedgerReading,
-  listSessions,
+  migratePostgres,
   readCurrentSession,
-  readLedgerFile,
   type SessionFile,
   setCurrentSession,
   unsupportedEntryError,
@@ -19,6 +17,7 @@ import { acquireLock, createRedactor, type Digest, type UnreadableLine } from '.
 import {
   findStore,
   initStore,
+  isPostgresUrl,
   openObjectStore,
   openStore,
   workspaceLockOf,
@@ -32,7 +31,7 @@ import {
   isRecorded,
 } from './journal/action-records.js';
 import { type ProtectionOptions, type Protections, protectionsOf } from './protections.js';
-import { pickSession, startLedger } from './session-files.js';
+import { ledgersOf, pickSession, startLedger } from './session-files.js';
 
 /** Options every store operation takes. */
 export interface WorkspaceOptions {
@@ -172,6 +171,13 @@ export async function init(
        * keeps its objects elsewhere.
        */
       objects?: string;
+      /**
+       * Keep the store's sessions' ledgers in a PostgreSQL database, `postgres://USER@HOST/DB`
+       * (the password in the URL or in PGPASSWORD), instead of `.rewind/sessions/`; recorded in
+       * `.rewind/config.json` with a new id for the store. The tables are created or migrated.
+       * Default: the `REWIND_LEDGER` environment variable, for a new store.
+       */
+      ledger?: string;
     },
 ): Promise<InitResult> {
   // A redaction pattern that does not compile is refused before anything is created.
@@ -180,26 +186,35 @@ export async function init(
   const stats = await stat(options.workspace).catch(() => undefined);
   if (stats) checkWorkspace(options.workspace);
   const objects = options.objects ?? (process.env.REWIND_OBJECTS || undefined);
+  const ledger = options.ledger ?? (process.env.REWIND_LEDGER || undefined);
+  // The database is reached (and its tables made) before anything is written here: a store is
+  // never left naming a database it cannot use.
+  const isNew = (await openStore(options.workspace).catch(() => undefined)) === undefined;
+  if (isNew && ledger !== undefined && isPostgresUrl(ledger)) await migratePostgres(ledger);
   const location = await initStore(options.workspace, {
     ...(options.now && { now: options.now }),
     ...(objects !== undefined && { objects }),
+    ...(ledger !== undefined && { ledger }),
   });
-  let current = await readCurrentSession(location.directory).catch((error: unknown) => {
+  // The tables of a store made earlier, brought up to date; idempotent.
+  if (location.ledger && location.ledger.url !== ledger) await migratePostgres(location.ledger.url);
+  const ledgers = ledgersOf(location);
+  let current = await readCurrentSession(location.directory, ledgers).catch((error: unknown) => {
     if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;
     throw error;
   });
   const isNewSession = current === undefined;
   if (!current) {
-    const ledger = await startLedger(location, startOptionsOf(options));
-    await ledger.close();
-    await setCurrentSession(location.directory, ledger.session);
-    current = ledger.session;
+    const started = await startLedger(location, startOptionsOf(options));
+    await started.close();
+    await setCurrentSession(location.directory, started.session);
+    current = started.session;
   }
   return {
     workspace: location.workspace,
     storeDirectory: location.directory,
     isNewStore: location.isNew,
-    session: summarize(current, await readLedgerFile(current.file), current),
+    session: summarize(current, await ledgers.read(current), current),
     isNewSession,
   };
 }
@@ -217,7 +232,7 @@ export async function startSession(
   await ledger.close();
   if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);
   const current = options.makeCurrent !== false ? ledger.session : undefined;
-  return summarize(ledger.session, await readLedgerFile(ledger.session.file), current);
+  return summarize(ledger.session, await ledgersOf(location).read(ledger.session), current);
 }
 
 /**
@@ -231,7 +246,7 @@ export async function useSession(
 ): Promise<SessionSummary> {
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
-  const reading = await readLedgerFile(session.file);
+  const reading = await ledgersOf(location).read(session);
   const summary = summarize(session, reading, session);
   if (
     summary.isolation === 'isolated' &&
@@ -272,10 +287,11 @@ export interface StatusReport {
  */
 export async function status(options: WorkspaceOptions): Promise<StatusReport> {
   const location = await openStore(options.workspace);
-  const current = await readCurrentSession(location.directory).catch(() => undefined);
+  const ledgers = ledgersOf(location);
+  const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
   const sessions: SessionSummary[] = [];
-  for (const session of await listSessions(location.directory)) {
-    sessions.push(summarize(session, await readLedgerFile(session.file), current));
+  for (const session of await ledgers.list()) {
+    sessions.push(summarize(session, await ledgers.read(session), current));
   }
   const objects = { count: 0, sizeBytes: 0 };
   for await (const object of openObjectStore(location).list()) {
@@ -327,8 +343,9 @@ export async function log(
 ): Promise<LogReport> {
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
-  const current = await readCurrentSession(location.directory).catch(() => undefined);
-  const reading = await readLedgerFile(session.file);
+  const ledgers = ledgersOf(location);
+  const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
+  const reading = await ledgers.read(session);
   const actions = deriveActions(reading.entries);
   return {
     session: summarize(session, reading, current),
@@ -395,7 +412,9 @@ export async function note(
   }
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
-  const ledger = await Ledger.open(session, { ...(options.now && { now: options.now }) });
+  const ledger = await ledgersOf(location).open(session, {
+    ...(options.now && { now: options.now }),
+  });
   // Only a note with attachments writes objects: it then holds the workspace lock, so gc cannot
   // take them before the entry references them. A plain note never waits for a running agent.
   const isLocked = (options.attachments ?? []).length > 0;

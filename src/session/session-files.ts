@@ -1,20 +1,36 @@
 import { hostname } from 'node:os';
 import { RewindError } from '../errors.js';
-import { Ledger, readCurrentSession, resolveSession, type SessionFile } from '../ledger/index.js';
+import {
+  fileLedgers,
+  type LedgerStore,
+  postgresLedgers,
+  readCurrentSession,
+  resolveSession,
+  type SessionFile,
+  type SessionLedger,
+} from '../ledger/index.js';
 import { createRedactor, REWIND_VERSION } from '../lib/index.js';
 import type { StoreLocation } from '../store/index.js';
 import { type ProtectionOptions, startedFieldsOf } from './protections.js';
 
+/** Where the store's sessions keep their ledgers: `sessions/`, or the database its config names. */
+export function ledgersOf(location: StoreLocation): LedgerStore {
+  return location.ledger
+    ? postgresLedgers(location.ledger.url, location.ledger.store)
+    : fileLedgers(location.directory);
+}
+
 /**
- * The ledger file of a session: `session` (an id, a unique prefix or a file name), else the
- * current one. Throws `SESSION_NOT_FOUND`, `SESSION_AMBIGUOUS`.
+ * The ledger of a session: `session` (an id, a unique prefix or a file name), else the current
+ * one. Throws `SESSION_NOT_FOUND`, `SESSION_AMBIGUOUS`.
  */
 export async function pickSession(
   location: StoreLocation,
   session: string | undefined,
 ): Promise<SessionFile> {
-  if (session !== undefined) return resolveSession(location.directory, session);
-  const current = await readCurrentSession(location.directory);
+  const ledgers = ledgersOf(location);
+  if (session !== undefined) return resolveSession(ledgers, session);
+  const current = await readCurrentSession(location.directory, ledgers);
   if (current) return current;
   throw new RewindError(
     'SESSION_NOT_FOUND',
@@ -41,10 +57,13 @@ export interface StartOptions extends ProtectionOptions {
  * Starts a session's ledger with its `session-started` entry (who, where, and what was asked of
  * the session); the ledger is left open.
  */
-export function startLedger(location: StoreLocation, options: StartOptions): Promise<Ledger> {
+export function startLedger(
+  location: StoreLocation,
+  options: StartOptions,
+): Promise<SessionLedger> {
   // A redaction pattern that does not compile is refused before it is recorded.
   createRedactor(options.redact);
-  return Ledger.create(location.directory, {
+  return ledgersOf(location).create({
     hashChain: options.hashChain === true,
     ...(options.now && { now: options.now }),
     ...(options.generateId && { generateId: options.generateId }),

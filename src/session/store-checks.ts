@@ -7,8 +7,6 @@ import {
   findUnsupportedEntry,
   type LedgerProblem,
   type LedgerReading,
-  listSessions,
-  readLedgerFile,
   type SessionFile,
 } from '../ledger/index.js';
 import { type Digest, withLock } from '../lib/index.js';
@@ -23,6 +21,7 @@ import {
 } from '../store/index.js';
 import { forgetUnkept } from '../workspace/index.js';
 import { interruptedOf, type WorkspaceOptions } from './repository.js';
+import { ledgersOf } from './session-files.js';
 
 /** A problem {@link verify} found. */
 export interface VerifyProblem {
@@ -101,8 +100,9 @@ async function readAllSessions(
   location: StoreLocation,
 ): Promise<{ session: SessionFile; reading: LedgerReading }[]> {
   const result = [];
-  for (const session of await listSessions(location.directory)) {
-    result.push({ session, reading: await readLedgerFile(session.file) });
+  const ledgers = ledgersOf(location);
+  for (const session of await ledgers.list()) {
+    result.push({ session, reading: await ledgers.read(session) });
   }
   return result;
 }

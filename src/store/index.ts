@@ -1,6 +1,7 @@
 export {
   findStore,
   initStore,
+  isPostgresUrl,
   openStore,
   STORE_CONFIG_FILE,
   STORE_DIRECTORY_NAME,

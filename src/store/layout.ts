@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -38,41 +39,66 @@ export interface StoreLocation {
    * (`.rewind/objects/` then caches what was read or written).
    */
   objects?: string;
+  /**
+   * Where its sessions' ledgers are kept when not under `sessions/`: a PostgreSQL database, and
+   * the store's id there (SPEC.md §5a).
+   */
+  ledger?: { url: string; store: string };
+}
+
+/** What a store's `config.json` says: where its objects and its ledgers are kept. */
+interface StoreConfig {
+  objects?: string;
+  ledger?: { url: string; store: string };
+}
+
+/** Whether `url` names a PostgreSQL database. */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(?:ql)?:\/\//.test(url);
 }
 
 /**
- * The objects location of a store's `config.json`, if it names one. Throws `INVALID_ARGUMENT`
- * for a file that is not a JSON object or names something other than an `s3://` location.
+ * A store's `config.json`, or `{}` when there is none. Throws `INVALID_ARGUMENT` for a file that
+ * is not a JSON object, names something other than an `s3://` location for `objects`, or a
+ * `ledger` that is not a `postgres://` URL with the store's id beside it.
  */
-async function readObjectsSetting(directory: string): Promise<string | undefined> {
+async function readStoreConfig(directory: string): Promise<StoreConfig> {
   const file = join(directory, STORE_CONFIG_FILE);
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (error) {
-    if (isSystemError(error, 'ENOENT')) return undefined;
+    if (isSystemError(error, 'ENOENT')) return {};
     throw error;
   }
-  let objects: unknown;
+  let parsed: { objects?: unknown; ledger?: unknown; store?: unknown };
+  const refuse = (what: string, cause?: unknown) =>
+    new RewindError(
+      'INVALID_ARGUMENT',
+      `${file} ${what}. Fix it: it says where the store keeps its objects and ledgers, as {"objects": "s3://BUCKET/PREFIX", "ledger": "postgres://HOST/DB", "store": "ID"}.`,
+      { data: { file }, ...(cause !== undefined && { cause }) },
+    );
   try {
-    objects = (JSON.parse(text) as { objects?: unknown }).objects;
+    parsed = JSON.parse(text) as typeof parsed;
   } catch (error) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `${file} is not JSON (${(error as Error).message}). Fix it: it says where the store keeps its objects, as {"objects": "s3://BUCKET/PREFIX"}.`,
-      { data: { file }, cause: error },
-    );
+    throw refuse(`is not JSON (${(error as Error).message})`, error);
   }
-  if (objects === undefined) return undefined;
-  if (typeof objects !== 'string') {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `"objects" in ${file} must be an s3://BUCKET/PREFIX location, not ${JSON.stringify(objects)}.`,
-      { data: { file } },
-    );
+  const config: StoreConfig = {};
+  if (parsed.objects !== undefined) {
+    if (typeof parsed.objects !== 'string') throw refuse('has an "objects" that is not text');
+    parseS3Url(parsed.objects);
+    config.objects = parsed.objects;
   }
-  parseS3Url(objects);
-  return objects;
+  if (parsed.ledger !== undefined) {
+    if (typeof parsed.ledger !== 'string' || !isPostgresUrl(parsed.ledger)) {
+      throw refuse('has a "ledger" that is not a postgres:// URL');
+    }
+    if (typeof parsed.store !== 'string' || parsed.store === '') {
+      throw refuse('names a ledger database without the store\'s "store" id');
+    }
+    config.ledger = { url: parsed.ledger, store: parsed.store };
+  }
+  return config;
 }
 
 interface StoreMarker {
@@ -214,28 +240,44 @@ function rootOf(workspace: string): string {
  */
 export async function initStore(
   workspace: string,
-  options: { now?: () => Date; objects?: string } = {},
+  options: { now?: () => Date; objects?: string; ledger?: string } = {},
 ): Promise<StoreLocation & { isNew: boolean }> {
   if (options.objects !== undefined) parseS3Url(options.objects);
+  if (options.ledger !== undefined && !isPostgresUrl(options.ledger)) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `"${options.ledger.replace(/:[^:@/]*@/, ':***@')}" is not a PostgreSQL URL: give postgres://USER@HOST:PORT/DATABASE (the password in PGPASSWORD, or in the URL).`,
+      { data: {} },
+    );
+  }
   const root = rootOf(workspace);
   const directory = join(root, STORE_DIRECTORY_NAME);
   await checkIsDirectory(directory);
   await mkdir(directory, { recursive: true });
   const exists = await checkMarker(directory);
-  const configured = await readObjectsSetting(directory);
-  if (options.objects !== undefined && options.objects !== configured) {
+  const configured = await readStoreConfig(directory);
+  const isObjectsAsked = options.objects !== undefined && options.objects !== configured.objects;
+  const isLedgerAsked = options.ledger !== undefined && options.ledger !== configured.ledger?.url;
+  if (isObjectsAsked || isLedgerAsked) {
     if (exists) {
+      const [what, where, asked] = isObjectsAsked
+        ? ['objects', configured.objects ?? '.rewind/objects', options.objects]
+        : ['ledgers', configured.ledger ? 'in a database' : '.rewind/sessions', 'another place'];
       throw new RewindError(
         'INVALID_ARGUMENT',
-        `The store in ${root} keeps its objects ${configured ? `in ${configured}` : 'in .rewind/objects'}; it cannot move them to ${options.objects}. ` +
-          'Leave --objects out to use the store as it is, or start a new store elsewhere.',
-        { data: { objects: configured ?? null, asked: options.objects } },
+        `The store in ${root} keeps its ${what} in ${where}; it cannot move them to ${asked}. ` +
+          'Leave the option out to use the store as it is, or start a new store elsewhere.',
+        { data: { setting: what } },
       );
     }
-    // Before the marker: a store is never found without the setting it was made with.
+    // Before the marker: a store is never found without the settings it was made with.
+    const config = {
+      ...(options.objects !== undefined && { objects: options.objects }),
+      ...(options.ledger !== undefined && { ledger: options.ledger, store: randomUUID() }),
+    };
     await writeFileAtomic(
       join(directory, STORE_CONFIG_FILE),
-      `${JSON.stringify({ objects: options.objects }, null, 2)}\n`,
+      `${JSON.stringify(config, null, 2)}\n`,
     );
   }
   if (!exists) {
@@ -258,8 +300,8 @@ export async function initStore(
   if ((await readFile(gitignore, 'utf8').catch(() => undefined)) !== STORE_GITIGNORE) {
     await writeFileAtomic(gitignore, STORE_GITIGNORE);
   }
-  const objects = options.objects ?? configured;
-  return { workspace: root, directory, isNew: !exists, ...(objects !== undefined && { objects }) };
+  const settings = await readStoreConfig(directory);
+  return { workspace: root, directory, isNew: !exists, ...settings };
 }
 
 /**
@@ -293,8 +335,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
     );
   }
   await checkStoreDirectories(directory);
-  const objects = await readObjectsSetting(directory);
-  return { workspace: root, directory, ...(objects !== undefined && { objects }) };
+  return { workspace: root, directory, ...(await readStoreConfig(directory)) };
 }
 
 /**

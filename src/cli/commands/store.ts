@@ -36,6 +36,7 @@ interface InitFlags {
   network?: boolean;
   isolated?: boolean;
   objects?: string;
+  ledger?: string;
 }
 
 interface LogFlags {
@@ -325,6 +326,14 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       'keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects)',
     ),
   );
+  feed(
+    init,
+    'ledger',
+    new Option(
+      '--ledger <url>',
+      'keep the ledgers in PostgreSQL, postgres://USER@HOST/DB (default: REWIND_LEDGER, else .rewind/sessions)',
+    ),
+  );
   init.action((dir: string | undefined, flags: InitFlags, command: Command) =>
     cli.perform(
       command,
@@ -335,6 +344,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
         network: flags.network,
         isolated: flags.isolated,
         objects: flags.objects,
+        ledger: flags.ledger,
       },
       {
         text: (output, globals) =>

@@ -1,5 +1,5 @@
 import { RewindError } from '../../errors.js';
-import type { EntryKind, Ledger, LedgerEntry } from '../../ledger/index.js';
+import type { EntryKind, LedgerEntry, SessionLedger } from '../../ledger/index.js';
 import { acquireLock, type Digest } from '../../lib/index.js';
 import { type ObjectReference, workspaceLockOf } from '../../store/index.js';
 import type { SessionContext } from '../context.js';
@@ -21,7 +21,7 @@ import { recover } from './recovery.js';
  * which folds them in at once, together with anything another process appended meanwhile.
  */
 export class Journal {
-  readonly #ledger: Ledger;
+  readonly #ledger: SessionLedger;
   /** The entries folded in so far: the reading they came from. */
   #entries: readonly LedgerEntry[] = [];
   #actions: ActionIndex = createActionIndex();
@@ -32,7 +32,7 @@ export class Journal {
   #viewCreated: LedgerEntry | undefined;
   #queue: Promise<void> = Promise.resolve();
 
-  constructor(ledger: Ledger) {
+  constructor(ledger: SessionLedger) {
     this.#ledger = ledger;
   }
 
