@@ -27,6 +27,7 @@ export {
   type SessionLedger,
 } from './ledger-store.js';
 export {
+  findSharedSession,
   migratePostgres,
   POSTGRES_SCHEMA_VERSION,
   PostgresLedger,

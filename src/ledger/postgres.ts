@@ -429,6 +429,47 @@ export class PostgresLedger {
   }
 }
 
+/**
+ * The store and id of the session `query` names in a database (its id, or a unique prefix of 4
+ * characters or more), whatever store it belongs to: what `rewind attach` starts from on a
+ * machine that has none. Throws `SESSION_NOT_FOUND`, `SESSION_AMBIGUOUS`, `IO_FAILED`.
+ */
+export async function findSharedSession(
+  url: string,
+  query: string,
+): Promise<{ store: string; id: string }> {
+  const pool = await poolOf(url);
+  let rows: { store: string; session: string }[];
+  try {
+    ({ rows } = await pool.query<{ store: string; session: string }>(
+      'SELECT store, session FROM rewind_sessions WHERE session = $1 OR (length($1) >= 4 AND starts_with(session, $1)) ORDER BY session',
+      [query],
+    ));
+  } catch (error) {
+    throw databaseFailed(error, url, `Looking for session ${query}`);
+  } finally {
+    await releasePool(url);
+  }
+  const exact = rows.find((row) => row.session === query);
+  const [only] = rows;
+  if (exact || (rows.length === 1 && only)) {
+    const found = exact ?? (only as { store: string; session: string });
+    return { store: found.store, id: found.session };
+  }
+  if (rows.length > 1) {
+    throw new RewindError(
+      'SESSION_AMBIGUOUS',
+      `"${query}" matches ${rows.length} sessions in ${shownUrl(url)} (${rows.map((row) => row.session).join(', ')}). Give more characters.`,
+      { data: { session: query, matches: rows.map((row) => row.session) } },
+    );
+  }
+  throw new RewindError(
+    'SESSION_NOT_FOUND',
+    `There is no session "${query}" in ${shownUrl(url)}. \`rewind session list\` on the machine that started it names its id.`,
+    { data: { session: query } },
+  );
+}
+
 /** A session in a database as every ledger names it: `file` is where it lives, for people. */
 function sessionNameOf({ url, store, id }: PostgresSession, startedAt: string): SessionFile {
   return { id, stem: `${startedAt.slice(0, 10)}_${id}`, file: `${shownUrl(url)}#${store}/${id}` };

@@ -31,6 +31,7 @@ import {
 import { commitOperation, destroyOperation } from './isolation.js';
 import { policySetOperation, policyShowOperation } from './policies.js';
 import {
+  attachOperation,
   gcOperation,
   initOperation,
   logOperation,
@@ -72,6 +73,7 @@ export type {
 export { type UndoHint, undoHintOf } from './undo-hint.js';
 export {
   approveOperation,
+  attachOperation,
   checkpointOperation,
   checkpointsOperation,
   commitOperation,
@@ -116,6 +118,7 @@ export const OPERATIONS = [
   sessionNewOperation,
   sessionListOperation,
   sessionUseOperation,
+  attachOperation,
   logOperation,
   noteOperation,
   verifyOperation,

@@ -1,6 +1,8 @@
 /** The store as a whole: creating it, its state at a glance, the timeline, notes, checks, cleanup. */
 import * as z from 'zod';
 import {
+  type AttachResult,
+  attachShared,
   createSandbox,
   gc,
   type InitResult,
@@ -277,6 +279,39 @@ export const sessionUseOperation = defineOperation({
   run: async ({ workspace }, { id }): Promise<{ session: SessionSummary }> => ({
     session: await useSession({ workspace, session: id }),
   }),
+});
+
+export const attachOperation = defineOperation({
+  name: 'attach',
+  title: 'Resume a shared session here',
+  summary:
+    'resume on this machine a session whose ledger is in PostgreSQL (and objects in a bucket): its last checkpoint is restored',
+  description:
+    "Make a store in an empty directory on the shared backends of a session started elsewhere (its ledger's PostgreSQL URL, its objects' bucket), make that session current, and restore its last checkpoint with a rollback journaled in the shared ledger.",
+  input: z.object({
+    session: z
+      .string()
+      .describe("The session's id, or a unique prefix of four characters or more."),
+    ledger: z.string().describe('The PostgreSQL URL its ledger is in: postgres://USER@HOST/DB.'),
+    objects: z
+      .string()
+      .optional()
+      .describe('The bucket its objects are in: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
+  }),
+  scope: 'workspace',
+  annotations: {},
+  excludedFrom: {
+    mcp: 'a person sets up a machine with it; the server works in the workspace it was started in',
+  },
+  run: async ({ workspace }, { session, ledger, objects }): Promise<AttachResult> => {
+    const bucket = objects ?? (process.env.REWIND_OBJECTS || undefined);
+    return attachShared({
+      workspace,
+      session,
+      ledger,
+      ...(bucket !== undefined && { objects: bucket }),
+    });
+  },
 });
 
 /** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */

@@ -71,6 +71,7 @@ export {
   type WorkspaceOptions,
 } from './repository.js';
 export { Session } from './session.js';
+export { type AttachResult, attachShared } from './shared.js';
 export {
   type GcReport,
   gc,

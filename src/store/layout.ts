@@ -240,7 +240,13 @@ function rootOf(workspace: string): string {
  */
 export async function initStore(
   workspace: string,
-  options: { now?: () => Date; objects?: string; ledger?: string } = {},
+  options: {
+    now?: () => Date;
+    objects?: string;
+    ledger?: string;
+    /** The store's id in the ledger database: a new one unless given (`rewind attach`). */
+    store?: string;
+  } = {},
 ): Promise<StoreLocation & { isNew: boolean }> {
   if (options.objects !== undefined) parseS3Url(options.objects);
   if (options.ledger !== undefined && !isPostgresUrl(options.ledger)) {
@@ -273,7 +279,10 @@ export async function initStore(
     // Before the marker: a store is never found without the settings it was made with.
     const config = {
       ...(options.objects !== undefined && { objects: options.objects }),
-      ...(options.ledger !== undefined && { ledger: options.ledger, store: randomUUID() }),
+      ...(options.ledger !== undefined && {
+        ledger: options.ledger,
+        store: options.store ?? randomUUID(),
+      }),
     };
     await writeFileAtomic(
       join(directory, STORE_CONFIG_FILE),

@@ -24,8 +24,20 @@ import { makeTempDirectory } from '../helpers/temp.js';
 const WORKER = join(ROOT, 'test', 'helpers', 'cli-fuzz-worker.mjs');
 const BIN = join(ROOT, 'bin', 'rewind.js');
 
-/** Commands that run a command or send a request: only with fixed, harmless arguments. */
-const RUNS_SOMETHING = new Set(['exec', 'http', 'test', 'approve', 'compensate', 'mcp']);
+/**
+ * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`) or reach a
+ * database (`attach`): only with fixed, harmless arguments.
+ */
+const RUNS_SOMETHING = new Set([
+  'exec',
+  'http',
+  'test',
+  'approve',
+  'compensate',
+  'mcp',
+  'ui',
+  'attach',
+]);
 
 interface CommandShape {
   path: string[];
@@ -313,6 +325,9 @@ describe('fuzzing the command line', () => {
       ['test'],
       ['mcp', '--bogus'],
       ['help', 'mcp', 'extra'],
+      ['attach'],
+      ['attach', 'abcd'],
+      ['attach', 'abcd', '--ledger', 'http://not-a-database'],
     ];
     for (const words of lines) {
       const result = await withinBound(() => worker.run(words, workspace), 15_000);
@@ -346,7 +361,14 @@ describe('fuzzing the rewind binary', () => {
   }
 
   it('exits with a documented code and a message for any command line, the MCP server among them', async () => {
-    const fixed = [['mcp', '--bogus'], ['mcp', '--http', 'port'], []];
+    const fixed = [
+      ['mcp', '--bogus'],
+      ['mcp', '--http', 'port'],
+      ['ui', '--bogus'],
+      ['ui', '--port', '99999'],
+      ['help', 'ui'],
+      [],
+    ];
     for (const words of fixed) expectClearOutcome(words, await rewindProcess(words));
     await fc.assert(
       // What a process can be given: no NUL, and no argument over the system's 128 KiB.

@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { init, log, openSession, status, verify } from '../../src/session/index.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { ROOT, runNode } from '../helpers/processes.js';
+import { startS3Server } from '../helpers/s3.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
 
 let server: PostgresServer;
 
@@ -72,6 +74,66 @@ describe('a store whose ledgers are in PostgreSQL', () => {
     expect(moved.code).toBe(1);
     expect(moved.stderr).toContain('cannot move them');
   });
+
+  it('resumes a session on another machine: its last checkpoint restored from the bucket', async () => {
+    const s3 = await startS3Server();
+    const saved = { ...process.env };
+    Object.assign(process.env, {
+      AWS_ENDPOINT_URL_S3: s3.endpoint,
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'S3RVER',
+      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    });
+    try {
+      const objects = `s3://${s3.bucket}/team`;
+      const first = await makeTempDirectory();
+      await lay(first, { 'src/app.ts': 'export const v = 1;\n', 'README.md': 'hi\n' });
+      await init({ workspace: first, ledger: server.url, objects });
+      const session = await openSession({ workspace: first });
+      await session.checkpoint('handoff');
+      await session.close();
+
+      // The other machine: an empty directory, the session's id, the shared backends.
+      const second = await makeTempDirectory();
+      const bin = join(ROOT, 'bin', 'rewind.js');
+      const attached = await runNode(
+        [bin, 'attach', session.id, '--ledger', server.url, '--objects', objects],
+        { cwd: second, env: process.env },
+      );
+      expect(attached.stderr).toBe('');
+      expect(attached.stdout).toContain('checkpoint handoff restored');
+      expect(await readFile(join(second, 'src/app.ts'), 'utf8')).toBe('export const v = 1;\n');
+      const there = await openSession({ workspace: second });
+      await there.write('src/app.ts', 'export const v = 2;\n');
+      await there.close();
+      // The first machine sees what the second did, in the one ledger.
+      const kinds = (await log({ workspace: first })).entries.map((line) => line.kind);
+      expect(kinds).toEqual(expect.arrayContaining(['rollback-completed', 'action-completed']));
+      expect((await verify({ workspace: first })).problems).toEqual([]);
+      // --json: one document, naming the session and the checkpoint restored.
+      const third = await makeTempDirectory();
+      const document = await runNode(
+        [bin, '--json', 'attach', session.id, '--ledger', server.url, '--objects', objects],
+        { cwd: third, env: process.env },
+      );
+      expect(JSON.parse(document.stdout)).toMatchObject({
+        session: session.id,
+        checkpoint: 'handoff',
+        workspace: third,
+      });
+      // Into a directory that is not empty: refused, nothing changed.
+      const refused = await runNode(
+        [bin, 'attach', session.id, '--ledger', server.url, '--objects', objects],
+        { cwd: first, env: process.env },
+      );
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('already has a Rewind store');
+    } finally {
+      process.env = saved;
+      await s3.close();
+    }
+  }, 60_000);
 
   it('says plainly when the database refuses the credentials, and makes no store', async () => {
     const workspace = await makeTempDirectory();

@@ -12,6 +12,7 @@ import type {
   VerifyReport,
 } from '../../index.js';
 import {
+  attachOperation,
   FIRST_CHECKPOINT_BUDGET,
   gcOperation,
   type InitOutput,
@@ -359,6 +360,40 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
         ],
       },
       resolve(cli.io.cwd, dir ?? cli.globalsOf(command).dir ?? '.'),
+    ),
+  );
+
+  const attach = commandFor(program, attachOperation);
+  feed(
+    attach,
+    'session',
+    new Argument('<session>', "the session's id, or a unique prefix of four characters or more"),
+  );
+  feed(
+    attach,
+    'ledger',
+    new Option('--ledger <url>', 'the PostgreSQL URL its ledger is in').makeOptionMandatory(),
+  );
+  feed(
+    attach,
+    'objects',
+    new Option('--objects <url>', 'the bucket its objects are in (default: REWIND_OBJECTS)'),
+  );
+  attach.action((session: string, flags: { ledger: string; objects?: string }, command: Command) =>
+    cli.perform(
+      command,
+      attachOperation,
+      { session, ledger: flags.ledger, objects: flags.objects },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : `Attached to session ${output.session} in ${output.workspace}${
+                output.checkpoint === undefined
+                  ? ': it has no checkpoint yet, so nothing was restored.'
+                  : `: checkpoint ${output.checkpoint} restored (${plural(output.restored?.changes.length ?? 0, 'path')}).`
+              }\n`,
+      },
     ),
   );
 
