@@ -27,13 +27,7 @@ const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.l
 
 const s3 = await startS3Server('rewind-bench', { process: true });
 const postgres = await startPostgres();
-Object.assign(process.env, {
-  AWS_ENDPOINT_URL_S3: s3.endpoint,
-  AWS_REGION: 'us-east-1',
-  AWS_ACCESS_KEY_ID: 'S3RVER',
-  AWS_SECRET_ACCESS_KEY: 'S3RVER',
-  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-});
+Object.assign(process.env, s3.environment);
 
 try {
   // Checkpoint and rollback.

@@ -18,6 +18,8 @@ export interface S3Server {
   directory: string;
   /** The client configuration that reaches it with its credentials. */
   client: Record<string, unknown>;
+  /** The same as environment variables: endpoint, region, credentials (the SDK's standard way). */
+  environment: Record<string, string>;
   /** Stops it and starts it again on the same port, its objects kept (a process server only). */
   restart(): Promise<void>;
   close(): Promise<void>;

@@ -168,6 +168,14 @@ export async function startS3Server(bucket = 'rewind-test', options = {}) {
       region: 'us-east-1',
       credentials: { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' },
     },
+    // The SDK's standard way, for code that makes its own client (a store from its config).
+    environment: {
+      AWS_ENDPOINT_URL_S3: endpoint,
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'S3RVER',
+      AWS_SECRET_ACCESS_KEY: 'S3RVER',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    },
     restart,
     close: async () => {
       await stop();

@@ -78,13 +78,7 @@ describe('a store whose ledgers are in PostgreSQL', () => {
   it('resumes a session on another machine: its last checkpoint restored from the bucket', async () => {
     const s3 = await startS3Server();
     const saved = { ...process.env };
-    Object.assign(process.env, {
-      AWS_ENDPOINT_URL_S3: s3.endpoint,
-      AWS_REGION: 'us-east-1',
-      AWS_ACCESS_KEY_ID: 'S3RVER',
-      AWS_SECRET_ACCESS_KEY: 'S3RVER',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-    });
+    Object.assign(process.env, s3.environment);
     try {
       const objects = `s3://${s3.bucket}/team`;
       const first = await makeTempDirectory();

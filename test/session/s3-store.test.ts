@@ -15,13 +15,7 @@ const saved = { ...process.env };
 beforeAll(async () => {
   server = await startS3Server();
   // The SDK's standard way: an endpoint, a region and credentials from the environment.
-  Object.assign(process.env, {
-    AWS_ENDPOINT_URL_S3: server.endpoint,
-    AWS_REGION: 'us-east-1',
-    AWS_ACCESS_KEY_ID: 'S3RVER',
-    AWS_SECRET_ACCESS_KEY: 'S3RVER',
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-  });
+  Object.assign(process.env, server.environment);
 }, 30_000);
 afterAll(async () => {
   process.env = saved;
