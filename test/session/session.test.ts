@@ -254,6 +254,24 @@ describe('a rollback that fails', () => {
 });
 
 describe('undo', () => {
+  it('redoes an undone rollback without removing a directory a person made again meanwhile', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
+    await session.checkpoint('c1');
+    await mkdir(join(workspace, 'dir'));
+    await writeFile(join(workspace, 'dir/b'), 'b');
+    await session.checkpoint('c2');
+    const rolled = await session.rollback('c1');
+    // Made again by hand, empty, after the rollback removed it.
+    await mkdir(join(workspace, 'dir'));
+    const undone = await session.undo(rolled.id as number);
+    expect(undone.status).toBe('undone');
+    expect(await readFile(join(workspace, 'dir/b'), 'utf8')).toBe('b');
+    // Undoing the undo takes back what it put (dir/b), and leaves the directory as it was then.
+    const redone = await session.undo((undone as { id: number }).id);
+    expect(redone.status).toBe('undone');
+    expect(await readdir(join(workspace, 'dir'))).toEqual([]);
+  });
+
   it('refuses, journals the refusal and changes nothing when a path it would restore was edited since', async () => {
     const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
     await session.checkpoint('base');

@@ -1,8 +1,10 @@
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../../errors.js';
+import type { LedgerEntry } from '../../ledger/index.js';
+import type { Digest } from '../../lib/index.js';
 import { diskPath } from '../../lib/index.js';
-import type { TreeEntry } from '../../store/index.js';
+import { putTree, readTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
   diffTrees,
@@ -144,6 +146,47 @@ function isKeptDirectory(
   return true;
 }
 
+/** A directory the action removed that is there again (see {@link isKeptDirectory}). */
+interface KeptDirectory {
+  path: string;
+  mode: number;
+}
+
+/**
+ * `tree` with an empty directory at each kept path: the state an undo replaces, as far as the
+ * action's paths go. Recorded as the undo's `beforeTree`, so undoing the undo leaves those
+ * directories where they were (without it, they would go with what the undo put in them).
+ */
+async function withKeptDirectories(
+  context: SessionContext,
+  tree: Digest,
+  kept: readonly KeptDirectory[],
+): Promise<Digest> {
+  if (kept.length === 0) return tree;
+  const empty = await putTree(context.store, []);
+  const place = async (root: Digest, parts: readonly string[], mode: number): Promise<Digest> => {
+    const entries = [...(await readTree(context.store, root)).entries];
+    const [name, ...rest] = parts as [string, ...string[]];
+    const index = entries.findIndex((entry) => entry.name === name);
+    const existing = entries[index];
+    if (existing && (rest.length === 0 || existing.type !== 'directory')) return root;
+    const inner = existing?.type === 'directory' ? existing.digest : empty;
+    const entry: TreeEntry = {
+      name,
+      type: 'directory',
+      mode: existing?.type === 'directory' ? existing.mode : mode,
+      digest: rest.length === 0 ? empty : await place(inner, rest, mode),
+    };
+    if (index >= 0) entries[index] = entry;
+    else entries.push(entry);
+    return putTree(context.store, entries);
+  };
+  let root = tree;
+  const byDepth = [...kept].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
+  for (const { path, mode } of byDepth) root = await place(root, path.split('/'), mode);
+  return root;
+}
+
 /**
  * The touched paths that no longer hold what the action left there, leaving out those the undo
  * leaves alone anyway (which the action may have left alone too: a rollback skips what either
@@ -156,6 +199,7 @@ async function findUndoConflicts(
   touched: readonly TreeChange[],
   target: string,
   unreadable: string[],
+  kept: KeptDirectory[],
 ): Promise<UndoConflict[]> {
   const conflicts: UndoConflict[] = [];
   const isLeftOut = leftOutByUndo(context, effect, target);
@@ -184,7 +228,10 @@ async function findUndoConflicts(
     for (const change of touched) {
       const drifted = drift.get(change.path);
       if (isAtOrUnder(change.path, unreadable)) continue;
-      if (drifted && isKeptDirectory(change, drifted, drift, touchedPaths)) continue;
+      if (drifted && isKeptDirectory(change, drifted, drift, touchedPaths)) {
+        kept.push({ path: change.path, mode: (drifted.before as { mode: number }).mode });
+        continue;
+      }
       if (drifted && !(await isLeftOut(change.path, isDirectoryChange(drifted)))) {
         conflicts.push({
           path: change.path,
@@ -310,9 +357,10 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     const effect = checkUndoable(action);
     const touched = await changesOf(context, effect);
     const unreadable: string[] = [];
+    const kept: KeptDirectory[] = [];
     const target = workspaceFor(context, action.started.body);
     const conflicts = [
-      ...(await findUndoConflicts(context, effect, touched, target, unreadable)),
+      ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept)),
       ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
     ];
     if (conflicts.length > 0) {
@@ -339,28 +387,31 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     const conversationRefs = [movedFrom, current].flatMap((ref) =>
       movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
     );
-    const started =
-      effect.type === 'trees'
-        ? await journal.append(
-            'undo-started',
-            {
-              undoes: action.id,
-              beforeTree: effect.afterTree,
-              afterTree: effect.beforeTree,
-              ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
-              ...moved,
-            },
-            [
-              { type: 'tree', digest: effect.afterTree },
-              { type: 'tree', digest: effect.beforeTree },
-              ...conversationRefs,
-            ],
-          )
-        : await journal.append(
-            'undo-started',
-            { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
-            [...referencesOf(effect.paths), ...conversationRefs],
-          );
+    let started: LedgerEntry;
+    if (effect.type === 'trees') {
+      const beforeTree = await withKeptDirectories(context, effect.afterTree, kept);
+      started = await journal.append(
+        'undo-started',
+        {
+          undoes: action.id,
+          beforeTree,
+          afterTree: effect.beforeTree,
+          ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
+          ...moved,
+        },
+        [
+          { type: 'tree', digest: beforeTree },
+          { type: 'tree', digest: effect.beforeTree },
+          ...conversationRefs,
+        ],
+      );
+    } else {
+      started = await journal.append(
+        'undo-started',
+        { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
+        [...referencesOf(effect.paths), ...conversationRefs],
+      );
+    }
     const applied = await applyAnnounced(context, journal, started, reverseChanges(touched), {
       isRecovery: false,
       leaveAlone: unreadable,
