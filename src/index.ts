@@ -53,6 +53,7 @@ export {
   generateToken,
   type HttpEndpoint,
   type HttpRefusal,
+  isLoopbackHost,
   normalizeWorkspacePath,
   REWIND_VERSION,
   type RedactionOptions,

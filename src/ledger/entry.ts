@@ -120,6 +120,50 @@ export function encodeEntry(entry: LedgerEntry): string {
   return canonicalJson(entry);
 }
 
+/**
+ * The entry that follows `last` in a session: the next `seq`, and in a hash-chained session
+ * `prev`, the digest of `last`. Throws `LEDGER_CORRUPT` when `last` cannot be followed (a `seq`
+ * too large, content the chain cannot hash): `where` names the ledger (`of /path/x.jsonl`),
+ * `repair` what to do, and `data` goes with the error.
+ */
+export function entryAfter(
+  last: LedgerEntry | undefined,
+  next: Pick<LedgerEntry, 'kind' | 'body' | 'at'> & { refs?: readonly ObjectReference[] },
+  isHashChained: boolean,
+  damage: { where: string; repair: string; data: Record<string, unknown> },
+): LedgerEntry {
+  const refuse = (what: string) =>
+    new RewindError(
+      'LEDGER_CORRUPT',
+      `The last entry ${damage.where} ${what}, so it was damaged. Nothing was written. Run \`rewind verify\`, and ${damage.repair}.`,
+      { data: { ...damage.data, seq: last?.seq } },
+    );
+  const seq = (last?.seq ?? 0) + 1;
+  // No session reaches 2^53 entries: a last seq that high was damaged, and the next one would
+  // be a line no reader takes as an entry (the append would be lost).
+  if (!Number.isSafeInteger(seq)) throw refuse(`has seq ${last?.seq}, too large to follow`);
+  const entry: LedgerEntry = {
+    v: LEDGER_FORMAT_VERSION,
+    seq,
+    at: next.at,
+    kind: next.kind,
+    body: next.body,
+  };
+  if (next.refs && next.refs.length > 0) {
+    entry.refs = next.refs.map(({ type, digest }) => ({ type, digest }));
+  }
+  if (isHashChained && last) {
+    const prev = digestEntry(last);
+    if (prev === undefined) {
+      throw refuse(
+        `(#${last.seq}) cannot be hashed for the chain: it holds a number or a nesting that canonical JSON cannot encode`,
+      );
+    }
+    entry.prev = prev;
+  }
+  return entry;
+}
+
 /** Throws `INVALID_ARGUMENT` unless `kind` is an entry kind this version writes (§8). */
 export function checkEntryKind(kind: string): void {
   if (isKnownEntryKind(kind)) return;

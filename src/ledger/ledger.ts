@@ -8,9 +8,9 @@ import type { ObjectReference } from '../store/index.js';
 import {
   checkEntryKind,
   checkEnvelope,
-  digestEntry,
   type EntryKind,
   encodeNewEntry,
+  entryAfter,
   isKnownEntryKind,
   LEDGER_FORMAT_VERSION,
   type LedgerEntry,
@@ -311,38 +311,16 @@ export class Ledger {
             { data: { file: this.session.file } },
           );
         }
-        const seq = (tail.last?.seq ?? 0) + 1;
-        // No session reaches 2^53 entries: a last seq that high was damaged, and the next one
-        // would be a line no reader takes as an entry (the append would be lost).
-        if (!Number.isSafeInteger(seq)) {
-          throw new RewindError(
-            'LEDGER_CORRUPT',
-            `The last entry of ${this.session.file} has seq ${tail.last?.seq}, too large to follow: it was damaged. ` +
-              'Nothing was written. Run `rewind verify`, and restore the file from a backup or move the damaged line aside.',
-            { data: { file: this.session.file, seq: tail.last?.seq } },
-          );
-        }
-        const entry: LedgerEntry = {
-          v: LEDGER_FORMAT_VERSION,
-          seq,
-          at: this.#now().toISOString(),
-          kind,
-          body,
-        };
-        if (refs && refs.length > 0)
-          entry.refs = refs.map(({ type, digest }) => ({ type, digest }));
-        if (this.isHashChained && tail.last) {
-          const prev = digestEntry(tail.last);
-          if (prev === undefined) {
-            throw new RewindError(
-              'LEDGER_CORRUPT',
-              `The last entry of ${this.session.file} (#${tail.last.seq}) cannot be hashed for the chain: it holds a number or a nesting that canonical JSON cannot encode, so it was damaged. ` +
-                'Nothing was written. Run `rewind verify`, and restore the file from a backup or move the damaged line aside.',
-              { data: { file: this.session.file, seq: tail.last.seq } },
-            );
-          }
-          entry.prev = prev;
-        }
+        const entry = entryAfter(
+          tail.last,
+          { kind, body, at: this.#now().toISOString(), ...(refs && { refs }) },
+          this.isHashChained,
+          {
+            where: `of ${this.session.file}`,
+            repair: 'restore the file from a backup or move the damaged line aside',
+            data: { file: this.session.file },
+          },
+        );
         const line = `${tail.endsMidLine ? '\n' : ''}${encodeNewEntry(entry)}\n`;
         const bytes = Buffer.from(line);
         const bytesWritten = writeSync(this.#handle.fd, bytes, 0, bytes.length);

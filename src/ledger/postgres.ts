@@ -1,21 +1,23 @@
 // A session's ledger in PostgreSQL: one row per entry, holding the entry's line exactly as the
 // file ledger writes it, so readers, the hash chain and `verify` are the same (SPEC.md §5a).
 import { RewindError } from '../errors.js';
+import { withoutUrlPasswords } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
   checkEntryKind,
   checkEnvelope,
-  digestEntry,
   type EntryKind,
   encodeNewEntry,
-  LEDGER_FORMAT_VERSION,
+  entryAfter,
   type LedgerEntry,
 } from './entry.js';
 import {
+  findUnsupportedEntry,
   generateSessionId,
   type LedgerOptions,
   type LedgerReading,
   type SessionFile,
+  unsupportedEntryError,
 } from './ledger.js';
 import type { LedgerStore } from './ledger-store.js';
 
@@ -56,15 +58,7 @@ const loadPg = async (): Promise<PgModule> => {
 };
 
 /** A URL with its password hidden, for messages. */
-function shownUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'the PostgreSQL URL';
-  }
-}
+const shownUrl = withoutUrlPasswords;
 
 /** What went wrong talking to the database, as an error that says what to check. */
 function databaseFailed(error: unknown, url: string, doing: string): RewindError {
@@ -85,19 +79,24 @@ function databaseFailed(error: unknown, url: string, doing: string): RewindError
   );
 }
 
-/** A pool per URL, shared by the ledgers of a process; closed with the last ledger using it. */
-const pools = new Map<string, { pool: Pool; users: number }>();
+/**
+ * A pool per URL, shared by the ledgers of a process; closed with the last ledger using it. Its
+ * user count is taken before the client library loads, so callers at once share one pool.
+ */
+const pools = new Map<string, { pool: Promise<Pool>; users: number }>();
 
-async function poolOf(url: string): Promise<Pool> {
+function poolOf(url: string): Promise<Pool> {
   const known = pools.get(url);
   if (known) {
     known.users += 1;
     return known.pool;
   }
-  const { Pool } = await loadPg();
-  const pool = new Pool({ connectionString: url, max: 4 });
-  // A connection the server dropped (a restart) errors while idle: the pool replaces it.
-  pool.on('error', () => {});
+  const pool = loadPg().then(({ Pool }) => {
+    const created = new Pool({ connectionString: url, max: 4 });
+    // A connection the server dropped (a restart) errors while idle: the pool replaces it.
+    created.on('error', () => {});
+    return created;
+  });
   pools.set(url, { pool, users: 1 });
   return pool;
 }
@@ -108,7 +107,7 @@ async function releasePool(url: string): Promise<void> {
   known.users -= 1;
   if (known.users > 0) return;
   pools.delete(url);
-  await known.pool.end();
+  await (await known.pool).end();
 }
 
 /** Runs `work` in a transaction on a connection of `pool`; rolls back when it throws. */
@@ -295,6 +294,9 @@ export class PostgresLedger {
           { data: { session: id, seq: started.seq } },
         );
       }
+      const unsupported = findUnsupportedEntry(entries);
+      if (unsupported)
+        throw unsupportedEntryError(sessionNameOf({ url, store, id }, started.at), unsupported);
       const isHashChained = started.body.hashChain === true;
       const ledger = new PostgresLedger(
         { url, store, id },
@@ -355,7 +357,16 @@ export class PostgresLedger {
             last = parseLine(line, id, lastSeq);
             if (line === attempted) return last;
           }
-          const entry = this.#entryAfter(last, kind, body, refs, at);
+          const entry = entryAfter(
+            last,
+            { kind, body, at, ...(refs && { refs }) },
+            this.isHashChained,
+            {
+              where: `of session ${id} in ${shownUrl(url)}`,
+              repair: 'restore its rows from a backup',
+              data: { session: id },
+            },
+          );
           attempted = encodeNewEntry(entry);
           await client.query(
             'INSERT INTO rewind_entries (store, session, seq, line) VALUES ($1, $2, $3, $4)',
@@ -376,36 +387,6 @@ export class PostgresLedger {
         throw databaseFailed(error, url, `Appending to session ${id}`);
       }
     }
-  }
-
-  /** The entry that follows `last`: its seq, and its link to `last` in a hash-chained session. */
-  #entryAfter(
-    last: LedgerEntry | undefined,
-    kind: EntryKind,
-    body: Record<string, unknown>,
-    refs: readonly ObjectReference[] | undefined,
-    at: string,
-  ): LedgerEntry {
-    const entry: LedgerEntry = {
-      v: LEDGER_FORMAT_VERSION,
-      seq: (last?.seq ?? 0) + 1,
-      at,
-      kind,
-      body,
-    };
-    if (refs && refs.length > 0) entry.refs = refs.map(({ type, digest }) => ({ type, digest }));
-    if (this.isHashChained && last) {
-      const prev = digestEntry(last);
-      if (prev === undefined) {
-        throw new RewindError(
-          'LEDGER_CORRUPT',
-          `Entry #${last.seq} of session ${this.session.id} cannot be hashed for the chain: it was damaged. Nothing was written.`,
-          { data: { session: this.session.id, seq: last.seq } },
-        );
-      }
-      entry.prev = prev;
-    }
-    return entry;
   }
 
   /** Every entry of the session, in order; only rows appended since the previous read are fetched. */
@@ -450,12 +431,9 @@ export async function findSharedSession(
   } finally {
     await releasePool(url);
   }
-  const exact = rows.find((row) => row.session === query);
-  const [only] = rows;
-  if (exact || (rows.length === 1 && only)) {
-    const found = exact ?? (only as { store: string; session: string });
-    return { store: found.store, id: found.session };
-  }
+  const found =
+    rows.find((row) => row.session === query) ?? (rows.length === 1 ? rows[0] : undefined);
+  if (found) return { store: found.store, id: found.session };
   if (rows.length > 1) {
     throw new RewindError(
       'SESSION_AMBIGUOUS',

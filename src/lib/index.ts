@@ -35,6 +35,7 @@ export {
   generateToken,
   type HttpEndpoint,
   type HttpRefusal,
+  isLoopbackHost,
   refusalOfRequest,
 } from './loopback-guard.js';
 export {
@@ -70,6 +71,7 @@ export {
   type RedactionOptions,
   type Redactor,
   SENSITIVE_HEADERS,
+  withoutUrlPasswords,
 } from './redact.js';
 export { jsonPreview, namedAndMore, textOf } from './text.js';
 export { REWIND_VERSION } from './version.js';

@@ -41,6 +41,11 @@ export interface HttpRefusal {
 }
 
 const LOOPBACK = /^(?:127\.\d+\.\d+\.\d+|::1|localhost)$/i;
+
+/** True for a host name or address that only this machine reaches (127.x, ::1, localhost). */
+export function isLoopbackHost(host: string): boolean {
+  return LOOPBACK.test(host);
+}
 const WILDCARD = new Set(['0.0.0.0', '::', '']);
 
 /** `host:port` as a Host header names it (an IPv6 address in brackets). */
@@ -74,7 +79,7 @@ function isOwnAuthority(authority: string, endpoint: HttpEndpoint): boolean {
   const own = [host, endpoint.address ?? host].map(
     (name) => splitAuthority(authorityOf(name, endpoint.port)).hostname,
   );
-  return own.includes(hostname) || (LOOPBACK.test(host) && hostname === 'localhost');
+  return own.includes(hostname) || (isLoopbackHost(host) && hostname === 'localhost');
 }
 
 /**

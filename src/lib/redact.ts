@@ -35,6 +35,11 @@ export const REDACTION_LOOKAHEAD_BYTES = 64 * 1024;
  */
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s/?#@:"'<>`]*:)([^\s/?#"'<>`]+)@/gi;
 
+/** `text` with the password of every URL in it redacted: for a URL shown in a message. */
+export function withoutUrlPasswords(text: string): string {
+  return text.replace(URL_PASSWORD, `$1${REDACTED}@`);
+}
+
 /** Options of {@link createRedactor}. */
 export interface RedactionOptions {
   /**

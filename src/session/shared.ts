@@ -2,6 +2,7 @@
 import { readdir } from 'node:fs/promises';
 import { RewindError } from '../errors.js';
 import { findSharedSession, migratePostgres, setCurrentSession } from '../ledger/index.js';
+import { withoutUrlPasswords } from '../lib/index.js';
 import { initStore, isPostgresUrl, STORE_DIRECTORY_NAME } from '../store/index.js';
 import type { RollbackResult } from './history/rollback.js';
 import { openSession } from './open-session.js';
@@ -38,7 +39,7 @@ export async function attachShared(options: {
   if (!isPostgresUrl(options.ledger)) {
     throw new RewindError(
       'INVALID_ARGUMENT',
-      `--ledger must be the PostgreSQL URL the session's ledger is in (postgres://USER@HOST/DB), not ${JSON.stringify(options.ledger.replace(/:[^:@/]*@/, ':***@'))}.`,
+      `--ledger must be the PostgreSQL URL the session's ledger is in (postgres://USER@HOST/DB), not ${JSON.stringify(withoutUrlPasswords(options.ledger))}.`,
       { data: {} },
     );
   }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { kindOf, readPlainFile, writeFileAtomic } from '../lib/index.js';
+import { kindOf, readPlainFile, withoutUrlPasswords, writeFileAtomic } from '../lib/index.js';
 import { parseS3Url } from './s3-objects.js';
 
 /** The name of the store directory at a workspace root, like `.git`. */
@@ -252,7 +252,7 @@ export async function initStore(
   if (options.ledger !== undefined && !isPostgresUrl(options.ledger)) {
     throw new RewindError(
       'INVALID_ARGUMENT',
-      `"${options.ledger.replace(/:[^:@/]*@/, ':***@')}" is not a PostgreSQL URL: give postgres://USER@HOST:PORT/DATABASE (the password in PGPASSWORD, or in the URL).`,
+      `"${withoutUrlPasswords(options.ledger)}" is not a PostgreSQL URL: give postgres://USER@HOST:PORT/DATABASE (the password in PGPASSWORD, or in the URL).`,
       { data: {} },
     );
   }

@@ -1,14 +1,7 @@
 // Objects in S3-compatible storage: one key per object under `PREFIX/objects/`, content-addressed
 // like the local store, read through a local cache of verified objects (SPEC.md §3b).
-import { RewindError } from '../errors.js';
-import {
-  createDigester,
-  createLimiter,
-  DIGEST_PREFIX,
-  type Digest,
-  digestBytes,
-  isDigest,
-} from '../lib/index.js';
+import { isRewindError, RewindError } from '../errors.js';
+import { createLimiter, DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
 import type {
   ObjectBatch,
   ObjectInfo,
@@ -130,9 +123,9 @@ const isMissing = (error: unknown): boolean => {
  * An object store in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2...). Objects are stored
  * whole and uncompressed under `PREFIX/objects/<2 hex>/<62 hex>`, uploaded with their SHA-256 as
  * the request's checksum (the service refuses a body that does not match), read back verified
- * against their digest, and kept in the local `cache` store by digest. Writes are idempotent
- * (an object present with its size is not sent again) and a batch uploads in parallel; objects
- * over {@link MULTIPART_PART_BYTES} go up in parts. A missing or corrupt object is named in the
+ * against their digest, and kept in the local `cache` store by digest. Writes are idempotent (a
+ * small object is simply sent again; a large one present with its size is not) and a batch
+ * uploads in parallel; objects over {@link MULTIPART_PART_BYTES} go up in parts. A missing or corrupt object is named in the
  * error (`OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`), a failed request says what to check
  * (`IO_FAILED`). Nothing refers to an object before the put or batch that wrote it resolved.
  */
@@ -186,7 +179,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
       );
       return { digest, sizeBytes: head.ContentLength ?? 0 };
     } catch (error) {
-      if ((error as RewindError).code === 'OBJECT_NOT_FOUND') return undefined;
+      if (isRewindError(error, 'OBJECT_NOT_FOUND')) return undefined;
       throw error;
     }
   }
@@ -244,10 +237,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
       const partUploads: Promise<void>[] = [];
       const sendPart = (body: Buffer, number: number) =>
         partLimit(async () => {
-          const checksum = Buffer.from(
-            digestBytes(body).slice(DIGEST_PREFIX.length),
-            'hex',
-          ).toString('base64');
+          const checksum = checksumOf(digestBytes(body));
           const sent = await send<{ ETag?: string }>(
             ({ UploadPartCommand }) =>
               new UploadPartCommand({
@@ -299,7 +289,10 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
     }
   }
 
-  /** Downloads an object into the cache, verified on the way in; undefined when it is missing. */
+  /**
+   * Downloads an object into the cache, streamed (the cache hashes what it stores): content that
+   * hashes to another digest than its key's is damage in the bucket, refused as corrupt.
+   */
   async function fetchIntoCache(digest: Digest): Promise<void> {
     const url = urlOf(digest);
     const got = await send<{ Body?: AsyncIterable<Uint8Array> }>(
@@ -308,13 +301,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
       url,
       'Downloading',
     );
-    const digester = createDigester();
-    const chunks: Buffer[] = [];
-    for await (const chunk of got.Body ?? []) {
-      digester.update(chunk);
-      chunks.push(Buffer.from(chunk));
-    }
-    const actual = digester.digest();
+    const { digest: actual } = await cache.put(got.Body ? { stream: got.Body } : new Uint8Array());
     if (actual !== digest) {
       throw new RewindError(
         'OBJECT_CORRUPT',
@@ -322,7 +309,6 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
         { data: { url, digest, actual } },
       );
     }
-    await cache.put(Buffer.concat(chunks));
   }
 
   async function ensureCached(digest: Digest): Promise<void> {

@@ -13,6 +13,7 @@ import { streamSSE } from 'hono/streaming';
 import {
   generateToken,
   type HttpEndpoint,
+  isLoopbackHost,
   isRewindError,
   openSession,
   RewindError,
@@ -96,8 +97,6 @@ export interface RunningUi {
   close(): Promise<void>;
 }
 
-const LOOPBACK = /^(?:127\.\d+\.\d+\.\d+|::1|localhost)$/i;
-
 /** The operation target for one request: the session the page names, opened at most once. */
 function targetFor(workspace: string, session: string | undefined) {
   let opened: Promise<Session> | undefined;
@@ -177,7 +176,7 @@ function inputOf(query: Record<string, string>): Record<string, unknown> {
  */
 export async function startUi(options: UiOptions): Promise<RunningUi> {
   const host = options.host ?? '127.0.0.1';
-  if (!LOOPBACK.test(host)) {
+  if (!isLoopbackHost(host)) {
     throw new RewindError(
       'INVALID_ARGUMENT',
       `rewind ui listens on loopback only (127.0.0.1, ::1, localhost), not ${host}: the page can roll back and approve.`,
