@@ -4,13 +4,15 @@
 //   .rewind/objects and in a bucket (s3rver on loopback);
 // - objects per second into the bucket (a batch of small objects, as a first snapshot sends);
 // - ledger appends per second: the file ledger, and PostgreSQL (Debian's, fsync on) with one
-//   writer, with 8 sessions written at once, and with 4 writers on one session.
+//   writer, with 8 sessions written at once, and with 4 writers on one session;
+// - rewind push and rewind pull of the local workspace's session (1,000 files, 11 checkpoints),
+//   whole and after 10 changed files, beside its first checkpoint straight into the bucket.
 // s3rver is a single Node process writing files: what it measures is Rewind's side (requests,
 // parallelism, verification), not what a real service sustains.
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { init, openSession } from '../dist/index.js';
+import { init, openSession, pullSession, pushSession } from '../dist/index.js';
 import { Ledger, migratePostgres, PostgresLedger } from '../dist/ledger/index.js';
 import { createObjectStore, createS3ObjectStore, initStore } from '../dist/store/index.js';
 import { startPostgres, startS3Server } from '../scripts/servers.mjs';
@@ -33,12 +35,14 @@ try {
   // Checkpoint and rollback.
   const ROUNDS = 5;
   const rows = [];
+  let localFiles = [];
   for (const [name, objects] of [
     ['local (.rewind/objects)', undefined],
     ['bucket (s3rver)', `s3://${s3.bucket}/bench`],
   ]) {
     const workspace = join(base, name.startsWith('local') ? 'local' : 'bucket');
     const files = generateWorkspace(workspace, 1_000).filter((path) => !path.endsWith('.bin'));
+    if (!objects) localFiles = files;
     await init({ workspace, ...(objects && { objects }) });
     const session = await openSession({ workspace });
     const first = await timed(() => session.checkpoint('base'));
@@ -65,6 +69,53 @@ try {
     console.log(
       `| ${row.name} | ${row.first.toFixed(0)} ms${ratio('first')} | ${row.checkpoint.toFixed(1)} ms${ratio('checkpoint')} | ${row.rollback.toFixed(1)} ms${ratio('rollback')} |`,
     );
+  }
+
+  // Push and pull of the local workspace's session.
+  {
+    const workspace = join(base, 'local');
+    const backends = { ledger: postgres.url, objects: `s3://${s3.bucket}/bench-shared` };
+    const changeAndCheckpoint = async (label) => {
+      const session = await openSession({ workspace });
+      for (const path of localFiles.slice(500, 510)) {
+        appendFileSync(join(workspace, path), `// ${label}\n`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      await session.checkpoint(label);
+      await session.close();
+    };
+    const elsewhere = join(base, 'pulled');
+    let pushed;
+    let pulled;
+    const firstPush = await timed(async () => {
+      pushed = await pushSession({ workspace, ...backends });
+    });
+    const firstPull = await timed(async () => {
+      pulled = await pullSession({ workspace: elsewhere, session: pushed.session, ...backends });
+    });
+    await changeAndCheckpoint('more');
+    let again;
+    const nextPush = await timed(async () => {
+      again = await pushSession({ workspace, ...backends });
+    });
+    const nextPull = await timed(() =>
+      pullSession({ workspace: elsewhere, session: pushed.session, ...backends }),
+    );
+    const [, bucketRow] = rows;
+    console.log(
+      '\n| copy of the session (1,000 files) | objects | time | vs the first checkpoint into the bucket |',
+    );
+    console.log('| --- | --- | --- | --- |');
+    console.log(
+      `| push, whole | ${pushed.objects.objects} | ${firstPush.toFixed(0)} ms | ${(firstPush / bucketRow.first).toFixed(2)}× |`,
+    );
+    console.log(
+      `| pull into an empty directory | ${pulled.objects.objects} | ${firstPull.toFixed(0)} ms | ${(firstPull / bucketRow.first).toFixed(2)}× |`,
+    );
+    console.log(
+      `| push after 10 changed files | ${again.objects.objects} | ${nextPush.toFixed(0)} ms | |`,
+    );
+    console.log(`| pull of that | ${again.objects.objects} | ${nextPull.toFixed(0)} ms | |`);
   }
 
   // Objects per second into the bucket.

@@ -21,6 +21,11 @@ export const ERROR_CODES = [
   'SESSION_NOT_FOUND',
   /** More than one session matches the given id prefix. `data.matches`. */
   'SESSION_AMBIGUOUS',
+  /**
+   * Two copies of one session (a local ledger and a shared one) hold different entries at the
+   * same seq, so neither can take the other's: `rewind push` / `pull` refuse. `data.seq`.
+   */
+  'SESSION_DIVERGED',
   /** A ledger line is not a valid entry, or entries are out of order. `data.file`, `data.line`. */
   'LEDGER_CORRUPT',
   /** A ledger entry has a format version newer than this Rewind. `data.version`. */

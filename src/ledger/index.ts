@@ -21,18 +21,21 @@ export {
   unsupportedEntryError,
 } from './ledger.js';
 export {
+  type CopyInResult,
   type CreateLedgerOptions,
+  checkCopiedEntries,
   fileLedgers,
   type LedgerStore,
   type SessionLedger,
+  sharedPrefixOf,
 } from './ledger-store.js';
 export {
   findSharedSession,
-  migratePostgres,
-  POSTGRES_SCHEMA_VERSION,
   PostgresLedger,
   type PostgresSession,
   postgresLedgers,
+  storeOfSharedSession,
 } from './postgres.js';
+export { migratePostgres, POSTGRES_SCHEMA_VERSION } from './postgres-client.js';
 export { listSessions, readCurrentSession, resolveSession, setCurrentSession } from './sessions.js';
 export { checkLedger, type LedgerProblem } from './verify.js';

@@ -1,15 +1,23 @@
 // Where a store's sessions keep their ledgers: files under `sessions/` (the default), or a
 // PostgreSQL database (SPEC.md §5a). The session layer works with either through this surface.
+import { link, mkdir, open, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { isSystemError, RewindError } from '../errors.js';
+import { syncPath, temporaryPathBeside, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
-import type { EntryKind, LedgerEntry } from './entry.js';
+import { type EntryKind, encodeEntry, type LedgerEntry } from './entry.js';
 import {
+  appendLockOf,
   Ledger,
   type LedgerOptions,
   type LedgerReading,
   readLedgerFile,
   type SessionFile,
+  sessionFileOf,
 } from './ledger.js';
+import { openLedgerFile } from './reader.js';
 import { listSessions } from './sessions.js';
+import { checkLedger } from './verify.js';
 
 /** One session's ledger, open for appending: a file or a database's rows. */
 export interface SessionLedger {
@@ -42,6 +50,67 @@ export interface LedgerStore {
   create(options: CreateLedgerOptions): Promise<SessionLedger>;
   /** Opens a session's ledger for appending. */
   open(session: SessionFile, options?: LedgerOptions): Promise<SessionLedger>;
+  /**
+   * Brings this store's copy of session `id` up to `entries`, the whole ledger of the same
+   * session kept elsewhere (`rewind push`, `rewind pull`): creates it when this store lacks it,
+   * else appends the entries it lacks, each exactly as given (same seq, time and chain), in one
+   * write or transaction. Throws `SESSION_DIVERGED` when the copy here holds an entry that differs
+   * from the one with its seq in `entries` (nothing is written), `LEDGER_CORRUPT` when `entries`
+   * are not a whole ledger (see {@link checkCopiedEntries}).
+   */
+  copyIn(id: string, entries: readonly LedgerEntry[]): Promise<CopyInResult>;
+}
+
+/** What {@link LedgerStore.copyIn} did. */
+export interface CopyInResult {
+  session: SessionFile;
+  /** Entries written: those the copy here lacked. */
+  appended: number;
+  /** Entries the copy here holds beyond those given: it had gone on without them. */
+  ahead: number;
+}
+
+/**
+ * Throws `LEDGER_CORRUPT` unless `entries` are a whole ledger that can be copied as it is: a
+ * `session-started` entry first, seq 1, 2, 3... and, in a hash-chained session, an unbroken chain.
+ */
+export function checkCopiedEntries(id: string, entries: readonly LedgerEntry[]): void {
+  const started = entries[0];
+  const problem =
+    started?.kind !== 'session-started'
+      ? 'it does not begin with a session-started entry'
+      : checkLedger(
+          { entries: [...entries], damagedLastLine: undefined },
+          started.body.hashChain === true,
+        )[0]?.message;
+  if (problem === undefined) return;
+  throw new RewindError(
+    'LEDGER_CORRUPT',
+    `Session ${id} cannot be copied: ${problem}. Nothing was copied; run \`rewind verify\` where it comes from.`,
+    { data: { session: id } },
+  );
+}
+
+/**
+ * How many of `incoming` the copy that holds `held` has already: every entry both hold must be the
+ * same, byte for byte. Throws `SESSION_DIVERGED` naming the first seq where they differ.
+ */
+export function sharedPrefixOf(
+  id: string,
+  held: readonly LedgerEntry[],
+  incoming: readonly LedgerEntry[],
+): number {
+  const overlap = Math.min(held.length, incoming.length);
+  for (let index = 0; index < overlap; index++) {
+    const here = held[index] as LedgerEntry;
+    if (encodeEntry(here) === encodeEntry(incoming[index] as LedgerEntry)) continue;
+    throw new RewindError(
+      'SESSION_DIVERGED',
+      `The two copies of session ${id} differ from entry #${here.seq} on (${here.kind} here, ${incoming[index]?.kind} in the other): each went on without the other, so neither can take the other's entries. Nothing was copied. Keep working in one of them, or start a new session from the other's last checkpoint.`,
+      { data: { session: id, seq: here.seq } },
+    );
+  }
+  return overlap;
 }
 
 /** The ledgers of a store kept as files under `sessions/`. */
@@ -51,5 +120,89 @@ export function fileLedgers(storeDirectory: string): LedgerStore {
     read: (session) => readLedgerFile(session.file),
     create: (options) => Ledger.create(storeDirectory, options),
     open: (session, options) => Ledger.open(session, options),
+    copyIn: (id, entries) => copyIntoFile(storeDirectory, id, entries),
   };
+}
+
+/**
+ * {@link LedgerStore.copyIn} for a ledger file, under the lock its appends take: a session this
+ * store lacks is written whole beside its place, made durable, then linked into it (no reader ever
+ * sees part of it, and a session made meanwhile is never replaced); one it has gets the entries it
+ * lacks in one write, then fdatasync, as an append does.
+ */
+async function copyIntoFile(
+  storeDirectory: string,
+  id: string,
+  entries: readonly LedgerEntry[],
+): Promise<CopyInResult> {
+  checkCopiedEntries(id, entries);
+  const started = entries[0] as LedgerEntry;
+  const held = (await listSessions(storeDirectory)).find((session) => session.id === id);
+  const session = held ?? sessionFileOf(storeDirectory, `${started.at.slice(0, 10)}_${id}`);
+  if (!session) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `"${id}" is not a session id: use lowercase letters and digits.`,
+      { data: { session: id } },
+    );
+  }
+  const lines = (from: number) =>
+    Buffer.from(
+      entries
+        .slice(from)
+        .map((entry) => `${encodeEntry(entry)}\n`)
+        .join(''),
+    );
+  return withLock(
+    appendLockOf(session),
+    async () => {
+      if (!held) {
+        const directory = join(storeDirectory, 'sessions');
+        await mkdir(directory, { recursive: true });
+        const temporary = temporaryPathBeside(session.file);
+        const handle = await open(temporary, 'wx', 0o644);
+        try {
+          await handle.writeFile(lines(0));
+          await handle.sync();
+        } finally {
+          await handle.close();
+        }
+        try {
+          await link(temporary, session.file);
+          await syncPath(directory);
+          return { session, appended: entries.length, ahead: 0 };
+        } catch (error) {
+          if (!isSystemError(error, 'EEXIST')) throw error;
+          // Made meanwhile by another copy: compared and completed below, as any other.
+        } finally {
+          await unlink(temporary).catch(() => {});
+        }
+      }
+      const reading = await readLedgerFile(session.file);
+      const problem = checkLedger(reading, reading.entries[0]?.body.hashChain === true)[0];
+      if (problem) {
+        throw new RewindError(
+          'LEDGER_CORRUPT',
+          `Session ${id} here (${session.file}) is damaged: ${problem.message}. Nothing was copied. Run \`rewind verify\`.`,
+          { data: { session: id, file: session.file } },
+        );
+      }
+      const shared = sharedPrefixOf(id, reading.entries, entries);
+      const ahead = reading.entries.length - shared;
+      if (shared === entries.length) return { session, appended: 0, ahead };
+      const handle = await openLedgerFile(session.file, { append: true });
+      try {
+        // A torn final line left by a crash stays as it is: the copy starts on a fresh line.
+        const bytes = lines(shared);
+        await handle.writeFile(
+          reading.endsMidLine ? Buffer.concat([Buffer.from('\n'), bytes]) : bytes,
+        );
+        await handle.datasync();
+      } finally {
+        await handle.close();
+      }
+      return { session, appended: entries.length - shared, ahead: 0 };
+    },
+    { timeoutMs: 10_000, purpose: `copying session ${id}` },
+  );
 }

@@ -131,6 +131,11 @@ export function unsupportedEntryError(session: SessionFile, entry: LedgerEntry):
   );
 }
 
+/** The lock file that serializes the appends to a session's ledger file. */
+export function appendLockOf(session: SessionFile): string {
+  return join(session.file, '..', `${session.stem}.lock`);
+}
+
 interface Tail {
   sizeBytes: number;
   last: LedgerEntry | undefined;
@@ -297,7 +302,7 @@ export class Ledger {
   ): Promise<LedgerEntry> {
     checkEntryKind(kind);
     return withLock(
-      join(this.session.file, '..', `${this.session.stem}.lock`),
+      appendLockOf(this.session),
       async () => {
         // fstat and a one-line write take microseconds: done synchronously; only the sync waits.
         const { size } = fstatSync(this.#handle.fd);

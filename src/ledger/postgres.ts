@@ -1,12 +1,12 @@
 // A session's ledger in PostgreSQL: one row per entry, holding the entry's line exactly as the
 // file ledger writes it, so readers, the hash chain and `verify` are the same (SPEC.md §5a).
 import { RewindError } from '../errors.js';
-import { withoutUrlPasswords } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
   checkEntryKind,
   checkEnvelope,
   type EntryKind,
+  encodeEntry,
   encodeNewEntry,
   entryAfter,
   type LedgerEntry,
@@ -19,177 +19,24 @@ import {
   type SessionFile,
   unsupportedEntryError,
 } from './ledger.js';
-import type { LedgerStore } from './ledger-store.js';
-
-/** The schema version `migrate` brings a database to. */
-export const POSTGRES_SCHEMA_VERSION = 1;
-
-/** The statements of each schema version, in order; `migrate` runs those not run yet. */
-const MIGRATIONS: readonly string[] = [
-  `CREATE TABLE rewind_sessions (
-     store text NOT NULL,
-     session text NOT NULL,
-     started_at timestamptz NOT NULL,
-     last_seq bigint NOT NULL DEFAULT 0,
-     PRIMARY KEY (store, session)
-   );
-   CREATE TABLE rewind_entries (
-     store text NOT NULL,
-     session text NOT NULL,
-     seq bigint NOT NULL CHECK (seq >= 1),
-     line text NOT NULL,
-     PRIMARY KEY (store, session, seq),
-     FOREIGN KEY (store, session) REFERENCES rewind_sessions (store, session)
-   );`,
-];
-
-type PgModule = typeof import('pg');
-type Pool = import('pg').Pool;
-type Client = import('pg').PoolClient;
-
-/** The client library, loaded on first use: a program that never names a database never loads it. */
-let pg: Promise<PgModule> | undefined;
-const loadPg = async (): Promise<PgModule> => {
-  // pg is CommonJS: its exports arrive as the default export of the ES module.
-  pg ??= import('pg').then(
-    (module) => (module as unknown as { default?: PgModule }).default ?? module,
-  );
-  return pg;
-};
-
-/** A URL with its password hidden, for messages. */
-const shownUrl = withoutUrlPasswords;
-
-/** What went wrong talking to the database, as an error that says what to check. */
-function databaseFailed(error: unknown, url: string, doing: string): RewindError {
-  const code = (error as { code?: string }).code;
-  const message = error instanceof Error ? error.message : String(error);
-  const advice =
-    code === '28P01' || code === '28000'
-      ? 'The server refused the credentials: check the user and password in the URL (or PGUSER and PGPASSWORD).'
-      : code === '3D000'
-        ? 'The database does not exist: create it (createdb), or name another in the URL.'
-        : code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'ECONNRESET'
-          ? 'The server cannot be reached: check the host and port in the URL, and that it runs.'
-          : 'Check the server and the URL, then retry; an entry not appended was not recorded.';
-  return new RewindError(
-    'IO_FAILED',
-    `${doing} on ${shownUrl(url)} failed: ${message}. ${advice}`,
-    { data: { url: shownUrl(url), ...(code && { code }) }, cause: error },
-  );
-}
-
-/**
- * A pool per URL, shared by the ledgers of a process; closed with the last ledger using it. Its
- * user count is taken before the client library loads, so callers at once share one pool.
- */
-const pools = new Map<string, { pool: Promise<Pool>; users: number }>();
-
-function poolOf(url: string): Promise<Pool> {
-  const known = pools.get(url);
-  if (known) {
-    known.users += 1;
-    return known.pool;
-  }
-  const pool = loadPg().then(({ Pool }) => {
-    const created = new Pool({ connectionString: url, max: 4 });
-    // A connection the server dropped (a restart) errors while idle: the pool replaces it.
-    created.on('error', () => {});
-    return created;
-  });
-  pools.set(url, { pool, users: 1 });
-  return pool;
-}
-
-async function releasePool(url: string): Promise<void> {
-  const known = pools.get(url);
-  if (!known) return;
-  known.users -= 1;
-  if (known.users > 0) return;
-  pools.delete(url);
-  await (await known.pool).end();
-}
-
-/** Runs `work` in a transaction on a connection of `pool`; rolls back when it throws. */
-async function inTransaction<T>(pool: Pool, work: (client: Client) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  // A connection the server ends while it is out of the pool reports it here, not unhandled.
-  const ignore = () => {};
-  client.on('error', ignore);
-  let failed = false;
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    failed = true;
-    await client.query('ROLLBACK').catch(() => {});
-    throw error;
-  } finally {
-    client.off('error', ignore);
-    // A connection that failed is not given back: the pool opens a new one.
-    client.release(failed);
-  }
-}
-
-/**
- * True for a failure of the connection rather than of the statement (the server restarted,
- * shut down, or the network dropped): the transaction did not commit, or its COMMIT's answer was
- * lost, so the append looks again before it retries.
- */
-function isConnectionLost(error: unknown): boolean {
-  const code = (error as { code?: string }).code;
-  return (
-    code === '57P01' ||
-    code === '57P02' ||
-    code === '57P03' ||
-    code === 'ECONNRESET' ||
-    code === 'ECONNREFUSED' ||
-    code === 'EPIPE' ||
-    (error instanceof Error &&
-      /Connection terminated|connection timeout|not queryable/i.test(error.message))
-  );
-}
+import {
+  type CopyInResult,
+  checkCopiedEntries,
+  type LedgerStore,
+  sharedPrefixOf,
+} from './ledger-store.js';
+import {
+  databaseFailed,
+  inTransaction,
+  isConnectionLost,
+  type Pool,
+  poolOf,
+  releasePool,
+  shownUrl,
+} from './postgres-client.js';
 
 /** How many times an append is tried when the connection is lost. */
 const APPEND_ATTEMPTS = 4;
-
-/**
- * Creates Rewind's tables in the database, or brings them to {@link POSTGRES_SCHEMA_VERSION}:
- * idempotent, and safe when several processes run it at once (an advisory lock serializes them).
- * Throws `STORE_VERSION_UNSUPPORTED` for a database a newer Rewind migrated, `IO_FAILED` when
- * the server cannot be reached or refuses.
- */
-export async function migratePostgres(url: string): Promise<void> {
-  const pool = await poolOf(url);
-  try {
-    await inTransaction(pool, async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('rewind-migrate'))");
-      await client.query('CREATE TABLE IF NOT EXISTS rewind_schema (version integer NOT NULL)');
-      const { rows } = await client.query<{ version: number }>(
-        'SELECT max(version) AS version FROM rewind_schema',
-      );
-      const version = rows[0]?.version ?? 0;
-      if (version > POSTGRES_SCHEMA_VERSION) {
-        throw new RewindError(
-          'STORE_VERSION_UNSUPPORTED',
-          `The database ${shownUrl(url)} holds Rewind's tables at schema ${version}; this version knows ${POSTGRES_SCHEMA_VERSION}. Upgrade Rewind. Nothing was changed.`,
-          { data: { version } },
-        );
-      }
-      for (let next = version + 1; next <= POSTGRES_SCHEMA_VERSION; next++) {
-        await client.query(MIGRATIONS[next - 1] as string);
-        await client.query('INSERT INTO rewind_schema (version) VALUES ($1)', [next]);
-      }
-    });
-  } catch (error) {
-    if (error instanceof RewindError) throw error;
-    throw databaseFailed(error, url, 'Creating the tables');
-  } finally {
-    await releasePool(url);
-  }
-}
 
 /** Where a session's ledger lives in a database. */
 export interface PostgresSession {
@@ -491,7 +338,85 @@ export function postgresLedgers(url: string, store: string): LedgerStore {
       })),
     create: (options) => PostgresLedger.create(url, store, options),
     open: (session, options) => PostgresLedger.open(url, store, session.id, options),
+    copyIn: (id, entries) =>
+      withPool((pool) => copyIntoDatabase(pool, { url, store, id }, entries)),
   };
+}
+
+/**
+ * {@link LedgerStore.copyIn} for a database: one transaction that makes the session's row if it
+ * is missing, locks it as an append does, compares the rows with `entries`, and inserts those it
+ * lacks, each with its line exactly as given.
+ */
+async function copyIntoDatabase(
+  pool: Pool,
+  location: PostgresSession,
+  entries: readonly LedgerEntry[],
+): Promise<CopyInResult> {
+  const { url, store, id } = location;
+  checkCopiedEntries(id, entries);
+  const started = entries[0] as LedgerEntry;
+  try {
+    return await inTransaction(pool, async (client) => {
+      await client.query(
+        'INSERT INTO rewind_sessions (store, session, started_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING',
+        [store, id, started.at],
+      );
+      await client.query(
+        'SELECT last_seq FROM rewind_sessions WHERE store = $1 AND session = $2 FOR UPDATE',
+        [store, id],
+      );
+      const { rows } = await client.query<{ seq: string; line: string }>(
+        'SELECT seq, line FROM rewind_entries WHERE store = $1 AND session = $2 ORDER BY seq',
+        [store, id],
+      );
+      const held = rows.map((row) => parseLine(row.line, id, Number(row.seq)));
+      const shared = sharedPrefixOf(id, held, entries);
+      const missing = entries.slice(shared);
+      if (missing.length > 0) {
+        await client.query(
+          'INSERT INTO rewind_entries (store, session, seq, line) SELECT $1, $2, * FROM unnest($3::bigint[], $4::text[])',
+          [
+            store,
+            id,
+            missing.map((entry) => entry.seq),
+            missing.map((entry) => encodeEntry(entry)),
+          ],
+        );
+        await client.query(
+          'UPDATE rewind_sessions SET last_seq = $3 WHERE store = $1 AND session = $2',
+          [store, id, (missing.at(-1) as LedgerEntry).seq],
+        );
+      }
+      return {
+        session: sessionNameOf(location, started.at),
+        appended: missing.length,
+        ahead: held.length - shared,
+      };
+    });
+  } catch (error) {
+    if (error instanceof RewindError) throw error;
+    throw databaseFailed(error, url, `Copying session ${id}`);
+  }
+}
+
+/**
+ * The store a session belongs to in the database, or undefined when it has no session `id`
+ * (exactly that id: sessions are named by random ids, unique across stores).
+ */
+export async function storeOfSharedSession(url: string, id: string): Promise<string | undefined> {
+  const pool = await poolOf(url);
+  try {
+    const { rows } = await pool.query<{ store: string }>(
+      'SELECT store FROM rewind_sessions WHERE session = $1 ORDER BY store LIMIT 1',
+      [id],
+    );
+    return rows[0]?.store;
+  } catch (error) {
+    throw databaseFailed(error, url, `Looking for session ${id}`);
+  } finally {
+    await releasePool(url);
+  }
 }
 
 /** The entries of a session after `after`, in order. */

@@ -3,6 +3,7 @@ import * as z from 'zod';
 import {
   type AttachResult,
   attachShared,
+  type CopyResult,
   createSandbox,
   gc,
   type InitResult,
@@ -13,6 +14,9 @@ import {
   openSession,
   type Protections,
   previewWorkspace,
+  pullSession,
+  pushSession,
+  RewindError,
   type SessionStatus,
   type SessionSummary,
   type SnapshotPreview,
@@ -312,6 +316,87 @@ export const attachOperation = defineOperation({
       ...(bucket !== undefined && { objects: bucket }),
     });
   },
+});
+
+/** The shared backends from the input, else from REWIND_LEDGER and REWIND_OBJECTS; both needed. */
+function sharedBackendsOf(
+  input: { ledger?: string | undefined; objects?: string | undefined },
+  name: string,
+) {
+  const ledger = input.ledger ?? (process.env.REWIND_LEDGER || undefined);
+  const objects = input.objects ?? (process.env.REWIND_OBJECTS || undefined);
+  if (ledger === undefined || objects === undefined) {
+    const missing = [
+      ...(ledger === undefined ? ['--ledger postgres://USER@HOST/DB (or REWIND_LEDGER)'] : []),
+      ...(objects === undefined ? ['--objects s3://BUCKET/PREFIX (or REWIND_OBJECTS)'] : []),
+    ];
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${name} needs the shared backends: give ${missing.join(' and ')}.`,
+      { data: {} },
+    );
+  }
+  return { ledger, objects };
+}
+
+const sharedBackendsInput = {
+  ledger: z
+    .string()
+    .optional()
+    .describe(
+      'The PostgreSQL URL of the shared ledgers: postgres://USER@HOST/DB (default: REWIND_LEDGER).',
+    ),
+  objects: z
+    .string()
+    .optional()
+    .describe('The bucket of the shared objects: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
+};
+
+export const pushOperation = defineOperation({
+  name: 'push',
+  title: 'Copy a session to the shared backends',
+  summary:
+    'copy a local session (its entries and objects) to a shared PostgreSQL ledger and bucket',
+  description:
+    'Copy a session of this store to the shared backends: the objects its entries reach go up to the bucket first, then the entries the shared ledger lacks are inserted exactly as they are (same seq, times, hash chain). Pushing again sends only what was added. Refused, with nothing written, when the shared copy went on with other entries.',
+  input: z.object({
+    ...sharedBackendsInput,
+  }),
+  scope: 'session',
+  annotations: { idempotent: true },
+  excludedFrom: {
+    mcp: 'a person shares a session with it; the server works in the workspace it was started in',
+  },
+  run: async ({ workspace, sessionId }, input): Promise<CopyResult> => {
+    const session = await sessionId();
+    return pushSession({
+      workspace,
+      ...(session !== undefined && { session }),
+      ...sharedBackendsOf(input, 'rewind push'),
+    });
+  },
+});
+
+export const pullOperation = defineOperation({
+  name: 'pull',
+  title: 'Copy a session from the shared backends',
+  summary:
+    'copy a session (its entries and objects) from a shared PostgreSQL ledger and bucket into this store',
+  description:
+    "Copy a session from the shared backends into this workspace's store (made when there is none): the objects its entries reach come down first, verified, then the entries this store lacks are appended exactly as they are. The workspace's files are left alone; a rollback brings a checkpoint's. The session becomes current when the store has none.",
+  input: z.object({
+    session: z
+      .string()
+      .describe("The session's id, or a unique prefix of four characters or more."),
+    ...sharedBackendsInput,
+  }),
+  scope: 'workspace',
+  annotations: { idempotent: true },
+  excludedFrom: {
+    mcp: 'a person sets up a machine with it; the server works in the workspace it was started in',
+  },
+  run: async ({ workspace }, input): Promise<CopyResult> =>
+    pullSession({ workspace, session: input.session, ...sharedBackendsOf(input, 'rewind pull') }),
 });
 
 /** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */

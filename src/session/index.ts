@@ -71,7 +71,15 @@ export {
   type WorkspaceOptions,
 } from './repository.js';
 export { Session } from './session.js';
-export { type AttachResult, attachShared } from './shared.js';
+export {
+  type AttachResult,
+  attachShared,
+  type CopyResult,
+  pullSession,
+  pushedStoreId,
+  pushSession,
+  type SharedBackends,
+} from './shared.js';
 export {
   type GcReport,
   gc,

@@ -1,12 +1,44 @@
-// Resuming a session on another machine from the shared backends (`rewind attach`).
+// Sessions across machines: resuming one from the shared backends (`rewind attach`), and
+// copying one between a local store and the shared backends (`rewind push`, `rewind pull`).
+import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
-import { RewindError } from '../errors.js';
-import { findSharedSession, migratePostgres, setCurrentSession } from '../ledger/index.js';
-import { withoutUrlPasswords } from '../lib/index.js';
-import { initStore, isPostgresUrl, STORE_DIRECTORY_NAME } from '../store/index.js';
+import { hostname } from 'node:os';
+import { isRewindError, RewindError } from '../errors.js';
+import {
+  checkLedger,
+  fileLedgers,
+  findSharedSession,
+  type LedgerEntry,
+  type LedgerStore,
+  migratePostgres,
+  postgresLedgers,
+  readCurrentSession,
+  type SessionFile,
+  setCurrentSession,
+  sharedPrefixOf,
+  storeOfSharedSession,
+} from '../ledger/index.js';
+import { type Digest, withoutUrlPasswords } from '../lib/index.js';
+import {
+  createObjectStore,
+  createS3ObjectStore,
+  initStore,
+  isPostgresUrl,
+  type ObjectStore,
+  openObjectStore,
+  openStore,
+  parseS3Url,
+  reachableObjects,
+  STORE_DIRECTORY_NAME,
+  type StoreLocation,
+  type Transfer,
+  walkReferences,
+} from '../store/index.js';
 import type { RollbackResult } from './history/rollback.js';
 import { openSession } from './open-session.js';
-import { ledgersOf } from './session-files.js';
+import { interruptedOf } from './repository.js';
+import { ledgersOf, pickSession } from './session-files.js';
+import { liveReferences } from './store-checks.js';
 
 /** What {@link attachShared} did. */
 export interface AttachResult {
@@ -36,13 +68,7 @@ export async function attachShared(options: {
   /** The bucket its objects are in (`s3://BUCKET/PREFIX`); without it, none can be restored. */
   objects?: string;
 }): Promise<AttachResult> {
-  if (!isPostgresUrl(options.ledger)) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `--ledger must be the PostgreSQL URL the session's ledger is in (postgres://USER@HOST/DB), not ${JSON.stringify(withoutUrlPasswords(options.ledger))}.`,
-      { data: {} },
-    );
-  }
+  checkLedgerUrl(options.ledger);
   const names = await readdir(options.workspace).catch(() => [] as string[]);
   if (names.length > 0) {
     const what = names.includes(STORE_DIRECTORY_NAME)
@@ -77,4 +103,232 @@ export async function attachShared(options: {
   } finally {
     await opened.close();
   }
+}
+
+/** Throws `INVALID_ARGUMENT` unless `url` is a PostgreSQL URL. */
+function checkLedgerUrl(url: string): void {
+  if (isPostgresUrl(url)) return;
+  throw new RewindError(
+    'INVALID_ARGUMENT',
+    `--ledger must be the PostgreSQL URL the shared ledgers are in (postgres://USER@HOST/DB), not ${JSON.stringify(withoutUrlPasswords(url))}.`,
+    { data: {} },
+  );
+}
+
+/** Where `rewind push` and `rewind pull` copy sessions to and from. */
+export interface SharedBackends {
+  /** The PostgreSQL URL of the shared ledgers. */
+  ledger: string;
+  /** The bucket of the shared objects: `s3://BUCKET/PREFIX`. */
+  objects: string;
+}
+
+/** What {@link pushSession} or {@link pullSession} did. */
+export interface CopyResult {
+  session: string;
+  /** The store the session belongs to in the database. */
+  store: string;
+  /** Entries copied: those the other side lacked. */
+  appended: number;
+  /** Entries the receiving side holds beyond the sender's: it went on without them. */
+  ahead: number;
+  /** Objects (and bytes) uploaded or downloaded. */
+  objects: Transfer;
+  /** For a pull: whether the session became the current one (the store had none). */
+  isCurrent?: boolean;
+  warnings: string[];
+}
+
+/**
+ * The store id a workspace's sessions are pushed under when the database does not know them yet:
+ * derived from the machine's name and the store's path, so every session pushed from one
+ * workspace belongs to one store there (and `rewind attach` of one lists them all).
+ */
+export function pushedStoreId(location: StoreLocation): string {
+  const hex = createHash('sha256').update(`${hostname()}\0${location.directory}`).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+}
+
+/** Refuses a store whose ledgers or objects are shared already, or elsewhere than `backends`. */
+function checkLocalStore(location: StoreLocation, backends: SharedBackends, doing: string): void {
+  if (location.ledger) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The store in ${location.workspace} keeps its ledgers in ${withoutUrlPasswords(location.ledger.url)} already: its sessions are shared as they are written, so there is nothing to ${doing}. ` +
+        '`rewind attach SESSION` in an empty directory resumes one of them on another machine.',
+      { data: { workspace: location.workspace } },
+    );
+  }
+  if (location.objects !== undefined && location.objects !== backends.objects) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `The store in ${location.workspace} keeps its objects in ${location.objects}, not ${backends.objects}: ${doing} with --objects ${location.objects}.`,
+      { data: { workspace: location.workspace, objects: location.objects } },
+    );
+  }
+}
+
+/** A session's entries, refused when damaged (copied as they are, damage would travel). */
+async function readWhole(ledgers: LedgerStore, session: SessionFile): Promise<LedgerEntry[]> {
+  const reading = await ledgers.read(session);
+  const problem = checkLedger(reading, reading.entries[0]?.body.hashChain === true)[0];
+  if (problem) {
+    throw new RewindError(
+      'LEDGER_CORRUPT',
+      `Session ${session.id} is damaged (${problem.message}), so it is not copied. Run \`rewind verify\`.`,
+      { data: { session: session.id } },
+    );
+  }
+  return reading.entries;
+}
+
+/**
+ * The objects the entries after the first `shared` reach and the entries up to it do not: what
+ * the side that holds only those first entries lacks. What the first `shared` reach is present
+ * on both sides (an entry is written only once its objects are); a tree of theirs that cannot
+ * be read here (collected since it was pruned) is only left out of what is taken as known.
+ */
+async function objectsToCopy(
+  entries: readonly LedgerEntry[],
+  shared: number,
+  known: ObjectStore,
+  source: ObjectStore,
+  beforeReading?: (trees: Digest[]) => Promise<unknown>,
+): Promise<Digest[]> {
+  const references = liveReferences(entries);
+  const present = new Set<Digest>();
+  await walkReferences(
+    known,
+    references.filter(({ seq }) => seq <= shared).map(({ reference }) => reference),
+    (reference) => {
+      present.add(reference.digest);
+    },
+    () => {},
+  );
+  const { trees, blobs } = await reachableObjects(
+    source,
+    references.filter(({ seq }) => seq > shared).map(({ reference }) => reference),
+    { isKnown: (digest) => present.has(digest), ...(beforeReading && { beforeReading }) },
+  );
+  return [...trees, ...blobs];
+}
+
+/** A warning when the session's last operation was cut short where it ran. */
+function pendingWarning(entries: readonly LedgerEntry[], where: string): string[] {
+  const pending = interruptedOf(entries);
+  return pending
+    ? [
+        `${pending.kind} #${pending.id} (${pending.target}) was cut short and is still pending: the next command in this session ${where} finishes it against that workspace's files, saving first what it finds.`,
+      ]
+    : [];
+}
+
+/**
+ * Copies a session of a local store to the shared backends (`rewind push`): every object its
+ * entries reach that the shared copy does not already have goes up to the bucket first, then the
+ * entries the shared ledger lacks are inserted exactly as they are (same seq, times and hash
+ * chain), in one transaction. A session the database does not know yet is put under
+ * {@link pushedStoreId}. Pushing again sends only what was added since. Throws
+ * `SESSION_DIVERGED` (nothing is written) when the shared copy went on with other entries,
+ * `INVALID_ARGUMENT` for a store already on shared backends, `LEDGER_CORRUPT`, `IO_FAILED`.
+ */
+export async function pushSession(
+  options: SharedBackends & { workspace: string; session?: string },
+): Promise<CopyResult> {
+  checkLedgerUrl(options.ledger);
+  const bucket = parseS3Url(options.objects);
+  const location = await openStore(options.workspace);
+  checkLocalStore(location, options, 'push');
+  const session = await pickSession(location, options.session);
+  const entries = await readWhole(ledgersOf(location), session);
+  await migratePostgres(options.ledger);
+  const store = (await storeOfSharedSession(options.ledger, session.id)) ?? pushedStoreId(location);
+  const shared = postgresLedgers(options.ledger, store);
+  const theirs = (await shared.list()).find((listed) => listed.id === session.id);
+  const held = theirs ? await readWhole(shared, theirs) : [];
+  // Refused before anything is uploaded when the copies differ.
+  const common = sharedPrefixOf(session.id, held, entries);
+  let sent: Transfer = { objects: 0, bytes: 0 };
+  if (common < entries.length && location.objects === undefined) {
+    const local = openObjectStore(location);
+    const missing = await objectsToCopy(entries, common, local, local);
+    sent = await createS3ObjectStore({ ...bucket, cache: local }).upload(missing);
+  }
+  const copied = await shared.copyIn(session.id, entries);
+  return {
+    session: session.id,
+    store,
+    appended: copied.appended,
+    ahead: copied.ahead,
+    objects: sent,
+    warnings: pendingWarning(entries, 'on the machine that resumes it'),
+  };
+}
+
+/**
+ * Copies a session from the shared backends into the local store of `workspace` (`rewind pull`;
+ * the store is made when there is none): the objects its entries reach that the local copy does
+ * not have come down first (verified, made durable together), then the entries it lacks are
+ * appended exactly as they are. The workspace's files are left alone: `rewind rollback LABEL
+ * --session ID` brings a checkpoint's. The session becomes the current one when the store has
+ * none. Throws `SESSION_NOT_FOUND`, `SESSION_AMBIGUOUS`, `SESSION_DIVERGED` (nothing is written),
+ * `INVALID_ARGUMENT` for an isolated session (its view stays on the machine that made it) or a
+ * store on shared backends, `LEDGER_CORRUPT`, `OBJECT_CORRUPT`, `IO_FAILED`.
+ */
+export async function pullSession(
+  options: SharedBackends & { workspace: string; session: string },
+): Promise<CopyResult> {
+  checkLedgerUrl(options.ledger);
+  const bucket = parseS3Url(options.objects);
+  const existing = await openStore(options.workspace).catch((error: unknown) => {
+    if (isRewindError(error, 'STORE_NOT_FOUND')) return undefined;
+    throw error;
+  });
+  if (existing) checkLocalStore(existing, options, 'pull');
+  await migratePostgres(options.ledger);
+  const { store, id } = await findSharedSession(options.ledger, options.session);
+  const shared = postgresLedgers(options.ledger, store);
+  const theirs = (await shared.list()).find((listed) => listed.id === id);
+  if (!theirs) {
+    throw new RewindError('SESSION_NOT_FOUND', `Session ${id} vanished from the database.`, {
+      data: { session: id },
+    });
+  }
+  const entries = await readWhole(shared, theirs);
+  if (entries[0]?.body.isolation === 'isolated') {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `Session ${id} is an isolated session: its view of the workspace stays on the machine that made it, so it cannot be pulled. Commit it on that machine, then push and pull a session of the workspace it committed to.`,
+      { data: { session: id } },
+    );
+  }
+  const location = existing ?? (await initStore(options.workspace));
+  const local = fileLedgers(location.directory);
+  const ours = (await local.list()).find((listed) => listed.id === id);
+  const held = ours ? await readWhole(local, ours) : [];
+  const common = sharedPrefixOf(id, held, entries);
+  const received: Transfer = { objects: 0, bytes: 0 };
+  if (common < entries.length && location.objects === undefined) {
+    const cache = createObjectStore(location.directory);
+    const remote = createS3ObjectStore({ ...bucket, cache });
+    const download = async (digests: Digest[]) => {
+      const got = await remote.download(digests);
+      received.objects += got.objects;
+      received.bytes += got.bytes;
+    };
+    // Trees come down a level at a time as the walk reads them, then the files.
+    await download(await objectsToCopy(entries, common, cache, remote, download));
+  }
+  const copied = await local.copyIn(id, entries);
+  const isCurrent = (await readCurrentSession(location.directory, local)) === undefined;
+  if (isCurrent) await setCurrentSession(location.directory, copied.session);
+  return {
+    session: id,
+    store,
+    appended: copied.appended,
+    ahead: copied.ahead,
+    objects: received,
+    isCurrent,
+    warnings: pendingWarning(entries, 'here'),
+  };
 }

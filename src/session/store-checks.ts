@@ -5,6 +5,7 @@ import { isRewindError, RewindError } from '../errors.js';
 import {
   checkLedger,
   findUnsupportedEntry,
+  type LedgerEntry,
   type LedgerProblem,
   type LedgerReading,
   type SessionFile,
@@ -78,22 +79,32 @@ function collectReferences(sessions: { session: SessionFile; reading: LedgerRead
   const roots: ObjectReference[] = [];
   const referrers = new Map<Digest, Referrer>();
   for (const { session, reading } of sessions) {
-    // An automatic checkpoint pruned by keepLast is no longer a reference: gc may reclaim it.
-    const pruned = new Set(
-      reading.entries
-        .filter((entry) => entry.kind === 'checkpoint-pruned')
-        .map((entry) => Number(entry.body.checkpointSeq)),
-    );
-    for (const entry of reading.entries) {
-      if (pruned.has(entry.seq)) continue;
-      for (const reference of entry.refs ?? []) {
-        roots.push(reference);
-        if (!referrers.has(reference.digest))
-          referrers.set(reference.digest, { session: session.id, seq: entry.seq });
-      }
+    for (const { seq, reference } of liveReferences(reading.entries)) {
+      roots.push(reference);
+      if (!referrers.has(reference.digest))
+        referrers.set(reference.digest, { session: session.id, seq });
     }
   }
   return { roots, referrers };
+}
+
+/**
+ * The references of a session's entries that keep objects alive, with the seq of the entry that
+ * makes each: all but those of automatic checkpoints pruned since (gc may reclaim what they hold).
+ */
+export function liveReferences(
+  entries: readonly LedgerEntry[],
+): { seq: number; reference: ObjectReference }[] {
+  const pruned = new Set(
+    entries
+      .filter((entry) => entry.kind === 'checkpoint-pruned')
+      .map((entry) => Number(entry.body.checkpointSeq)),
+  );
+  return entries.flatMap((entry) =>
+    pruned.has(entry.seq)
+      ? []
+      : (entry.refs ?? []).map((reference) => ({ seq: entry.seq, reference })),
+  );
 }
 
 async function readAllSessions(

@@ -20,12 +20,14 @@ export type {
 export { createObjectStore } from './objects.js';
 export { openObjectStore } from './open-objects.js';
 export {
+  type BucketObjectStore,
   createS3ObjectStore,
   MULTIPART_PART_BYTES,
   objectKeyOf,
   parseS3Url,
   type S3Location,
   type S3ObjectStoreOptions,
+  type Transfer,
 } from './s3-objects.js';
 export {
   decodeTree,
@@ -33,6 +35,7 @@ export {
   findEntryAt,
   type ObjectReference,
   putTree,
+  reachableObjects,
   readTree,
   TREE_FORMAT_VERSION,
   type Tree,

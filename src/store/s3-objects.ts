@@ -43,6 +43,27 @@ export interface S3ObjectStoreOptions extends S3Location {
   client?: Record<string, unknown>;
 }
 
+/** How many objects, and bytes, went up or came down. */
+export interface Transfer {
+  objects: number;
+  bytes: number;
+}
+
+/** An object store in a bucket, which also copies objects between the bucket and its cache. */
+export interface BucketObjectStore extends ObjectStore {
+  /**
+   * Uploads these objects from the cache, in parallel: a small one whatever the bucket holds,
+   * a large one when the bucket lacks it with its size. Throws `OBJECT_NOT_FOUND` for one the
+   * cache lacks.
+   */
+  upload(digests: Iterable<Digest>): Promise<Transfer>;
+  /**
+   * Downloads into the cache, verified and in parallel, those of these objects it lacks, made
+   * durable together before this resolves.
+   */
+  download(digests: Iterable<Digest>): Promise<Transfer>;
+}
+
 /** Parses `s3://BUCKET/PREFIX`. Throws `INVALID_ARGUMENT` for anything else. */
 export function parseS3Url(url: string): S3Location {
   const match = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(url);
@@ -129,7 +150,7 @@ const isMissing = (error: unknown): boolean => {
  * error (`OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`), a failed request says what to check
  * (`IO_FAILED`). Nothing refers to an object before the put or batch that wrote it resolved.
  */
-export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore {
+export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObjectStore {
   const location: S3Location = { bucket: options.bucket, prefix: options.prefix };
   const { cache } = options;
   const urlOf = (digest: Digest) => `s3://${location.bucket}/${objectKeyOf(location, digest)}`;
@@ -293,7 +314,10 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
    * Downloads an object into the cache, streamed (the cache hashes what it stores): content that
    * hashes to another digest than its key's is damage in the bucket, refused as corrupt.
    */
-  async function fetchIntoCache(digest: Digest): Promise<void> {
+  async function fetchIntoCache(
+    digest: Digest,
+    into: Pick<ObjectStore, 'put'> = cache,
+  ): Promise<ObjectInfo> {
     const url = urlOf(digest);
     const got = await send<{ Body?: AsyncIterable<Uint8Array> }>(
       ({ GetObjectCommand }) =>
@@ -301,7 +325,8 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
       url,
       'Downloading',
     );
-    const { digest: actual } = await cache.put(got.Body ? { stream: got.Body } : new Uint8Array());
+    const stored = await into.put(got.Body ? { stream: got.Body } : new Uint8Array());
+    const actual = stored.digest;
     if (actual !== digest) {
       throw new RewindError(
         'OBJECT_CORRUPT',
@@ -309,11 +334,14 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
         { data: { url, digest, actual } },
       );
     }
+    return stored;
   }
 
   async function ensureCached(digest: Digest): Promise<void> {
     if (!(await cache.has(digest))) await fetchIntoCache(digest);
   }
+
+  const unique = (digests: Iterable<Digest>) => [...new Set(digests)];
 
   return {
     async put(source: ObjectSource): Promise<ObjectInfo> {
@@ -368,6 +396,46 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): ObjectStore 
 
     async damage() {
       return [];
+    },
+
+    async upload(digests) {
+      const sent = { objects: 0, bytes: 0 };
+      await Promise.all(
+        unique(digests).map((digest) =>
+          limit(async () => {
+            const info = await cache.stat(digest);
+            if (!info) {
+              throw new RewindError(
+                'OBJECT_NOT_FOUND',
+                `Object ${digest} is not in the local store, so it cannot be uploaded. Run \`rewind verify\` to list what refers to it.`,
+                { data: { digest } },
+              );
+            }
+            await upload(info);
+            sent.objects += 1;
+            sent.bytes += info.sizeBytes;
+          }),
+        ),
+      );
+      return sent;
+    },
+
+    async download(digests) {
+      const wanted: Digest[] = [];
+      for (const digest of unique(digests)) if (!(await cache.has(digest))) wanted.push(digest);
+      const received = { objects: 0, bytes: 0 };
+      const batch = cache.batch();
+      await Promise.all(
+        wanted.map((digest) =>
+          limit(async () => {
+            const { sizeBytes } = await fetchIntoCache(digest, batch);
+            received.objects += 1;
+            received.bytes += sizeBytes;
+          }),
+        ),
+      );
+      await batch.commit();
+      return received;
     },
 
     async *list(): AsyncIterable<StoredObject> {

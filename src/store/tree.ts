@@ -1,5 +1,5 @@
 import { RewindError } from '../errors.js';
-import { compareNames, type Digest, isDigest } from '../lib/index.js';
+import { compareNames, type Digest, forEachConcurrently, isDigest } from '../lib/index.js';
 import type { ObjectStore } from './object-store.js';
 
 /** The tree encoding version this Rewind reads and writes. */
@@ -277,6 +277,51 @@ export async function walkReferences(
       if (entry.type === 'directory') pending.push({ type: 'tree', digest: entry.digest });
     }
   }
+}
+
+/** Trees read at once by {@link reachableObjects}. */
+const TREES_IN_FLIGHT = 16;
+
+/**
+ * Every object reachable from `roots` that `isKnown` does not name, each once; a known tree is
+ * not read (what is under it is taken as known too). Trees are read a level at a time, up to 16
+ * at once, and `beforeReading` gets each level's trees first (a bucket store downloads them
+ * together). Throws what reading a tree throws.
+ */
+export async function reachableObjects(
+  store: ObjectStore,
+  roots: Iterable<ObjectReference>,
+  options: {
+    isKnown?: (digest: Digest) => boolean;
+    beforeReading?: (trees: Digest[]) => Promise<unknown>;
+  } = {},
+): Promise<{ trees: Digest[]; blobs: Digest[] }> {
+  const found = { trees: [] as Digest[], blobs: [] as Digest[] };
+  const seen = new Set<Digest>();
+  let level: Digest[] = [];
+  const add = (type: ObjectReference['type'], digest: Digest) => {
+    if (seen.has(digest) || options.isKnown?.(digest)) return;
+    seen.add(digest);
+    if (type === 'blob') {
+      found.blobs.push(digest);
+    } else {
+      found.trees.push(digest);
+      level.push(digest);
+    }
+  };
+  for (const root of roots) add(root.type, root.digest);
+  while (level.length > 0) {
+    const current = level;
+    level = [];
+    await options.beforeReading?.(current);
+    await forEachConcurrently(current, TREES_IN_FLIGHT, async (digest) => {
+      for (const entry of (await readTree(store, digest)).entries) {
+        if (entry.type === 'file') add('blob', entry.digest);
+        if (entry.type === 'directory') add('tree', entry.digest);
+      }
+    });
+  }
+  return found;
 }
 
 /** The entry at `path` in a stored tree, reading (and caching in `trees`) each tree once. */

@@ -8,8 +8,8 @@ import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const operations: readonly AnyOperation[] = OPERATIONS;
-/** Needs a PostgreSQL server and a bucket: its --json document is checked in postgres-store.test.ts. */
-const ELSEWHERE = new Set(['attach']);
+/** Need a PostgreSQL server and a bucket: their --json documents are checked in postgres-store.test.ts. */
+const ELSEWHERE = new Set(['attach', 'push', 'pull']);
 const onCli = operations
   .filter((operation) => operation.excludedFrom?.cli === undefined)
   .map((operation) => operation.name)

@@ -26,7 +26,7 @@ const BIN = join(ROOT, 'bin', 'rewind.js');
 
 /**
  * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`) or reach a
- * database (`attach`): only with fixed, harmless arguments.
+ * database (`attach`, `push`, `pull`): only with fixed, harmless arguments.
  */
 const RUNS_SOMETHING = new Set([
   'exec',
@@ -37,6 +37,8 @@ const RUNS_SOMETHING = new Set([
   'mcp',
   'ui',
   'attach',
+  'push',
+  'pull',
 ]);
 
 interface CommandShape {
@@ -328,6 +330,12 @@ describe('fuzzing the command line', () => {
       ['attach'],
       ['attach', 'abcd'],
       ['attach', 'abcd', '--ledger', 'http://not-a-database'],
+      ['push'],
+      ['push', '--ledger', 'http://not-a-database', '--objects', 's3://b'],
+      ['push', '--ledger', 'postgres://127.0.0.1:1/x', '--objects', 'not-a-bucket'],
+      ['pull'],
+      ['pull', 'abcd'],
+      ['pull', 'abcd', '--ledger', 'http://not-a-database', '--objects', 's3://b'],
     ];
     for (const words of lines) {
       const result = await withinBound(() => worker.run(words, workspace), 15_000);

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import {
   checkLedger,
   digestEntry,
+  fileLedgers,
   Ledger,
   type LedgerEntry,
   readLedgerFile,
@@ -221,4 +222,69 @@ describe('ledger', () => {
     }
     expect(checkLedger(reading, true)).toEqual([]);
   }, 120_000);
+});
+
+describe('copying a session into a store (push, pull)', () => {
+  /** A hash-chained session of a few entries in a store of its own, and its lines. */
+  async function source() {
+    const { ledger } = await newLedger({ hashChain: true });
+    await ledger.append('note-added', { text: 'one' });
+    await ledger.append('note-added', { text: 'two' });
+    await ledger.close();
+    const text = await readFile(ledger.session.file, 'utf8');
+    return { entries: (await readLedgerFile(ledger.session.file)).entries, text };
+  }
+
+  it('writes a missing session whole, then only the entries it lacks, byte for byte', async () => {
+    const { entries, text } = await source();
+    const { directory } = await initStore(await makeTempDirectory());
+    const ledgers = fileLedgers(directory);
+    const first = await ledgers.copyIn('abc123', entries.slice(0, 2));
+    expect(first).toMatchObject({ appended: 2, ahead: 0 });
+    expect(first.session.file).toBe(join(directory, 'sessions', '2026-11-29_abc123.jsonl'));
+    // A crash had torn the last line: the copy starts on a fresh line after it.
+    await appendFile(first.session.file, '{"v":1,"seq":3,"ki');
+    expect(await ledgers.copyIn('abc123', entries)).toMatchObject({ appended: 1, ahead: 0 });
+    const reading = await readLedgerFile(first.session.file);
+    expect(reading.entries.map((entry) => entry.seq)).toEqual([1, 2, 3]);
+    expect(checkLedger(reading, true)).toEqual([]);
+    const lines = (await readFile(first.session.file, 'utf8')).split('\n');
+    expect(lines.filter((line) => line !== '{"v":1,"seq":3,"ki').join('\n')).toBe(text);
+    // A copy that has them all, or more: nothing written.
+    expect(await ledgers.copyIn('abc123', entries)).toMatchObject({ appended: 0, ahead: 0 });
+    expect(await ledgers.copyIn('abc123', entries.slice(0, 1))).toMatchObject({
+      appended: 0,
+      ahead: 2,
+    });
+    // The same session opened for appending goes on from the copied entries.
+    const session = sessionFileOf(directory, '2026-11-29_abc123');
+    const opened = await Ledger.open(session as NonNullable<typeof session>);
+    expect((await opened.append('note-added', { text: 'three' })).seq).toBe(4);
+    await opened.close();
+    expect(checkLedger(await readLedgerFile(first.session.file), true)).toEqual([]);
+  });
+
+  it('refuses copies that went apart, and entries that are not a whole ledger, writing nothing', async () => {
+    const { entries } = await source();
+    const { directory } = await initStore(await makeTempDirectory());
+    const ledgers = fileLedgers(directory);
+    const { session } = await ledgers.copyIn('abc123', entries.slice(0, 2));
+    const before = await readFile(session.file, 'utf8');
+    const other = { ...(entries[1] as LedgerEntry), body: { text: 'not the same' } };
+    await expect(
+      ledgers.copyIn('abc123', [entries[0] as LedgerEntry, other]),
+    ).rejects.toMatchObject({ code: 'SESSION_DIVERGED', data: { seq: 2 } });
+    await expect(
+      ledgers.copyIn('abc123', [entries[0] as LedgerEntry, entries[2] as LedgerEntry]),
+    ).rejects.toMatchObject({ code: 'LEDGER_CORRUPT' });
+    // The third entry's hash of the second replaced: the chain is broken.
+    const unchained = {
+      ...(entries[2] as LedgerEntry),
+      prev: digestEntry(entries[0] as LedgerEntry),
+    };
+    await expect(
+      ledgers.copyIn('abc123', [...entries.slice(0, 2), unchained]),
+    ).rejects.toMatchObject({ code: 'LEDGER_CORRUPT', message: expect.stringContaining('#3') });
+    expect(await readFile(session.file, 'utf8')).toBe(before);
+  });
 });

@@ -12,7 +12,6 @@ import type {
   VerifyReport,
 } from '../../index.js';
 import {
-  attachOperation,
   FIRST_CHECKPOINT_BUDGET,
   gcOperation,
   type InitOutput,
@@ -30,6 +29,7 @@ import { type CliContext, EXIT_FAILED, type GlobalFlags } from '../context.js';
 import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
 import { describeBudget, isOverBudget, renderPreviewLine } from '../preview.js';
+import { registerSharingCommands } from './sharing.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -363,39 +363,7 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
     ),
   );
 
-  const attach = commandFor(program, attachOperation);
-  feed(
-    attach,
-    'session',
-    new Argument('<session>', "the session's id, or a unique prefix of four characters or more"),
-  );
-  feed(
-    attach,
-    'ledger',
-    new Option('--ledger <url>', 'the PostgreSQL URL its ledger is in').makeOptionMandatory(),
-  );
-  feed(
-    attach,
-    'objects',
-    new Option('--objects <url>', 'the bucket its objects are in (default: REWIND_OBJECTS)'),
-  );
-  attach.action((session: string, flags: { ledger: string; objects?: string }, command: Command) =>
-    cli.perform(
-      command,
-      attachOperation,
-      { session, ledger: flags.ledger, objects: flags.objects },
-      {
-        text: (output, globals) =>
-          globals.quiet
-            ? ''
-            : `Attached to session ${output.session} in ${output.workspace}${
-                output.checkpoint === undefined
-                  ? ': it has no checkpoint yet, so nothing was restored.'
-                  : `: checkpoint ${output.checkpoint} restored (${plural(output.restored?.changes.length ?? 0, 'path')}).`
-              }\n`,
-      },
-    ),
-  );
+  registerSharingCommands(program, cli);
 
   commandFor(program, statusOperation).action((_flags: object, command: Command) =>
     cli.perform(
