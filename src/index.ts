@@ -111,6 +111,7 @@ export {
   init,
   type LogLine,
   type LogReport,
+  ledgerRevision,
   locateWorkspace,
   log,
   type NewSessionOptions,

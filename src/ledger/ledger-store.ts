@@ -1,6 +1,6 @@
 // Where a store's sessions keep their ledgers: files under `sessions/` (the default), or a
 // PostgreSQL database (SPEC.md §5a). The session layer works with either through this surface.
-import { link, mkdir, open, unlink } from 'node:fs/promises';
+import { link, mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { syncPath, temporaryPathBeside, withLock } from '../lib/index.js';
@@ -59,6 +59,11 @@ export interface LedgerStore {
    * are not a whole ledger (see {@link checkCopiedEntries}).
    */
   copyIn(id: string, entries: readonly LedgerEntry[]): Promise<CopyInResult>;
+  /**
+   * A value that changes whenever a session starts or an entry is appended to one: what a live
+   * view (`rewind ui`) polls, cheaply, to know when to read again.
+   */
+  revision(): Promise<string>;
 }
 
 /** What {@link LedgerStore.copyIn} did. */
@@ -121,7 +126,26 @@ export function fileLedgers(storeDirectory: string): LedgerStore {
     create: (options) => Ledger.create(storeDirectory, options),
     open: (session, options) => Ledger.open(session, options),
     copyIn: (id, entries) => copyIntoFile(storeDirectory, id, entries),
+    revision: () => filesRevision(join(storeDirectory, 'sessions')),
   };
+}
+
+/** The names, sizes and change times of the files under `sessions/`: an append changes them. */
+async function filesRevision(directory: string): Promise<string> {
+  let names: string[];
+  try {
+    names = await readdir(directory);
+  } catch {
+    return '';
+  }
+  const parts: string[] = [];
+  for (const name of names.sort()) {
+    try {
+      const stats = await stat(join(directory, name));
+      parts.push(`${name}:${stats.size}:${stats.mtimeMs}`);
+    } catch {}
+  }
+  return parts.join('|');
 }
 
 /**

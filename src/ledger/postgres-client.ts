@@ -62,19 +62,30 @@ export function databaseFailed(error: unknown, url: string, doing: string): Rewi
 }
 
 /**
- * A pool per URL, shared by the ledgers of a process; closed with the last ledger using it. Its
- * user count is taken before the client library loads, so callers at once share one pool.
+ * A pool per URL, shared by the ledgers of a process. Its user count is taken before the client
+ * library loads, so callers at once share one pool. When the last user lets go, the pool stays
+ * open {@link POOL_LINGER_MS} more, so a run of short uses (a status over many sessions, a page
+ * polling for new entries) takes one connection instead of one each; its idle connections never
+ * keep a process from exiting (`allowExitOnIdle`).
  */
-const pools = new Map<string, { pool: Promise<Pool>; users: number }>();
+const pools = new Map<
+  string,
+  { pool: Promise<Pool>; users: number; closing?: ReturnType<typeof setTimeout> }
+>();
+
+/** How long a pool no one uses stays open. */
+const POOL_LINGER_MS = 5_000;
 
 export function poolOf(url: string): Promise<Pool> {
   const known = pools.get(url);
   if (known) {
     known.users += 1;
+    clearTimeout(known.closing);
+    known.closing = undefined;
     return known.pool;
   }
   const pool = loadPg().then(({ Pool }) => {
-    const created = new Pool({ connectionString: url, max: 4 });
+    const created = new Pool({ connectionString: url, max: 4, allowExitOnIdle: true });
     // A connection the server dropped (a restart) errors while idle: the pool replaces it.
     created.on('error', () => {});
     return created;
@@ -88,8 +99,11 @@ export async function releasePool(url: string): Promise<void> {
   if (!known) return;
   known.users -= 1;
   if (known.users > 0) return;
-  pools.delete(url);
-  await (await known.pool).end();
+  known.closing = setTimeout(() => {
+    pools.delete(url);
+    void known.pool.then((pool) => pool.end()).catch(() => {});
+  }, POOL_LINGER_MS);
+  known.closing.unref();
 }
 
 /** Runs `work` in a transaction on a connection of `pool`; rolls back when it throws. */

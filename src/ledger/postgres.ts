@@ -340,6 +340,18 @@ export function postgresLedgers(url: string, store: string): LedgerStore {
     open: (session, options) => PostgresLedger.open(url, store, session.id, options),
     copyIn: (id, entries) =>
       withPool((pool) => copyIntoDatabase(pool, { url, store, id }, entries)),
+    revision: () =>
+      withPool(async (pool) => {
+        try {
+          const { rows } = await pool.query<{ revision: string | null }>(
+            "SELECT string_agg(session || ':' || last_seq, '|' ORDER BY session) AS revision FROM rewind_sessions WHERE store = $1",
+            [store],
+          );
+          return rows[0]?.revision ?? '';
+        } catch (error) {
+          throw databaseFailed(error, url, 'Reading the sessions');
+        }
+      }),
   };
 }
 

@@ -57,6 +57,7 @@ export {
   init,
   type LogLine,
   type LogReport,
+  ledgerRevision,
   locateWorkspace,
   log,
   type NewSessionOptions,

@@ -272,6 +272,15 @@ export async function previewWorkspace(options: WorkspaceOptions): Promise<Snaps
   return previewSnapshot(location.workspace, { storeDirectory: location.directory });
 }
 
+/**
+ * A value that changes whenever one of the store's sessions starts or gets an entry, whether its
+ * ledgers are files or rows in a database: what a live view polls to know when to read again.
+ * Throws `STORE_NOT_FOUND`, and `IO_FAILED` when the database cannot be reached.
+ */
+export async function ledgerRevision(options: WorkspaceOptions): Promise<string> {
+  return ledgersOf(await openStore(options.workspace)).revision();
+}
+
 /** What {@link status} reports. */
 export interface StatusReport {
   workspace: string;

@@ -4,7 +4,7 @@
  * person may take from the page (rollback, undo, approve, discard, compensate, commit) are the
  * same operations the CLI runs, each in its own short hold of the workspace lock.
  */
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
@@ -15,6 +15,7 @@ import {
   type HttpEndpoint,
   isLoopbackHost,
   isRewindError,
+  ledgerRevision,
   openSession,
   RewindError,
   refusalOfRequest,
@@ -184,7 +185,7 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
     );
   }
   // A workspace without a store is refused here, saying how to make one (STORE_NOT_FOUND).
-  const { workspace, storeDirectory } = await status({ workspace: options.workspace });
+  const { workspace } = await status({ workspace: options.workspace });
   const endpoint: HttpEndpoint = {
     host,
     port: options.port ?? 0,
@@ -269,7 +270,8 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
     return runFor(context, workspace, operation, session, body.input);
   });
 
-  // New entries, live: an event whenever a session's ledger grows (or a session appears).
+  // New entries, live: an event whenever a session's ledger grows (or a session appears), its
+  // ledgers files or rows in a database. A poll that fails (the database restarting) is retried.
   app.get('/api/events', (context) =>
     streamSSE(context, async (stream) => {
       let last = '';
@@ -278,7 +280,7 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
         isOpen = false;
       });
       while (isOpen) {
-        const now = await ledgersState(storeDirectory);
+        const now = await ledgerRevision({ workspace }).catch(() => last);
         if (now !== last) {
           await stream.writeSSE({ event: 'ledger', data: String(Date.now()) });
           last = now;
@@ -307,23 +309,4 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
         (server as { closeAllConnections?: () => void }).closeAllConnections?.();
       }),
   };
-}
-
-/** The sizes and times of every ledger of the store: what changes when an entry is appended. */
-async function ledgersState(storeDirectory: string): Promise<string> {
-  const directory = join(storeDirectory, 'sessions');
-  let names: string[];
-  try {
-    names = await readdir(directory);
-  } catch {
-    return '';
-  }
-  const parts: string[] = [];
-  for (const name of names.sort()) {
-    try {
-      const stats = await stat(join(directory, name));
-      parts.push(`${name}:${stats.size}:${stats.mtimeMs}`);
-    } catch {}
-  }
-  return parts.join('|');
 }

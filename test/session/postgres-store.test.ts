@@ -2,7 +2,8 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { init, log, openSession, status, verify } from '../../src/session/index.js';
+import { init, log, note, openSession, status, verify } from '../../src/session/index.js';
+import { startUi } from '../../src/ui/server.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { startS3Server } from '../helpers/s3.js';
@@ -10,6 +11,8 @@ import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
 let server: PostgresServer;
+/** What the page reads from /api/read/log. */
+type Logged = { output: { entries: { kind: string }[] } };
 
 beforeAll(async () => {
   server = await startPostgres({ durable: false });
@@ -128,6 +131,47 @@ describe('a store whose ledgers are in PostgreSQL', () => {
       await s3.close();
     }
   }, 60_000);
+
+  it('serves its timeline in rewind ui, with new entries live, and lets a command exit at once', async () => {
+    const workspace = await makeTempDirectory();
+    await init({ workspace, ledger: server.url });
+    const ui = await startUi({ workspace, assets: join(ROOT, 'dist/ui-assets'), pollMs: 100 });
+    const base = ui.url.slice(0, ui.url.indexOf('/?'));
+    const headers = { authorization: `Bearer ${ui.endpoint.token}` };
+    const stream = new AbortController();
+    try {
+      const logged = (await (await fetch(`${base}/api/read/log`, { headers })).json()) as Logged;
+      expect(logged.output.entries.map((line) => line.kind)).toEqual(['session-started']);
+      const events = await fetch(`${base}/api/events`, { headers, signal: stream.signal });
+      const reader = (events.body as ReadableStream<Uint8Array>).getReader();
+      const decoder = new TextDecoder();
+      let seen = '';
+      const nextEvent = async () => {
+        const count = seen.split('event: ledger').length;
+        while (seen.split('event: ledger').length === count) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error('the event stream ended');
+          seen += decoder.decode(value);
+        }
+      };
+      await nextEvent();
+      await note({ workspace, text: 'written while the page watches' });
+      await nextEvent();
+      const after = (await (await fetch(`${base}/api/read/log`, { headers })).json()) as Logged;
+      expect(after.output.entries.map((line) => line.kind)).toEqual([
+        'session-started',
+        'note-added',
+      ]);
+    } finally {
+      stream.abort();
+      await ui.close();
+    }
+    // The connection pool lingers for the next use, but never keeps a command from exiting.
+    const started = Date.now();
+    const logged = await runNode([join(ROOT, 'bin', 'rewind.js'), 'log'], { cwd: workspace });
+    expect(logged.stdout).toContain('written while the page watches');
+    expect(Date.now() - started).toBeLessThan(4_000);
+  });
 
   it('says plainly when the database refuses the credentials, and makes no store', async () => {
     const workspace = await makeTempDirectory();
