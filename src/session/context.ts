@@ -29,6 +29,11 @@ export interface SessionContext {
   readonly hostWorkspace: string;
   /** The `.rewind/` directory. */
   readonly storeDirectory: string;
+  /**
+   * On a shared ledger, the id of this copy of the workspace (`.rewind/config.json`): every
+   * intent carries it, and recovery finishes only this copy's. Undefined for a local ledger.
+   */
+  readonly workspaceId?: string;
   readonly store: ObjectStore;
   readonly ledger: SessionLedger;
   readonly redactor: Redactor;

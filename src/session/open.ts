@@ -107,6 +107,9 @@ async function createContext(
     workspace: isIsolated ? viewDirectoryOf(location.directory, id) : location.workspace,
     hostWorkspace: location.workspace,
     storeDirectory: location.directory,
+    ...(location.ledger?.workspaceId !== undefined && {
+      workspaceId: location.ledger.workspaceId,
+    }),
     store: openObjectStore(location),
     ledger,
     redactor,

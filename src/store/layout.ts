@@ -40,16 +40,18 @@ export interface StoreLocation {
    */
   objects?: string;
   /**
-   * Where its sessions' ledgers are kept when not under `sessions/`: a PostgreSQL database, and
-   * the store's id there (SPEC.md §5a).
+   * Where its sessions' ledgers are kept when not under `sessions/`: a PostgreSQL database, the
+   * store's id there (SPEC.md §5a), and the id of this copy of the workspace, which every intent
+   * it journals carries so that only this copy finishes it after a crash (absent in stores made
+   * before copies were named).
    */
-  ledger?: { url: string; store: string };
+  ledger?: { url: string; store: string; workspaceId?: string };
 }
 
 /** What a store's `config.json` says: where its objects and its ledgers are kept. */
 interface StoreConfig {
   objects?: string;
-  ledger?: { url: string; store: string };
+  ledger?: { url: string; store: string; workspaceId?: string };
 }
 
 /** Whether `url` names a PostgreSQL database. */
@@ -71,7 +73,7 @@ async function readStoreConfig(directory: string): Promise<StoreConfig> {
     if (isSystemError(error, 'ENOENT')) return {};
     throw error;
   }
-  let parsed: { objects?: unknown; ledger?: unknown; store?: unknown };
+  let parsed: { objects?: unknown; ledger?: unknown; store?: unknown; workspaceId?: unknown };
   const refuse = (what: string, cause?: unknown) =>
     new RewindError(
       'INVALID_ARGUMENT',
@@ -96,7 +98,14 @@ async function readStoreConfig(directory: string): Promise<StoreConfig> {
     if (typeof parsed.store !== 'string' || parsed.store === '') {
       throw refuse('names a ledger database without the store\'s "store" id');
     }
-    config.ledger = { url: parsed.ledger, store: parsed.store };
+    if (parsed.workspaceId !== undefined && typeof parsed.workspaceId !== 'string') {
+      throw refuse('has a "workspaceId" that is not text');
+    }
+    config.ledger = {
+      url: parsed.ledger,
+      store: parsed.store,
+      ...(parsed.workspaceId !== undefined && { workspaceId: parsed.workspaceId }),
+    };
   }
   return config;
 }
@@ -282,6 +291,7 @@ export async function initStore(
       ...(options.ledger !== undefined && {
         ledger: options.ledger,
         store: options.store ?? randomUUID(),
+        workspaceId: randomUUID(),
       }),
     };
     await writeFileAtomic(

@@ -2,11 +2,20 @@
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { init, log, note, openSession, status, verify } from '../../src/session/index.js';
+import {
+  attachShared,
+  init,
+  log,
+  note,
+  openSession,
+  status,
+  verify,
+} from '../../src/session/index.js';
 import { startUi } from '../../src/ui/server.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { startS3Server } from '../helpers/s3.js';
+import { readState, without } from '../helpers/state.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
@@ -172,6 +181,65 @@ describe('a store whose ledgers are in PostgreSQL', () => {
     expect(logged.stdout).toContain('written while the page watches');
     expect(Date.now() - started).toBeLessThan(4_000);
   });
+
+  it("leaves a copy's interrupted rollback to that copy: another machine's commands do not finish it", async () => {
+    const s3 = await startS3Server();
+    const saved = { ...process.env };
+    Object.assign(process.env, s3.environment);
+    try {
+      const objects = `s3://${s3.bucket}/copies`;
+      const first = await makeTempDirectory();
+      const layout: Record<string, string> = {};
+      for (let index = 0; index < 120; index++)
+        layout[`d${index % 6}/f${index}.txt`] = `base ${index}\n`;
+      await lay(first, layout);
+      await init({ workspace: first, ledger: server.url, objects });
+      const session = await openSession({ workspace: first });
+      await session.checkpoint('base');
+      await session.close();
+      for (let index = 0; index < 120; index++) {
+        await writeFile(join(first, `d${index % 6}/f${index}.txt`), `edited ${index}\n`);
+      }
+      const second = await makeTempDirectory();
+      await attachShared({ workspace: second, session: session.id, ledger: server.url, objects });
+      const secondBefore = await readState(second);
+
+      // The first machine's rollback is killed midway: its files are half base, half edited.
+      const run = await runNode(
+        [join(ROOT, 'test/helpers/rollback-child.mjs'), first, 'base', '40'],
+        { env: process.env },
+      );
+      expect(run.signal).toBe('SIGKILL');
+      const intent = (await log({ workspace: first })).entries.at(-1);
+      expect(intent?.kind).toBe('rollback-started');
+      const torn = await readState(first);
+
+      // The second machine works on: its commands leave the first one's rollback open.
+      const there = await openSession({ workspace: second });
+      await there.write('notes.txt', 'from the second machine\n');
+      await there.close();
+      expect(await readState(first)).toEqual(torn);
+      expect(without(await readState(second), (path) => path === 'notes.txt')).toEqual(
+        secondBefore,
+      );
+      const closings = (await log({ workspace: second })).entries.filter(
+        (line) => line.kind === 'rollback-completed' && line.entry.body.startedSeq === intent?.seq,
+      );
+      expect(closings).toEqual([]);
+
+      // The first machine's next command finishes it there.
+      const back = await openSession({ workspace: first });
+      await back.close();
+      expect(await readState(first)).toEqual(secondBefore);
+      const finished = (await log({ workspace: first })).entries.find(
+        (line) => line.kind === 'rollback-completed' && line.entry.body.startedSeq === intent?.seq,
+      );
+      expect(finished?.entry.body).toMatchObject({ isRecovery: true });
+    } finally {
+      process.env = saved;
+      await s3.close();
+    }
+  }, 60_000);
 
   it('says plainly when the database refuses the credentials, and makes no store', async () => {
     const workspace = await makeTempDirectory();

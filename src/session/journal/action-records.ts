@@ -67,7 +67,11 @@ export interface ActionRecord {
   compensates: number | undefined;
 }
 
-const STARTING_KINDS = new Set(['action-started', 'rollback-started', 'undo-started']);
+export const STARTING_KINDS: ReadonlySet<string> = new Set([
+  'action-started',
+  'rollback-started',
+  'undo-started',
+]);
 const COMPLETING_KINDS = new Set(['action-completed', 'rollback-completed', 'undo-completed']);
 const FAILING_KINDS = new Set(['action-failed', 'rollback-failed', 'undo-failed']);
 
@@ -112,13 +116,16 @@ export interface ActionIndex {
   readonly byId: Map<number, ActionRecord>;
   /** Actions started and not yet closed (drafts and recorded actions included), by id. */
   readonly open: Set<number>;
-  /** The newest action started, if any. */
-  newest: ActionRecord | undefined;
+  /**
+   * The newest action started, by the workspace copy that started it (`workspaceId` in its
+   * intent; '' for none): on a shared ledger, each copy finishes only its own.
+   */
+  readonly newest: Map<string, ActionRecord>;
 }
 
 /** An empty {@link ActionIndex}; feed it with {@link addToActionIndex}. */
 export function createActionIndex(): ActionIndex {
-  return { byId: new Map(), open: new Set(), newest: undefined };
+  return { byId: new Map(), open: new Set(), newest: new Map() };
 }
 
 /**
@@ -151,7 +158,7 @@ export function addToActionIndex(index: ActionIndex, entry: LedgerEntry): void {
     action.effect = effectOf(action);
     index.byId.set(entry.seq, action);
     index.open.add(entry.seq);
-    index.newest = action;
+    index.newest.set(typeof body.workspaceId === 'string' ? body.workspaceId : '', action);
     return;
   }
   const action = index.byId.get(Number(body.startedSeq ?? body.undoes));

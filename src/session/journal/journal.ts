@@ -8,6 +8,7 @@ import {
   type ActionRecord,
   addToActionIndex,
   createActionIndex,
+  STARTING_KINDS,
 } from './action-records.js';
 import { CheckpointIndex, type CheckpointInfo } from './checkpoint-records.js';
 import { type ConversationRef, ConversationTracker, conversationIn } from './conversation-refs.js';
@@ -22,6 +23,8 @@ import { recover } from './recovery.js';
  */
 export class Journal {
   readonly #ledger: SessionLedger;
+  /** The workspace copy this process works in, on a shared ledger: recorded in every intent. */
+  readonly #workspaceId: string | undefined;
   /** The entries folded in so far: the reading they came from. */
   #entries: readonly LedgerEntry[] = [];
   #actions: ActionIndex = createActionIndex();
@@ -32,8 +35,9 @@ export class Journal {
   #viewCreated: LedgerEntry | undefined;
   #queue: Promise<void> = Promise.resolve();
 
-  constructor(ledger: SessionLedger) {
+  constructor(ledger: SessionLedger, workspaceId?: string) {
     this.#ledger = ledger;
+    this.#workspaceId = workspaceId;
   }
 
   /** Reads what was appended since the last refresh and folds it in. */
@@ -88,7 +92,11 @@ export class Journal {
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
   ): Promise<LedgerEntry> {
-    const entry = await this.#ledger.append(kind, body, refs);
+    const stamped =
+      this.#workspaceId !== undefined && STARTING_KINDS.has(kind)
+        ? { ...body, workspaceId: this.#workspaceId }
+        : body;
+    const entry = await this.#ledger.append(kind, stamped, refs);
     await this.refresh();
     return entry;
   }
@@ -98,14 +106,17 @@ export class Journal {
     return this.#actions.byId;
   }
 
-  /** The newest action started, closed or not. */
+  /**
+   * The newest action this workspace copy started, closed or not: one whose intent names this
+   * copy's `workspaceId`, or names none (a local ledger's; a shared one's written before copies
+   * were named). Another copy's actions are its own to finish.
+   */
   newestAction(): ActionRecord | undefined {
-    return this.#actions.newest;
-  }
-
-  /** Actions started and not yet closed, oldest first: what recovery looks at. */
-  openActions(): ActionRecord[] {
-    return [...this.#actions.open].flatMap((id) => this.#actions.byId.get(id) ?? []);
+    const unnamed = this.#actions.newest.get('');
+    const own =
+      this.#workspaceId === undefined ? undefined : this.#actions.newest.get(this.#workspaceId);
+    if (!own) return unnamed;
+    return !unnamed || own.id > unnamed.id ? own : unnamed;
   }
 
   /** The action `id`. Throws `ACTION_NOT_FOUND` when that entry started no action. */
@@ -188,7 +199,7 @@ const journals = new WeakMap<SessionContext, Journal>();
 function journalOf(context: SessionContext): Journal {
   let journal = journals.get(context);
   if (!journal) {
-    journal = new Journal(context.ledger);
+    journal = new Journal(context.ledger, context.workspaceId);
     journals.set(context, journal);
   }
   return journal;
