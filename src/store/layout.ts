@@ -181,12 +181,15 @@ async function checkIsDirectory(directory: string): Promise<void> {
 async function checkMarker(directory: string): Promise<boolean> {
   const marker = await readMarker(directory);
   if (marker === 'missing') {
-    // Empty, or only the marker being written by another init at this very moment: ours to make.
-    const inProgress = new RegExp(
-      `^\\.${STORE_MARKER_FILE.replace('.', '\\.')}\\.\\d+\\.[0-9a-f]{12}\\.tmp$`,
+    // Empty, or holding only what an init writes before the marker (the settings, written by
+    // hand or by an init that was cut short, and either file being written at this very
+    // moment): ours to make.
+    const made = (file: string) => file.replace('.', '\\.');
+    const beforeMarker = new RegExp(
+      `^(?:${made(STORE_CONFIG_FILE)}|\\.(?:${made(STORE_MARKER_FILE)}|${made(STORE_CONFIG_FILE)})\\.\\d+\\.[0-9a-f]{12}\\.tmp)$`,
     );
     const names = await readdir(directory);
-    if (names.every((name) => inProgress.test(name))) return false;
+    if (names.every((name) => beforeMarker.test(name))) return false;
     throw notOurs(directory, `it has no ${STORE_MARKER_FILE}`);
   }
   if (marker.version > STORE_FORMAT_VERSION) {
@@ -299,6 +302,23 @@ export async function initStore(
       `${JSON.stringify(config, null, 2)}\n`,
     );
   }
+  const settings = await readStoreConfig(directory);
+  if (!exists && settings.ledger && settings.ledger.workspaceId === undefined) {
+    // Settings written by hand: this copy of the workspace gets its id before the marker.
+    await writeFileAtomic(
+      join(directory, STORE_CONFIG_FILE),
+      `${JSON.stringify(
+        {
+          ...(settings.objects !== undefined && { objects: settings.objects }),
+          ledger: settings.ledger.url,
+          store: settings.ledger.store,
+          workspaceId: randomUUID(),
+        },
+        null,
+        2,
+      )}\n`,
+    );
+  }
   if (!exists) {
     const marker: StoreMarker = {
       format: STORE_FORMAT,
@@ -319,8 +339,7 @@ export async function initStore(
   if ((await readFile(gitignore, 'utf8').catch(() => undefined)) !== STORE_GITIGNORE) {
     await writeFileAtomic(gitignore, STORE_GITIGNORE);
   }
-  const settings = await readStoreConfig(directory);
-  return { workspace: root, directory, isNew: !exists, ...settings };
+  return { workspace: root, directory, isNew: !exists, ...(await readStoreConfig(directory)) };
 }
 
 /**

@@ -1,5 +1,5 @@
 // A workspace whose sessions keep their ledgers in PostgreSQL (Debian's, started here).
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -240,6 +240,23 @@ describe('a store whose ledgers are in PostgreSQL', () => {
       await s3.close();
     }
   }, 60_000);
+
+  it('takes the database from a .rewind/config.json written by hand', async () => {
+    const workspace = await makeTempDirectory();
+    await mkdir(join(workspace, '.rewind'));
+    await writeFile(
+      join(workspace, '.rewind', 'config.json'),
+      JSON.stringify({ ledger: server.url, store: 'written-by-hand' }),
+    );
+    const made = await init({ workspace });
+    expect(made.session.file).toContain('#written-by-hand/');
+    expect(await readdir(join(workspace, '.rewind', 'sessions'))).toEqual([]);
+    await note({ workspace, text: 'into the database' });
+    expect((await log({ workspace })).entries.map((line) => line.kind)).toEqual([
+      'session-started',
+      'note-added',
+    ]);
+  });
 
   it('says plainly when the database refuses the credentials, and makes no store', async () => {
     const workspace = await makeTempDirectory();

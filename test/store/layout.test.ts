@@ -37,6 +37,34 @@ describe('store layout', () => {
     await expect(initStore(workspace)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
   });
 
+  it('finishes a store whose init stopped after its settings, or whose settings were written by hand', async () => {
+    // An init cut short between config.json (written first) and the marker, a temporary file left.
+    const workspace = await makeTempDirectory();
+    await mkdir(join(workspace, '.rewind'));
+    const settings = { objects: 's3://team/agents', ledger: 'postgres://db/rewind', store: 'ci' };
+    await writeFile(join(workspace, '.rewind', 'config.json'), JSON.stringify(settings));
+    await writeFile(join(workspace, '.rewind', '.config.json.4242.0123456789ab.tmp'), '{');
+    const made = await initStore(workspace);
+    expect(made).toMatchObject({
+      isNew: true,
+      objects: 's3://team/agents',
+      ledger: { url: 'postgres://db/rewind', store: 'ci', workspaceId: expect.any(String) },
+    });
+    // Its copy of the workspace was named once, before the marker, and keeps that name.
+    const again = await openStore(workspace);
+    expect(again.ledger?.workspaceId).toBe(made.ledger?.workspaceId);
+    expect(JSON.parse(await readFile(join(workspace, '.rewind', 'config.json'), 'utf8'))).toEqual({
+      ...settings,
+      workspaceId: made.ledger?.workspaceId,
+    });
+    // Anything else beside them is still not ours.
+    const other = await makeTempDirectory();
+    await mkdir(join(other, '.rewind'));
+    await writeFile(join(other, '.rewind', 'config.json'), '{}');
+    await writeFile(join(other, '.rewind', 'notes.txt'), 'mine');
+    await expect(initStore(other)).rejects.toMatchObject({ code: 'STORE_NOT_OURS' });
+  });
+
   it('refuses a .rewind that is a file or a link to nothing, saying what it is and what to do, and leaves it as it was', async () => {
     const workspace = await makeTempDirectory();
     const path = join(workspace, '.rewind');

@@ -6,13 +6,13 @@ import type { CliContext } from '../context.js';
 import { formatBytes, plural } from '../format.js';
 import { commandFor, feed } from '../options.js';
 
+/** The session `attach` and `pull` find in the database. */
+const sessionArgument = () =>
+  new Argument('<session>', "the session's id, or a unique prefix of four characters or more");
+
 export function registerSharingCommands(program: Command, cli: CliContext): void {
   const attach = commandFor(program, attachOperation);
-  feed(
-    attach,
-    'session',
-    new Argument('<session>', "the session's id, or a unique prefix of four characters or more"),
-  );
+  feed(attach, 'session', sessionArgument());
   feed(
     attach,
     'ledger',
@@ -80,11 +80,7 @@ export function registerSharingCommands(program: Command, cli: CliContext): void
   );
 
   const pull = commandFor(program, pullOperation);
-  feed(
-    pull,
-    'session',
-    new Argument('<session>', "the session's id, or a unique prefix of four characters or more"),
-  );
+  feed(pull, 'session', sessionArgument());
   sharedOptions(pull);
   pull.action((session: string, flags: { ledger?: string; objects?: string }, command: Command) =>
     cli.perform(
