@@ -20,15 +20,18 @@ import {
   isPostgresUrl,
   openObjectStore,
   openStore,
+  type StoreLocation,
   workspaceLockOf,
 } from '../store/index.js';
 import { checkWorkspace, previewSnapshot, type SnapshotPreview } from '../workspace/index.js';
 import {
   type ActionClass,
-  type ActionRecord,
   type ActionState,
+  addToActionIndex,
+  createActionIndex,
   deriveActions,
   isRecorded,
+  newestActionOf,
 } from './journal/action-records.js';
 import { type ProtectionOptions, type Protections, protectionsOf } from './protections.js';
 import { ledgersOf, pickSession, startLedger } from './session-files.js';
@@ -72,10 +75,17 @@ export interface SessionSummary {
   interrupted: { id: number; kind: string; target: string } | undefined;
 }
 
-/** The newest action when it never ended (drafts and recorded actions wait by design). */
-export function interruptedOf(entries: readonly LedgerEntry[]): SessionSummary['interrupted'] {
-  let newest: ActionRecord | undefined;
-  for (const action of deriveActions(entries).values()) newest = action;
+/**
+ * The newest action of this copy of the workspace (see `newestActionOf`; `workspaceId` is the
+ * store's, on a shared ledger) when it never ended: drafts and recorded actions wait by design.
+ */
+export function interruptedOf(
+  entries: readonly LedgerEntry[],
+  workspaceId?: string,
+): SessionSummary['interrupted'] {
+  const index = createActionIndex();
+  for (const entry of entries) addToActionIndex(index, entry);
+  const newest = newestActionOf(index, workspaceId);
   if (!newest || newest.closed || newest.state === 'draft' || newest.state === 'discarded') {
     return undefined;
   }
@@ -87,6 +97,7 @@ function summarize(
   session: SessionFile,
   reading: LedgerReading,
   current: SessionFile | undefined,
+  location: StoreLocation,
 ): SessionSummary {
   const unsupportedEntry = findUnsupportedEntry(reading.entries);
   return {
@@ -107,7 +118,7 @@ function summarize(
         ? reading.entries[0].body.startedBy
         : undefined,
     protections: protectionsOf(reading.entries),
-    interrupted: interruptedOf(reading.entries),
+    interrupted: interruptedOf(reading.entries, location.ledger?.workspaceId),
   };
 }
 
@@ -214,7 +225,7 @@ export async function init(
     workspace: location.workspace,
     storeDirectory: location.directory,
     isNewStore: location.isNew,
-    session: summarize(current, await ledgers.read(current), current),
+    session: summarize(current, await ledgers.read(current), current, location),
     isNewSession,
   };
 }
@@ -232,7 +243,12 @@ export async function startSession(
   await ledger.close();
   if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);
   const current = options.makeCurrent !== false ? ledger.session : undefined;
-  return summarize(ledger.session, await ledgersOf(location).read(ledger.session), current);
+  return summarize(
+    ledger.session,
+    await ledgersOf(location).read(ledger.session),
+    current,
+    location,
+  );
 }
 
 /**
@@ -247,7 +263,7 @@ export async function useSession(
   const location = await openStore(options.workspace);
   const session = await pickSession(location, options.session);
   const reading = await ledgersOf(location).read(session);
-  const summary = summarize(session, reading, session);
+  const summary = summarize(session, reading, session, location);
   if (
     summary.isolation === 'isolated' &&
     !existsSync(join(location.directory, 'views', session.id))
@@ -300,7 +316,7 @@ export async function status(options: WorkspaceOptions): Promise<StatusReport> {
   const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
   const sessions: SessionSummary[] = [];
   for (const session of await ledgers.list()) {
-    sessions.push(summarize(session, await ledgers.read(session), current));
+    sessions.push(summarize(session, await ledgers.read(session), current, location));
   }
   const objects = { count: 0, sizeBytes: 0 };
   for await (const object of openObjectStore(location).list()) {
@@ -357,7 +373,7 @@ export async function log(
   const reading = await ledgers.read(session);
   const actions = deriveActions(reading.entries);
   return {
-    session: summarize(session, reading, current),
+    session: summarize(session, reading, current, location),
     entries: reading.entries
       .filter((entry) => matchesFilter(entry, options))
       .map((entry) => {

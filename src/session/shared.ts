@@ -213,17 +213,17 @@ async function objectsToCopy(
   return [...trees, ...blobs];
 }
 
-/** A warning when the session's last operation was cut short where it ran. */
+/**
+ * A warning when the session's last operation in a local copy was cut short where it ran: an
+ * intent that names no copy of the workspace is finished by whichever copy runs a command next.
+ */
 function pendingWarning(entries: readonly LedgerEntry[], where: string): string[] {
   const pending = interruptedOf(entries);
-  if (!pending) return [];
-  const what = `${pending.kind} #${pending.id} (${pending.target}) was cut short and is still pending`;
-  // An intent that names its copy of the workspace is finished by that copy only.
-  return [
-    typeof entries[pending.id - 1]?.body.workspaceId === 'string'
-      ? `${what}: only the copy of the workspace that ran it finishes it, with its next command.`
-      : `${what}: the next command in this session ${where} finishes it against that workspace's files, saving first what it finds.`,
-  ];
+  return pending
+    ? [
+        `${pending.kind} #${pending.id} (${pending.target}) was cut short and is still pending: the next command in this session ${where} finishes it against that workspace's files, saving first what it finds.`,
+      ]
+    : [];
 }
 
 /**

@@ -56,9 +56,12 @@ export interface VerifyReport {
  * The operations killed processes left pending, one warning each: neither verify nor gc
  * finishes them (they change no workspace), so they say so.
  */
-function pendingWarnings(sessions: { session: SessionFile; reading: LedgerReading }[]): string[] {
+function pendingWarnings(
+  sessions: { session: SessionFile; reading: LedgerReading }[],
+  location: StoreLocation,
+): string[] {
   return sessions.flatMap(({ session, reading }) => {
-    const pending = interruptedOf(reading.entries);
+    const pending = interruptedOf(reading.entries, location.ledger?.workspaceId);
     return pending
       ? [
           `session ${session.id}: ${pending.kind} #${pending.id} (${pending.target}) was cut short and is still pending: the next command in that session finishes it, saving first whatever was edited since`,
@@ -172,7 +175,7 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
       );
     }
   }
-  report.warnings.push(...pendingWarnings(sessions));
+  report.warnings.push(...pendingWarnings(sessions, location));
   const { roots, referrers } = collectReferences(sessions);
   const where = (digest: Digest): Partial<VerifyProblem> => {
     const referrer = referrers.get(digest);
@@ -321,7 +324,7 @@ async function collectGarbage(
     recentCount: 0,
     abandonedFiles: [],
     warnings: [
-      ...pendingWarnings(sessions),
+      ...pendingWarnings(sessions, location),
       ...(location.objects === undefined
         ? []
         : [

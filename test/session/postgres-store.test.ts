@@ -214,6 +214,13 @@ describe('a store whose ledgers are in PostgreSQL', () => {
       expect(intent?.kind).toBe('rollback-started');
       const torn = await readState(first);
 
+      // Each copy says what it has pending: the first its rollback, the second nothing.
+      expect((await log({ workspace: first })).session.interrupted).toMatchObject({
+        id: intent?.seq,
+        kind: 'rollback',
+      });
+      expect((await log({ workspace: second })).session.interrupted).toBeUndefined();
+
       // The second machine works on: its commands leave the first one's rollback open.
       const there = await openSession({ workspace: second });
       await there.write('notes.txt', 'from the second machine\n');

@@ -167,7 +167,7 @@ describe('rewind push and rewind pull', () => {
     expect(checked.problems).toEqual([]);
     expect(checked.sessions[0]).toMatchObject({ id: session.id, isHashChained: true });
     const there = await openSession({ workspace: second });
-    await there.rollback('three');
+    await there.rollback('latest');
     await there.close();
     expect(await filesOf(second)).toEqual(await filesOf(first));
     // Pulled again: nothing to fetch; the rollback made here is this copy's own.

@@ -101,7 +101,7 @@ export function registerSharingCommands(program: Command, cli: CliContext): void
           const current = output.isCurrent
             ? ' It is the current session.'
             : ` \`rewind session use ${output.session}\` makes it the current session.`;
-          return `${head}${ahead}${current} The workspace's files were left as they are: \`rewind rollback LABEL --session ${output.session}\` restores a checkpoint.\n`;
+          return `${head}${ahead}${current} The workspace's files were left as they are: \`rewind rollback latest --session ${output.session}\` restores its last checkpoint (or name another).\n`;
         },
         warnings: (output) => output.warnings,
       },

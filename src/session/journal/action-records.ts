@@ -123,6 +123,21 @@ export interface ActionIndex {
   readonly newest: Map<string, ActionRecord>;
 }
 
+/**
+ * The newest action a copy of the workspace started, closed or not: the newest of those whose
+ * intent names its `workspaceId` or names none (a local ledger's, or a shared one's written
+ * before copies were named). Another copy's actions are that copy's to finish.
+ */
+export function newestActionOf(
+  index: ActionIndex,
+  workspaceId: string | undefined,
+): ActionRecord | undefined {
+  const unnamed = index.newest.get('');
+  const own = workspaceId === undefined ? undefined : index.newest.get(workspaceId);
+  if (!own) return unnamed;
+  return !unnamed || own.id > unnamed.id ? own : unnamed;
+}
+
 /** An empty {@link ActionIndex}; feed it with {@link addToActionIndex}. */
 export function createActionIndex(): ActionIndex {
   return { byId: new Map(), open: new Set(), newest: new Map() };

@@ -8,6 +8,7 @@ import {
   type ActionRecord,
   addToActionIndex,
   createActionIndex,
+  newestActionOf,
   STARTING_KINDS,
 } from './action-records.js';
 import { CheckpointIndex, type CheckpointInfo } from './checkpoint-records.js';
@@ -106,17 +107,9 @@ export class Journal {
     return this.#actions.byId;
   }
 
-  /**
-   * The newest action this workspace copy started, closed or not: one whose intent names this
-   * copy's `workspaceId`, or names none (a local ledger's; a shared one's written before copies
-   * were named). Another copy's actions are its own to finish.
-   */
+  /** The newest action this copy of the workspace started: see {@link newestActionOf}. */
   newestAction(): ActionRecord | undefined {
-    const unnamed = this.#actions.newest.get('');
-    const own =
-      this.#workspaceId === undefined ? undefined : this.#actions.newest.get(this.#workspaceId);
-    if (!own) return unnamed;
-    return !unnamed || own.id > unnamed.id ? own : unnamed;
+    return newestActionOf(this.#actions, this.#workspaceId);
   }
 
   /** The action `id`. Throws `ACTION_NOT_FOUND` when that entry started no action. */
