@@ -3,7 +3,13 @@ import { fstatSync, writeSync } from 'node:fs';
 import { mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
-import { parseJsonLines, syncPath, type UnreadableLine, withLock } from '../lib/index.js';
+import {
+  createLimiter,
+  parseJsonLines,
+  syncPath,
+  type UnreadableLine,
+  withLock,
+} from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
   checkEntryKind,
@@ -189,7 +195,8 @@ export class Ledger {
   readonly #now: () => Date;
   readonly #lockTimeoutMs: number;
   readonly #reader: LedgerReader;
-  #queue: Promise<unknown> = Promise.resolve();
+  /** Appends run one at a time, in the order they were asked for. */
+  readonly #serial = createLimiter(1);
   #tail: Tail | undefined;
 
   private constructor(
@@ -290,9 +297,7 @@ export class Ledger {
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
   ): Promise<LedgerEntry> {
-    const result = this.#queue.then(() => this.#appendNow(kind, body, refs));
-    this.#queue = result.catch(() => {});
-    return result;
+    return this.#serial(() => this.#appendNow(kind, body, refs));
   }
 
   async #appendNow(
@@ -361,7 +366,7 @@ export class Ledger {
 
   /** Waits for pending appends and closes the file. */
   async close(): Promise<void> {
-    await this.#queue;
+    await this.#serial(async () => {});
     await this.#handle.close();
   }
 

@@ -1,6 +1,7 @@
 // A session's ledger in PostgreSQL: one row per entry, holding the entry's line exactly as the
 // file ledger writes it, so readers, the hash chain and `verify` are the same (SPEC.md §5a).
 import { RewindError } from '../errors.js';
+import { createLimiter } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import {
   checkEntryKind,
@@ -61,7 +62,8 @@ export class PostgresLedger {
   readonly isHashChained: boolean;
   readonly #pool: Pool;
   readonly #now: () => Date;
-  #queue: Promise<unknown> = Promise.resolve();
+  /** Appends run one at a time, in the order they were asked for. */
+  readonly #serial = createLimiter(1);
   readonly #entries: LedgerEntry[] = [];
   #isClosed = false;
 
@@ -166,9 +168,7 @@ export class PostgresLedger {
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
   ): Promise<LedgerEntry> {
-    const result = this.#queue.then(() => this.#appendNow(kind, body, refs));
-    this.#queue = result.catch(() => {});
-    return result;
+    return this.#serial(() => this.#appendNow(kind, body, refs));
   }
 
   async #appendNow(
@@ -250,7 +250,7 @@ export class PostgresLedger {
 
   /** Waits for pending appends and gives the connection pool back. */
   async close(): Promise<void> {
-    await this.#queue;
+    await this.#serial(async () => {});
     if (this.#isClosed) return;
     this.#isClosed = true;
     await releasePool(this.location.url);

@@ -1,6 +1,6 @@
 import { RewindError } from '../../errors.js';
 import type { EntryKind, LedgerEntry, SessionLedger } from '../../ledger/index.js';
-import { acquireLock, type Digest } from '../../lib/index.js';
+import { acquireLock, createLimiter, type Digest } from '../../lib/index.js';
 import { type ObjectReference, workspaceLockOf } from '../../store/index.js';
 import type { SessionContext } from '../context.js';
 import {
@@ -34,7 +34,8 @@ export class Journal {
   #recordedTrees = new Set<Digest>();
   #verdicts = new Map<Digest, 'pass' | 'fail'>();
   #viewCreated: LedgerEntry | undefined;
-  #queue: Promise<void> = Promise.resolve();
+  /** Refreshes run one at a time, in the order they were asked for. */
+  readonly #serial = createLimiter(1);
 
   constructor(ledger: SessionLedger, workspaceId?: string) {
     this.#ledger = ledger;
@@ -43,9 +44,7 @@ export class Journal {
 
   /** Reads what was appended since the last refresh and folds it in. */
   refresh(): Promise<void> {
-    const refreshed = this.#queue.then(() => this.#refreshNow());
-    this.#queue = refreshed.catch(() => {});
-    return refreshed;
+    return this.#serial(() => this.#refreshNow());
   }
 
   async #refreshNow(): Promise<void> {
