@@ -42,6 +42,7 @@ export {
   type LedgerReading,
   readLedgerFile,
   type SessionFile,
+  type SharedSessionInfo,
 } from './ledger/index.js';
 export {
   canonicalJson,
@@ -100,6 +101,7 @@ export {
   type ExecResult,
   type ExecSpec,
   escalationFor,
+  findSharedSessions,
   type GcReport,
   gc,
   HaltError,

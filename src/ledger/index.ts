@@ -31,9 +31,11 @@ export {
 } from './ledger-store.js';
 export {
   findSharedSession,
+  listSharedSessions,
   PostgresLedger,
   type PostgresSession,
   postgresLedgers,
+  type SharedSessionInfo,
   storeOfSharedSession,
 } from './postgres.js';
 export { migratePostgres, POSTGRES_SCHEMA_VERSION } from './postgres-client.js';

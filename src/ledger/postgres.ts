@@ -295,6 +295,70 @@ export async function findSharedSession(
   );
 }
 
+/** A session in a shared ledger database, as {@link listSharedSessions} finds it. */
+export interface SharedSessionInfo {
+  id: string;
+  /** The store it belongs to in the database. */
+  store: string;
+  startedAt: string;
+  /** When its newest entry was written. */
+  lastAt: string;
+  entryCount: number;
+  /** The machine and the workspace it was started in, as its first entry says. */
+  host: string | undefined;
+  workspace: string | undefined;
+  isHashChained: boolean;
+  isIsolated: boolean;
+}
+
+/**
+ * The sessions in a database, of every store, most recently written first (at most `limit`):
+ * all, or those whose id starts with `query` or whose host or workspace holds it (case
+ * ignored). What `rewind session find` lists, to pick one to attach or pull. Throws `IO_FAILED`.
+ */
+export async function listSharedSessions(
+  url: string,
+  options: { query?: string; limit?: number } = {},
+): Promise<SharedSessionInfo[]> {
+  const pool = await poolOf(url);
+  let rows: { store: string; session: string; last_seq: string; first: string; last: string }[];
+  try {
+    ({ rows } = await pool.query(
+      `SELECT s.store, s.session, s.last_seq, f.line AS first, l.line AS last
+         FROM rewind_sessions s
+         JOIN rewind_entries f ON f.store = s.store AND f.session = s.session AND f.seq = 1
+         JOIN rewind_entries l ON l.store = s.store AND l.session = s.session AND l.seq = s.last_seq
+        WHERE $1 = ''
+           OR starts_with(s.session, lower($1))
+           OR strpos(lower(coalesce(f.line::jsonb #>> '{body,host}', '')), lower($1)) > 0
+           OR strpos(lower(coalesce(f.line::jsonb #>> '{body,workspace}', '')), lower($1)) > 0
+        ORDER BY l.line::jsonb ->> 'at' DESC, s.session
+        LIMIT $2`,
+      [options.query ?? '', options.limit ?? 100],
+    ));
+  } catch (error) {
+    throw databaseFailed(error, url, 'Listing the shared sessions');
+  } finally {
+    await releasePool(url);
+  }
+  return rows.map((row) => {
+    const first = parseLine(row.first, row.session, 1);
+    const last = parseLine(row.last, row.session, Number(row.last_seq));
+    const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+    return {
+      id: row.session,
+      store: row.store,
+      startedAt: first.at,
+      lastAt: last.at,
+      entryCount: Number(row.last_seq),
+      host: text(first.body.host),
+      workspace: text(first.body.workspace),
+      isHashChained: first.body.hashChain === true,
+      isIsolated: first.body.isolation === 'isolated',
+    };
+  });
+}
+
 /** A session in a database as every ledger names it: `file` is where it lives, for people. */
 function sessionNameOf({ url, store, id }: PostgresSession, startedAt: string): SessionFile {
   return { id, stem: `${startedAt.slice(0, 10)}_${id}`, file: `${shownUrl(url)}#${store}/${id}` };

@@ -5,6 +5,7 @@ import {
   attachShared,
   type CopyResult,
   createSandbox,
+  findSharedSessions,
   gc,
   type InitResult,
   init,
@@ -19,6 +20,7 @@ import {
   RewindError,
   type SessionStatus,
   type SessionSummary,
+  type SharedSessionInfo,
   type SnapshotPreview,
   type StatusReport,
   startIsolatedSession,
@@ -351,6 +353,44 @@ const sharedBackendsInput = {
     .optional()
     .describe('The bucket of the shared objects: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
 };
+
+export const sessionFindOperation = defineOperation({
+  name: 'session-find',
+  title: 'Find sessions in the shared ledgers',
+  summary: 'list the sessions in a shared PostgreSQL ledger, of every store, to attach or pull one',
+  description:
+    'The sessions in a shared ledger database, of every store, most recently written first: all, or those whose id starts with the query or whose host or workspace holds it. Each with its store, start and last write, entry count, and the host and workspace it started in.',
+  input: z.object({
+    query: z
+      .string()
+      .optional()
+      .describe('An id prefix, or part of a host name or workspace path (case ignored).'),
+    ledger: sharedBackendsInput.ledger,
+    last: wholeNumber(1).optional().describe('At most this many (default 20).'),
+  }),
+  scope: 'workspace',
+  annotations: { readOnly: true },
+  excludedFrom: {
+    mcp: 'a person looks for a session to resume with it; the server works in its own workspace',
+  },
+  run: async (_target, input): Promise<{ sessions: SharedSessionInfo[] }> => {
+    const ledger = input.ledger ?? (process.env.REWIND_LEDGER || undefined);
+    if (ledger === undefined) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        'rewind session find needs the shared ledgers: give --ledger postgres://USER@HOST/DB (or REWIND_LEDGER).',
+        { data: {} },
+      );
+    }
+    return {
+      sessions: await findSharedSessions({
+        ledger,
+        ...(input.query !== undefined && { query: input.query }),
+        ...(input.last !== undefined && { limit: input.last }),
+      }),
+    };
+  },
+});
 
 export const pushOperation = defineOperation({
   name: 'push',

@@ -76,6 +76,7 @@ export {
   type AttachResult,
   attachShared,
   type CopyResult,
+  findSharedSessions,
   pullSession,
   pushedStoreId,
   pushSession,

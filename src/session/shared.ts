@@ -10,10 +10,12 @@ import {
   findSharedSession,
   type LedgerEntry,
   type LedgerStore,
+  listSharedSessions,
   migratePostgres,
   postgresLedgers,
   readCurrentSession,
   type SessionFile,
+  type SharedSessionInfo,
   setCurrentSession,
   sharedPrefixOf,
   storeOfSharedSession,
@@ -334,4 +336,23 @@ export async function pullSession(
     isCurrent,
     warnings: pendingWarning(entries, 'here'),
   };
+}
+
+/**
+ * The sessions in a shared ledger database, of every store, most recently written first: all,
+ * or those whose id starts with `query` or whose host or workspace holds it. What to attach or
+ * pull. Throws `INVALID_ARGUMENT` for a URL that is not PostgreSQL, `IO_FAILED`.
+ */
+export async function findSharedSessions(options: {
+  ledger: string;
+  query?: string;
+  /** At most this many. Default 20. */
+  limit?: number;
+}): Promise<SharedSessionInfo[]> {
+  checkLedgerUrl(options.ledger);
+  await migratePostgres(options.ledger);
+  return listSharedSessions(options.ledger, {
+    ...(options.query !== undefined && { query: options.query }),
+    limit: options.limit ?? 20,
+  });
 }

@@ -9,7 +9,7 @@ import { makeTempDirectory } from '../helpers/temp.js';
 
 const operations: readonly AnyOperation[] = OPERATIONS;
 /** Need a PostgreSQL server and a bucket: their --json documents are checked in postgres-store.test.ts. */
-const ELSEWHERE = new Set(['attach', 'push', 'pull']);
+const ELSEWHERE = new Set(['attach', 'push', 'pull', 'session-find']);
 const onCli = operations
   .filter((operation) => operation.excludedFrom?.cli === undefined)
   .map((operation) => operation.name)

@@ -26,7 +26,7 @@ const BIN = join(ROOT, 'bin', 'rewind.js');
 
 /**
  * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`) or reach a
- * database (`attach`, `push`, `pull`): only with fixed, harmless arguments.
+ * database (`attach`, `push`, `pull`, `session find`): only with fixed, harmless arguments.
  */
 const RUNS_SOMETHING = new Set([
   'exec',
@@ -39,6 +39,7 @@ const RUNS_SOMETHING = new Set([
   'attach',
   'push',
   'pull',
+  'session find',
 ]);
 
 interface CommandShape {
@@ -68,7 +69,8 @@ function commandsOf(program: Command, prefix: string[] = []): CommandShape[] {
 
 const program = createProgram({ stdout: () => {}, stderr: () => {}, cwd: ROOT });
 const COMMANDS = commandsOf(program).filter(
-  (command) => !RUNS_SOMETHING.has(command.path[0] as string),
+  (command) =>
+    !RUNS_SOMETHING.has(command.path[0] as string) && !RUNS_SOMETHING.has(command.path.join(' ')),
 );
 const GLOBAL_OPTIONS = program.options.map((option) => ({
   flag: option.long ?? option.flags,
@@ -336,6 +338,8 @@ describe('fuzzing the command line', () => {
       ['pull'],
       ['pull', 'abcd'],
       ['pull', 'abcd', '--ledger', 'http://not-a-database', '--objects', 's3://b'],
+      ['session', 'find'],
+      ['session', 'find', 'x', '--ledger', 'http://not-a-database', '--last', '0'],
     ];
     for (const words of lines) {
       const result = await withinBound(() => worker.run(words, workspace), 15_000);

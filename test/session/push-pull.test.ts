@@ -2,7 +2,8 @@
 // against PostgreSQL from Debian's package and s3rver, both started here.
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { hostname } from 'node:os';
+import { basename, join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -14,6 +15,7 @@ import {
 } from '../../src/ledger/index.js';
 import type { Digest } from '../../src/lib/index.js';
 import {
+  findSharedSessions,
   init,
   openSession,
   pullSession,
@@ -216,6 +218,42 @@ describe('rewind push and rewind pull', () => {
     });
     expect(sent.stderr).toBe('');
     expect(sent.stdout).toContain(`Pushed session ${session.id} to store ${store}`);
+
+    // Found in the shared ledgers by its id's start, or by where it started (case ignored).
+    const entryCount = (await sharedLines(store, session.id)).length;
+    expect(
+      await findSharedSessions({ ledger: database.url, query: session.id.slice(0, 5) }),
+    ).toEqual([
+      expect.objectContaining({
+        id: session.id,
+        store,
+        host: hostname(),
+        workspace: first,
+        entryCount,
+      }),
+    ]);
+    const byPath = await findSharedSessions({
+      ledger: database.url,
+      query: basename(first).toUpperCase(),
+    });
+    expect(byPath.map((found) => found.id)).toEqual([session.id]);
+    const listed = await runNode(
+      [bin, '--json', 'session', 'find', '--ledger', database.url, '--last', '500'],
+      { cwd: second, env: process.env },
+    );
+    expect(listed.stderr).toBe('');
+    const { sessions } = JSON.parse(listed.stdout) as {
+      sessions: { id: string; lastAt: string }[];
+    };
+    expect(sessions.map((found) => found.id)).toContain(session.id);
+    // Most recently written first.
+    const times = sessions.map((found) => found.lastAt);
+    expect(times).toEqual([...times].sort().reverse());
+    const shown = await runNode([bin, 'session', 'find', session.id, '--ledger', database.url], {
+      cwd: second,
+    });
+    expect(shown.stdout).toContain(`${session.id}  last written`);
+    expect(shown.stdout).toContain(`${entryCount} entries  on ${hostname()}  in ${first}`);
 
     // The first machine is behind: a push sends nothing and says so; a pull brings it all.
     const added =

@@ -1,10 +1,15 @@
 /** `attach`, `push`, `pull`: sessions across machines, through the shared backends. */
 import { Argument, type Command, Option } from 'commander';
-import type { CopyResult } from '../../index.js';
-import { attachOperation, pullOperation, pushOperation } from '../../operations/index.js';
+import type { CopyResult, SharedSessionInfo } from '../../index.js';
+import {
+  attachOperation,
+  pullOperation,
+  pushOperation,
+  sessionFindOperation,
+} from '../../operations/index.js';
 import type { CliContext } from '../context.js';
-import { formatBytes, plural } from '../format.js';
-import { commandFor, feed } from '../options.js';
+import { formatBytes, formatLocalTime, plural } from '../format.js';
+import { commandFor, feed, numberOf } from '../options.js';
 
 /** The session `attach` and `pull` find in the database. */
 const sessionArgument = () =>
@@ -106,5 +111,61 @@ export function registerSharingCommands(program: Command, cli: CliContext): void
         warnings: (output) => output.warnings,
       },
     ),
+  );
+}
+
+/** One session of a shared ledger, on one line. */
+function renderSharedSession(session: SharedSessionInfo): string {
+  const where = [
+    session.host !== undefined && `on ${session.host}`,
+    session.workspace !== undefined && `in ${session.workspace}`,
+  ].filter(Boolean);
+  const traits = [session.isHashChained && 'hash-chained', session.isIsolated && 'isolated'].filter(
+    Boolean,
+  );
+  return [
+    session.id,
+    `last written ${formatLocalTime(session.lastAt)}`,
+    plural(session.entryCount, 'entry', 'entries'),
+    ...where,
+    `store ${session.store}`,
+    ...traits,
+  ].join('  ');
+}
+
+/** `rewind session find`: the sessions of a shared ledger, to attach or pull one. */
+export function registerSessionFind(group: Command, cli: CliContext): void {
+  const find = commandFor(group, sessionFindOperation);
+  feed(
+    find,
+    'query',
+    new Argument('[query]', 'an id prefix, or part of a host name or workspace path'),
+  );
+  feed(
+    find,
+    'ledger',
+    new Option(
+      '--ledger <url>',
+      'the PostgreSQL URL of the shared ledgers (default: REWIND_LEDGER)',
+    ),
+  );
+  feed(
+    find,
+    'last',
+    new Option('--last <n>', 'at most N sessions, the most recently written (default 20)'),
+  );
+  find.action(
+    (query: string | undefined, flags: { ledger?: string; last?: string }, command: Command) =>
+      cli.perform(
+        command,
+        sessionFindOperation,
+        { query, ledger: flags.ledger, last: numberOf(flags.last) },
+        {
+          text: (output) =>
+            output.sessions.length === 0
+              ? `No session${query === undefined ? '' : ` matches "${query}"`} in the shared ledgers.\n`
+              : `${output.sessions.map(renderSharedSession).join('\n')}\n\`rewind pull ID\` copies one here; \`rewind attach ID\` resumes one in an empty directory.\n`,
+        },
+      ),
   );
 }

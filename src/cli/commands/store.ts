@@ -29,7 +29,7 @@ import { type CliContext, EXIT_FAILED, type GlobalFlags } from '../context.js';
 import { formatBytes, formatLocalTime, listLines, plural } from '../format.js';
 import { addCliOnly, commandFor, feed, numberOf, repeatable, spellingOf } from '../options.js';
 import { describeBudget, isOverBudget, renderPreviewLine } from '../preview.js';
-import { registerSharingCommands } from './sharing.js';
+import { registerSessionFind, registerSharingCommands } from './sharing.js';
 
 interface InitFlags {
   hashChain?: boolean;
@@ -543,4 +543,6 @@ function registerSessionCommands(program: Command, cli: CliContext): void {
       },
     ),
   );
+
+  registerSessionFind(group, cli);
 }
