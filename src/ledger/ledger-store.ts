@@ -1,9 +1,9 @@
 // Where a store's sessions keep their ledgers: files under `sessions/` (the default), or a
 // PostgreSQL database (SPEC.md §5a). The session layer works with either through this surface.
-import { link, mkdir, open, readdir, stat, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { syncPath, temporaryPathBeside, withLock } from '../lib/index.js';
+import { syncPath, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import { type EntryKind, encodeEntry, type LedgerEntry } from './entry.js';
 import {
@@ -150,9 +150,9 @@ async function filesRevision(directory: string): Promise<string> {
 
 /**
  * {@link LedgerStore.copyIn} for a ledger file, under the lock its appends take: a session this
- * store lacks is written whole beside its place, made durable, then linked into it (no reader ever
- * sees part of it, and a session made meanwhile is never replaced); one it has gets the entries it
- * lacks in one write, then fdatasync, as an append does.
+ * store lacks is created (never over one made meanwhile) and written whole, one it has gets the
+ * entries it lacks; each in one write, then fdatasync, as an append. A copy cut short leaves a
+ * prefix of the session, which the next copy completes.
  */
 async function copyIntoFile(
   storeDirectory: string,
@@ -183,23 +183,19 @@ async function copyIntoFile(
       if (!held) {
         const directory = join(storeDirectory, 'sessions');
         await mkdir(directory, { recursive: true });
-        const temporary = temporaryPathBeside(session.file);
-        const handle = await open(temporary, 'wx', 0o644);
         try {
-          await handle.writeFile(lines(0));
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-        try {
-          await link(temporary, session.file);
+          // Made only if missing: a session made meanwhile is compared and completed below.
+          const handle = await open(session.file, 'wx', 0o644);
+          try {
+            await handle.writeFile(lines(0));
+            await handle.datasync();
+          } finally {
+            await handle.close();
+          }
           await syncPath(directory);
           return { session, appended: entries.length, ahead: 0 };
         } catch (error) {
           if (!isSystemError(error, 'EEXIST')) throw error;
-          // Made meanwhile by another copy: compared and completed below, as any other.
-        } finally {
-          await unlink(temporary).catch(() => {});
         }
       }
       const reading = await readLedgerFile(session.file);

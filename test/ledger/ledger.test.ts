@@ -264,6 +264,18 @@ describe('copying a session into a store (push, pull)', () => {
     expect(checkLedger(await readLedgerFile(first.session.file), true)).toEqual([]);
   });
 
+  it('completes a copy cut short right after its file was made', async () => {
+    const { entries, text } = await source();
+    const { directory } = await initStore(await makeTempDirectory());
+    const file = join(directory, 'sessions', '2026-11-29_abc123.jsonl');
+    await writeFile(file, '');
+    expect(await fileLedgers(directory).copyIn('abc123', entries)).toMatchObject({
+      appended: 3,
+      ahead: 0,
+    });
+    expect(await readFile(file, 'utf8')).toBe(text);
+  });
+
   it('refuses copies that went apart, and entries that are not a whole ledger, writing nothing', async () => {
     const { entries } = await source();
     const { directory } = await initStore(await makeTempDirectory());

@@ -11,6 +11,10 @@ import type { CliContext } from '../context.js';
 import { formatBytes, formatLocalTime, plural } from '../format.js';
 import { commandFor, feed, numberOf } from '../options.js';
 
+/** The database of `push`, `pull` and `session find`. */
+const sharedLedgerOption = () =>
+  new Option('--ledger <url>', 'the PostgreSQL URL of the shared ledgers (default: REWIND_LEDGER)');
+
 /** The session `attach` and `pull` find in the database. */
 const sessionArgument = () =>
   new Argument('<session>', "the session's id, or a unique prefix of four characters or more");
@@ -47,14 +51,7 @@ export function registerSharingCommands(program: Command, cli: CliContext): void
   );
 
   const sharedOptions = (command: Command) => {
-    feed(
-      command,
-      'ledger',
-      new Option(
-        '--ledger <url>',
-        'the PostgreSQL URL of the shared ledgers (default: REWIND_LEDGER)',
-      ),
-    );
+    feed(command, 'ledger', sharedLedgerOption());
     feed(
       command,
       'objects',
@@ -141,14 +138,7 @@ export function registerSessionFind(group: Command, cli: CliContext): void {
     'query',
     new Argument('[query]', 'an id prefix, or part of a host name or workspace path'),
   );
-  feed(
-    find,
-    'ledger',
-    new Option(
-      '--ledger <url>',
-      'the PostgreSQL URL of the shared ledgers (default: REWIND_LEDGER)',
-    ),
-  );
+  feed(find, 'ledger', sharedLedgerOption());
   feed(
     find,
     'last',
