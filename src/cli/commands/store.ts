@@ -467,7 +467,9 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
 function registerSessionCommands(program: Command, cli: CliContext): void {
   const group = program
     .command('session')
-    .description('start a new session on the store, list its sessions, switch the current one');
+    .description(
+      'start a new session on the store, list its sessions, switch the current one, find one in the shared ledgers',
+    );
 
   const started = commandFor(group, sessionNewOperation);
   feedSessionOptions(started);
