@@ -284,7 +284,13 @@ export async function snapshotChanges(
   windowNs: bigint,
 ): Promise<ChangedSinceResult | undefined> {
   if (!(await store.has(record.tree))) return undefined;
-  const changes = await listChangedSince(root, record.clock, clock, windowNs);
+  const changes = await listChangedSince(
+    root,
+    record.clock,
+    clock,
+    windowNs,
+    record.totals.fileCount + record.totals.directoryCount,
+  );
   if (changes === undefined) return undefined;
   const state: IncrementalState = {
     store,

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
-import { readFileSync, statfsSync } from 'node:fs';
+import { type Dirent, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { lstat, mkdir, rm } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import {
@@ -204,23 +205,37 @@ export function recordedTree(storeDirectory: string): Digest | undefined {
 let isFindUsable = true;
 
 /**
+ * Trees of more entries than this are walked by several finds side by side, one per group of
+ * top directories (a find is one thread, and `lstat` of every entry is what costs): measured on
+ * 2 CPUs, 100,000 files take 280 ms for one find and 153 ms for two; 10,000 take 30 ms either way.
+ */
+const ENTRIES_FOR_SIDE_BY_SIDE = 20_000;
+
+/** At most this many finds at once (and never more than the CPUs). */
+const FINDS_AT_MOST = 4;
+
+/**
  * The paths (relative to `root`, '' for the root itself) whose inode changed after `since` less
  * `windowNs` (the kernel stamps ctime from a clock that ticks every few milliseconds, some
  * filesystems in whole seconds, so a change just before `since` may bear an earlier time), by
  * GNU find, which looks at every entry at the speed of the stat walk. A created, modified,
  * renamed or re-moded entry has a later ctime, and so has the directory an entry was created in,
  * deleted from or renamed into or out of. Entries on a filesystem not known to keep ctime that
- * way are all listed.
+ * way are all listed. A tree of more than {@link ENTRIES_FOR_SIDE_BY_SIDE} entries (`entryCount`,
+ * the previous snapshot's) is walked by several finds at once: one for the root and what is in
+ * it, one per group of top directories below them.
  *
  * Returns undefined when the answer cannot be trusted: not Linux, the root on an untrusted
  * filesystem, the wall clock stepped back since `since` was read, or find missing, failing or
- * unable to read a directory. The caller then looks at every file itself.
+ * unable to read a directory (a top directory gone before its find reached it among them). The
+ * caller then looks at every file itself.
  */
 export async function listChangedSince(
   root: string,
   since: SnapshotClock,
   now: SnapshotClock,
   windowNs: bigint,
+  entryCount = 0,
 ): Promise<string[] | undefined> {
   if (!isFindUsable || now.bootId !== since.bootId) return undefined;
   if (now.wallNs < since.wallNs || now.offsetNs < since.offsetNs - STEP_TOLERANCE_NS) {
@@ -237,7 +252,50 @@ export async function listChangedSince(
     index === 0 ? ['-fstype', type] : ['-o', '-fstype', type],
   );
   // biome-ignore format: the find expression reads best on one line
-  const args = [root, '(', '-name', '.git', '-o', '-name', '.rewind', ')', '-prune', '-o', '(', '-newerct', at, '-o', '!', '(', ...trusted, ')', ')', '-printf', '%P\\0'];
+  const test = ['(', '-name', '.git', '-o', '-name', '.rewind', ')', '-prune', '-o', '(', '-newerct', at, '-o', '!', '(', ...trusted, ')', ')'];
+  const finds = Math.min(FINDS_AT_MOST, availableParallelism());
+  const tops = entryCount > ENTRIES_FOR_SIDE_BY_SIDE && finds > 1 ? topDirectories(root) : [];
+  if (tops.length < 2) return runFind([root, ...test, '-printf', '%P\\0']);
+  const groups = Array.from({ length: Math.min(finds, tops.length) }, (_, group) =>
+    tops.filter((_, index) => index % finds === group).map((name) => join(root, name)),
+  );
+  const prefix = Buffer.from(`${root}/`);
+  const found = await Promise.all([
+    runFind([root, '-maxdepth', '1', ...test, '-printf', '%P\\0']),
+    ...groups.map((group) =>
+      runFind([...group, '-mindepth', '1', ...test, '-printf', '%p\\0'], prefix),
+    ),
+  ]);
+  return found.some((paths) => paths === undefined) ? undefined : (found.flat() as string[]);
+}
+
+/**
+ * The directories directly in `root` (not `.git` or `.rewind`), for side-by-side finds; none when
+ * a name is not valid UTF-8 (it could not be passed to find as it is) or the root cannot be read.
+ */
+function topDirectories(root: string): string[] {
+  let entries: Dirent<Buffer>[];
+  try {
+    entries = readdirSync(root, { withFileTypes: true, encoding: 'buffer' });
+  } catch {
+    return [];
+  }
+  const names: string[] = [];
+  for (const entry of entries) {
+    if (!entry.isDirectory()) continue;
+    const name = entry.name.toString('utf8');
+    if (!Buffer.from(name).equals(entry.name)) return [];
+    if (name !== '.git' && name !== '.rewind') names.push(name);
+  }
+  return names;
+}
+
+/**
+ * Runs find with `args`, its `-printf` ending each path with a NUL, and returns the paths, each
+ * less `prefix` (the bytes of a start point's parent, for `%p`); undefined when find is missing
+ * or fails.
+ */
+function runFind(args: string[], prefix?: Buffer): Promise<string[] | undefined> {
   return new Promise((resolve) => {
     const child = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
     const chunks: Buffer[] = [];
@@ -256,7 +314,8 @@ export async function listChangedSince(
       const paths: string[] = [];
       for (let start = 0; start < output.length; ) {
         const end = output.indexOf(0, start);
-        paths.push(decodeName(output.subarray(start, end === -1 ? output.length : end)));
+        const path = output.subarray(start, end === -1 ? output.length : end);
+        paths.push(decodeName(prefix ? path.subarray(prefix.length) : path));
         start = end === -1 ? output.length : end + 1;
       }
       resolve(paths);

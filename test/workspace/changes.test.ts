@@ -244,6 +244,61 @@ describe('listChangedSince', () => {
     expect(changed?.sort()).toEqual(['', 'a', 'a/keep.txt', 'b', 'c', 'c/x.txt']);
   });
 
+  it('lists the same paths with finds side by side over the top directories as with one find (randomized)', async () => {
+    const seed = Number(process.env.REWIND_FIND_SEED ?? Date.now() % 1_000_000);
+    const next = random(seed);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(next() * items.length)] as T;
+    for (let round = 0; round < 6; round++) {
+      const workspace = await makeTempDirectory();
+      const layout: Record<string, string> = { 'top.txt': 't', '.git/HEAD': 'ref', 'é/ü.txt': 'u' };
+      for (let index = 0; index < 80; index++) {
+        layout[`d${index % 7}/s${index % 3}/deep${index % 2}/f${index}.txt`] = `${index}`;
+      }
+      await lay(workspace, layout);
+      await symlink('d0', join(workspace, 'link-to-d0'));
+      await sleep(50);
+      const since = readSnapshotClock() as SnapshotClock;
+      for (let step = 0; step < 6; step++) {
+        const { files, dirs } = await listAll(workspace);
+        const kind = pick(['edit', 'create', 'delete', 'rename-dir', 'swap', 'move-in', 'chmod']);
+        const file = pick(files.filter((path) => !path.startsWith('link-to-d0')));
+        const dir = pick(dirs.filter((path) => !path.startsWith('.git')));
+        if (kind === 'edit' && file) await appendFile(join(workspace, file), '!');
+        if (kind === 'create') await lay(workspace, { [`${dir ?? 'new'}/n${step}.txt`]: 'n' });
+        if (kind === 'delete' && file) await rm(join(workspace, file), { force: true });
+        if (kind === 'chmod' && file) await chmod(join(workspace, file), 0o600).catch(() => {});
+        if (kind === 'rename-dir' && dir) {
+          await rename(join(workspace, dir), join(workspace, `${dir}-r${step}`)).catch(() => {});
+        }
+        if (kind === 'swap' && dir) {
+          const other = pick(dirs.filter((path) => !path.startsWith('.git')));
+          if (
+            other &&
+            other !== dir &&
+            !other.startsWith(`${dir}/`) &&
+            !dir.startsWith(`${other}/`)
+          ) {
+            await rename(join(workspace, dir), join(workspace, 'swap.tmp'));
+            await rename(join(workspace, other), join(workspace, dir));
+            await rename(join(workspace, 'swap.tmp'), join(workspace, other));
+          }
+        }
+        if (kind === 'move-in') {
+          const outside = await makeTempDirectory();
+          await lay(outside, { 'x.txt': 'x', 'y/z.txt': 'z' });
+          const old = new Date('2020-01-01T00:00:00Z');
+          for (const path of ['x.txt', 'y/z.txt', 'y']) await utimes(join(outside, path), old, old);
+          await rename(outside, join(workspace, `moved${step}`));
+        }
+      }
+      const now = readSnapshotClock() as SnapshotClock;
+      const one = await listChangedSince(workspace, since, now, 0n);
+      const sideBySide = await listChangedSince(workspace, since, now, 0n, Number.MAX_SAFE_INTEGER);
+      expect(sideBySide?.sort(), `seed ${seed}, round ${round}`).toEqual(one?.sort());
+      expect(one?.length, `seed ${seed}`).toBeGreaterThan(0);
+    }
+  });
+
   it('refuses to answer when the wall clock went back or the machine rebooted', async () => {
     const workspace = await makeTempDirectory();
     const now = readSnapshotClock() as SnapshotClock;
