@@ -259,7 +259,8 @@ export async function listChangedSince(
   const groups = Array.from({ length: Math.min(finds, tops.length) }, (_, group) =>
     tops.filter((_, index) => index % finds === group).map((name) => join(root, name)),
   );
-  const prefix = Buffer.from(`${root}/`);
+  // What find prints before each path under a top directory: the root, as join writes it.
+  const prefix = Buffer.from(join(root, '/'));
   const found = await Promise.all([
     runFind([root, '-maxdepth', '1', ...test, '-printf', '%P\\0']),
     ...groups.map((group) =>

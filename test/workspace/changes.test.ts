@@ -295,6 +295,15 @@ describe('listChangedSince', () => {
       const one = await listChangedSince(workspace, since, now, 0n);
       const sideBySide = await listChangedSince(workspace, since, now, 0n, Number.MAX_SAFE_INTEGER);
       expect(sideBySide?.sort(), `seed ${seed}, round ${round}`).toEqual(one?.sort());
+      // The root as written with a trailing slash: the same paths.
+      const slashed = await listChangedSince(
+        `${workspace}/`,
+        since,
+        now,
+        0n,
+        Number.MAX_SAFE_INTEGER,
+      );
+      expect(slashed?.sort(), `seed ${seed}, round ${round}`).toEqual(one?.sort());
       expect(one?.length, `seed ${seed}`).toBeGreaterThan(0);
     }
   });
