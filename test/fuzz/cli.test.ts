@@ -173,13 +173,26 @@ const value = fc.oneof(
 );
 
 /** `--dir` only ever names the workspace, a place in it, or no workspace at all. */
-const directoryValue = fc.constantFrom('.', 'src', 'dir', 'a.txt', 'missing', 'link-out', '');
+/**
+ * Places in the workspace, for what names a place Rewind writes in as asked (see
+ * NAMES_A_PLACE): never `link-out` or a path through `..`, which a person may name to write
+ * outside, and the sentinel would count it.
+ */
+const placeValue = fc.constantFrom('.', 'src', 'dir', 'a.txt', 'missing', '');
 
 /** One option of `options`, with a value when it takes one. */
+/**
+ * Options and commands whose value is a place a person names, where Rewind writes as asked (the
+ * workspace `--dir` and `init DIR` make a store in, the file `--messages-out` writes): given only
+ * places in the workspace. `rewind init link-out` rightly makes a store through the link.
+ */
+const NAMES_A_PLACE = new Set(['--dir', '--messages-out']);
+const positionalOf = (command: CommandShape) => (command.path[0] === 'init' ? placeValue : value);
+
 function optionOf(options: readonly { flag: string; takesValue: boolean }[]) {
   return fc.constantFrom(...options).chain((option) => {
     if (!option.takesValue) return fc.constant([option.flag]);
-    const values = option.flag === '--dir' ? directoryValue : value;
+    const values = NAMES_A_PLACE.has(option.flag) ? placeValue : value;
     return fc.oneof(
       values.map((text) => [option.flag, text]),
       values.map((text) => [`${option.flag}=${text}`]),
@@ -194,23 +207,24 @@ const argv: fc.Arbitrary<string[]> = fc.oneof(
   {
     weight: 8,
     // What a person means to type: the command, its positionals, valid options after them.
-    arbitrary: fc
-      .constantFrom(...COMMANDS)
-      .chain((command) =>
-        fc
-          .tuple(
-            fc.array(value, { minLength: command.required, maxLength: command.arguments }),
-            fc.array(optionOf([...command.options, ...GLOBAL_OPTIONS]), { maxLength: 3 }),
-          )
-          .map(([positionals, options]) => [...command.path, ...positionals, ...options.flat()]),
-      ),
+    arbitrary: fc.constantFrom(...COMMANDS).chain((command) =>
+      fc
+        .tuple(
+          fc.array(positionalOf(command), {
+            minLength: command.required,
+            maxLength: command.arguments,
+          }),
+          fc.array(optionOf([...command.options, ...GLOBAL_OPTIONS]), { maxLength: 3 }),
+        )
+        .map(([positionals, options]) => [...command.path, ...positionals, ...options.flat()]),
+    ),
   },
   {
     weight: 4,
     arbitrary: fc.constantFrom(...COMMANDS).chain((command) =>
       fc
         .tuple(
-          fc.array(value, { maxLength: command.arguments + 2 }),
+          fc.array(positionalOf(command), { maxLength: command.arguments + 2 }),
           fc.array(
             fc.oneof(
               { weight: 3, arbitrary: optionOf([...command.options, ...GLOBAL_OPTIONS]) },
