@@ -28,6 +28,7 @@ const MIGRATIONS: readonly string[] = [
 type PgModule = typeof import('pg');
 export type Pool = import('pg').Pool;
 export type Client = import('pg').PoolClient;
+type QueryResultRow = import('pg').QueryResultRow;
 
 /** The client library, loaded on first use: a program that never names a database never loads it. */
 let pg: Promise<PgModule> | undefined;
@@ -106,6 +107,32 @@ export async function releasePool(url: string): Promise<void> {
   known.closing.unref();
 }
 
+/** Runs `work` on the pool of `url`, taken for it and given back after. */
+export async function withPool<T>(url: string, work: (pool: Pool) => Promise<T>): Promise<T> {
+  const pool = await poolOf(url);
+  try {
+    return await work(pool);
+  } finally {
+    await releasePool(url);
+  }
+}
+
+/** The rows of one statement on the pool of `url`; a failure is said as `doing` failing. */
+export function selectRows<Row extends QueryResultRow>(
+  url: string,
+  doing: string,
+  sql: string,
+  params: unknown[],
+): Promise<Row[]> {
+  return withPool(url, async (pool) => {
+    try {
+      return (await pool.query<Row>(sql, params)).rows;
+    } catch (error) {
+      throw databaseFailed(error, url, doing);
+    }
+  });
+}
+
 /** Runs `work` in a transaction on a connection of `pool`; rolls back when it throws. */
 export async function inTransaction<T>(
   pool: Pool,
@@ -158,31 +185,30 @@ export function isConnectionLost(error: unknown): boolean {
  * the server cannot be reached or refuses.
  */
 export async function migratePostgres(url: string): Promise<void> {
-  const pool = await poolOf(url);
   try {
-    await inTransaction(pool, async (client) => {
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('rewind-migrate'))");
-      await client.query('CREATE TABLE IF NOT EXISTS rewind_schema (version integer NOT NULL)');
-      const { rows } = await client.query<{ version: number }>(
-        'SELECT max(version) AS version FROM rewind_schema',
-      );
-      const version = rows[0]?.version ?? 0;
-      if (version > POSTGRES_SCHEMA_VERSION) {
-        throw new RewindError(
-          'STORE_VERSION_UNSUPPORTED',
-          `The database ${shownUrl(url)} holds Rewind's tables at schema ${version}; this version knows ${POSTGRES_SCHEMA_VERSION}. Upgrade Rewind. Nothing was changed.`,
-          { data: { version } },
+    await withPool(url, (pool) =>
+      inTransaction(pool, async (client) => {
+        await client.query("SELECT pg_advisory_xact_lock(hashtext('rewind-migrate'))");
+        await client.query('CREATE TABLE IF NOT EXISTS rewind_schema (version integer NOT NULL)');
+        const { rows } = await client.query<{ version: number }>(
+          'SELECT max(version) AS version FROM rewind_schema',
         );
-      }
-      for (let next = version + 1; next <= POSTGRES_SCHEMA_VERSION; next++) {
-        await client.query(MIGRATIONS[next - 1] as string);
-        await client.query('INSERT INTO rewind_schema (version) VALUES ($1)', [next]);
-      }
-    });
+        const version = rows[0]?.version ?? 0;
+        if (version > POSTGRES_SCHEMA_VERSION) {
+          throw new RewindError(
+            'STORE_VERSION_UNSUPPORTED',
+            `The database ${shownUrl(url)} holds Rewind's tables at schema ${version}; this version knows ${POSTGRES_SCHEMA_VERSION}. Upgrade Rewind. Nothing was changed.`,
+            { data: { version } },
+          );
+        }
+        for (let next = version + 1; next <= POSTGRES_SCHEMA_VERSION; next++) {
+          await client.query(MIGRATIONS[next - 1] as string);
+          await client.query('INSERT INTO rewind_schema (version) VALUES ($1)', [next]);
+        }
+      }),
+    );
   } catch (error) {
     if (error instanceof RewindError) throw error;
     throw databaseFailed(error, url, 'Creating the tables');
-  } finally {
-    await releasePool(url);
   }
 }

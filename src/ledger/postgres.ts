@@ -33,7 +33,9 @@ import {
   type Pool,
   poolOf,
   releasePool,
+  selectRows,
   shownUrl,
+  withPool,
 } from './postgres-client.js';
 
 /** How many times an append is tried when the connection is lost. */
@@ -266,18 +268,12 @@ export async function findSharedSession(
   url: string,
   query: string,
 ): Promise<{ store: string; id: string }> {
-  const pool = await poolOf(url);
-  let rows: { store: string; session: string }[];
-  try {
-    ({ rows } = await pool.query<{ store: string; session: string }>(
-      'SELECT store, session FROM rewind_sessions WHERE session = $1 OR (length($1) >= 4 AND starts_with(session, $1)) ORDER BY session',
-      [query],
-    ));
-  } catch (error) {
-    throw databaseFailed(error, url, `Looking for session ${query}`);
-  } finally {
-    await releasePool(url);
-  }
+  const rows = await selectRows<{ store: string; session: string }>(
+    url,
+    `Looking for session ${query}`,
+    'SELECT store, session FROM rewind_sessions WHERE session = $1 OR (length($1) >= 4 AND starts_with(session, $1)) ORDER BY session',
+    [query],
+  );
   const found =
     rows.find((row) => row.session === query) ?? (rows.length === 1 ? rows[0] : undefined);
   if (found) return { store: found.store, id: found.session };
@@ -320,27 +316,27 @@ export async function listSharedSessions(
   url: string,
   options: { query?: string; limit?: number } = {},
 ): Promise<SharedSessionInfo[]> {
-  const pool = await poolOf(url);
-  let rows: { store: string; session: string; last_seq: string; first: string; last: string }[];
-  try {
-    ({ rows } = await pool.query(
-      `SELECT s.store, s.session, s.last_seq, f.line AS first, l.line AS last
-         FROM rewind_sessions s
-         JOIN rewind_entries f ON f.store = s.store AND f.session = s.session AND f.seq = 1
-         JOIN rewind_entries l ON l.store = s.store AND l.session = s.session AND l.seq = s.last_seq
-        WHERE $1 = ''
-           OR starts_with(s.session, lower($1))
-           OR strpos(lower(coalesce(f.line::jsonb #>> '{body,host}', '')), lower($1)) > 0
-           OR strpos(lower(coalesce(f.line::jsonb #>> '{body,workspace}', '')), lower($1)) > 0
-        ORDER BY l.line::jsonb ->> 'at' DESC, s.session
-        LIMIT $2`,
-      [options.query ?? '', options.limit ?? 100],
-    ));
-  } catch (error) {
-    throw databaseFailed(error, url, 'Listing the shared sessions');
-  } finally {
-    await releasePool(url);
-  }
+  const rows = await selectRows<{
+    store: string;
+    session: string;
+    last_seq: string;
+    first: string;
+    last: string;
+  }>(
+    url,
+    'Listing the shared sessions',
+    `SELECT s.store, s.session, s.last_seq, f.line AS first, l.line AS last
+       FROM rewind_sessions s
+       JOIN rewind_entries f ON f.store = s.store AND f.session = s.session AND f.seq = 1
+       JOIN rewind_entries l ON l.store = s.store AND l.session = s.session AND l.seq = s.last_seq
+      WHERE $1 = ''
+         OR starts_with(s.session, lower($1))
+         OR strpos(lower(coalesce(f.line::jsonb #>> '{body,host}', '')), lower($1)) > 0
+         OR strpos(lower(coalesce(f.line::jsonb #>> '{body,workspace}', '')), lower($1)) > 0
+      ORDER BY l.line::jsonb ->> 'at' DESC, s.session
+      LIMIT $2`,
+    [options.query ?? '', options.limit ?? 100],
+  );
   return rows.map((row) => {
     const first = parseLine(row.first, row.session, 1);
     const last = parseLine(row.last, row.session, Number(row.last_seq));
@@ -369,32 +365,18 @@ function sessionNameOf({ url, store, id }: PostgresSession, startedAt: string): 
  * `store` tells this store's sessions from other stores' in the same tables.
  */
 export function postgresLedgers(url: string, store: string): LedgerStore {
-  const withPool = async <T>(work: (pool: Pool) => Promise<T>): Promise<T> => {
-    const pool = await poolOf(url);
-    try {
-      return await work(pool);
-    } finally {
-      await releasePool(url);
-    }
-  };
   return {
-    list: () =>
-      withPool(async (pool) => {
-        let rows: { session: string; started_at: Date }[];
-        try {
-          ({ rows } = await pool.query<{ session: string; started_at: Date }>(
-            'SELECT session, started_at FROM rewind_sessions WHERE store = $1 ORDER BY started_at, session',
-            [store],
-          ));
-        } catch (error) {
-          throw databaseFailed(error, url, 'Listing the sessions');
-        }
-        return rows.map((row) =>
-          sessionNameOf({ url, store, id: row.session }, row.started_at.toISOString()),
-        );
-      }),
+    list: async () =>
+      (
+        await selectRows<{ session: string; started_at: Date }>(
+          url,
+          'Listing the sessions',
+          'SELECT session, started_at FROM rewind_sessions WHERE store = $1 ORDER BY started_at, session',
+          [store],
+        )
+      ).map((row) => sessionNameOf({ url, store, id: row.session }, row.started_at.toISOString())),
     read: (session) =>
-      withPool(async (pool) => ({
+      withPool(url, async (pool) => ({
         entries: await fetchEntries(pool, { url, store, id: session.id }, 0),
         unreadable: [],
         endsMidLine: false,
@@ -403,19 +385,16 @@ export function postgresLedgers(url: string, store: string): LedgerStore {
     create: (options) => PostgresLedger.create(url, store, options),
     open: (session, options) => PostgresLedger.open(url, store, session.id, options),
     copyIn: (id, entries) =>
-      withPool((pool) => copyIntoDatabase(pool, { url, store, id }, entries)),
-    revision: () =>
-      withPool(async (pool) => {
-        try {
-          const { rows } = await pool.query<{ revision: string | null }>(
-            "SELECT string_agg(session || ':' || last_seq, '|' ORDER BY session) AS revision FROM rewind_sessions WHERE store = $1",
-            [store],
-          );
-          return rows[0]?.revision ?? '';
-        } catch (error) {
-          throw databaseFailed(error, url, 'Reading the sessions');
-        }
-      }),
+      withPool(url, (pool) => copyIntoDatabase(pool, { url, store, id }, entries)),
+    revision: async () =>
+      (
+        await selectRows<{ revision: string | null }>(
+          url,
+          'Reading the sessions',
+          "SELECT string_agg(session || ':' || last_seq, '|' ORDER BY session) AS revision FROM rewind_sessions WHERE store = $1",
+          [store],
+        )
+      )[0]?.revision ?? '',
   };
 }
 
@@ -481,18 +460,13 @@ async function copyIntoDatabase(
  * (exactly that id: sessions are named by random ids, unique across stores).
  */
 export async function storeOfSharedSession(url: string, id: string): Promise<string | undefined> {
-  const pool = await poolOf(url);
-  try {
-    const { rows } = await pool.query<{ store: string }>(
-      'SELECT store FROM rewind_sessions WHERE session = $1 ORDER BY store LIMIT 1',
-      [id],
-    );
-    return rows[0]?.store;
-  } catch (error) {
-    throw databaseFailed(error, url, `Looking for session ${id}`);
-  } finally {
-    await releasePool(url);
-  }
+  const rows = await selectRows<{ store: string }>(
+    url,
+    `Looking for session ${id}`,
+    'SELECT store FROM rewind_sessions WHERE session = $1 ORDER BY store LIMIT 1',
+    [id],
+  );
+  return rows[0]?.store;
 }
 
 /** The entries of a session after `after`, in order. */

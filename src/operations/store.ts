@@ -17,7 +17,6 @@ import {
   previewWorkspace,
   pullSession,
   pushSession,
-  RewindError,
   type SessionStatus,
   type SessionSummary,
   type SharedSessionInfo,
@@ -309,37 +308,9 @@ export const attachOperation = defineOperation({
   excludedFrom: {
     mcp: 'a person sets up a machine with it; the server works in the workspace it was started in',
   },
-  run: async ({ workspace }, { session, ledger, objects }): Promise<AttachResult> => {
-    const bucket = objects ?? (process.env.REWIND_OBJECTS || undefined);
-    return attachShared({
-      workspace,
-      session,
-      ledger,
-      ...(bucket !== undefined && { objects: bucket }),
-    });
-  },
+  run: async ({ workspace }, { session, ledger, objects }): Promise<AttachResult> =>
+    attachShared({ workspace, session, ledger, ...(objects !== undefined && { objects }) }),
 });
-
-/** The shared backends from the input, else from REWIND_LEDGER and REWIND_OBJECTS; both needed. */
-function sharedBackendsOf(
-  input: { ledger?: string | undefined; objects?: string | undefined },
-  name: string,
-) {
-  const ledger = input.ledger ?? (process.env.REWIND_LEDGER || undefined);
-  const objects = input.objects ?? (process.env.REWIND_OBJECTS || undefined);
-  if (ledger === undefined || objects === undefined) {
-    const missing = [
-      ...(ledger === undefined ? ['--ledger postgres://USER@HOST/DB (or REWIND_LEDGER)'] : []),
-      ...(objects === undefined ? ['--objects s3://BUCKET/PREFIX (or REWIND_OBJECTS)'] : []),
-    ];
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `${name} needs the shared backends: give ${missing.join(' and ')}.`,
-      { data: {} },
-    );
-  }
-  return { ledger, objects };
-}
 
 const sharedBackendsInput = {
   ledger: z
@@ -374,17 +345,9 @@ export const sessionFindOperation = defineOperation({
     mcp: 'a person looks for a session to resume with it; the server works in its own workspace',
   },
   run: async (_target, input): Promise<{ sessions: SharedSessionInfo[] }> => {
-    const ledger = input.ledger ?? (process.env.REWIND_LEDGER || undefined);
-    if (ledger === undefined) {
-      throw new RewindError(
-        'INVALID_ARGUMENT',
-        'rewind session find needs the shared ledgers: give --ledger postgres://USER@HOST/DB (or REWIND_LEDGER).',
-        { data: {} },
-      );
-    }
     return {
       sessions: await findSharedSessions({
-        ledger,
+        ledger: input.ledger,
         ...(input.query !== undefined && { query: input.query }),
         ...(input.last !== undefined && { limit: input.last }),
       }),
@@ -412,7 +375,8 @@ export const pushOperation = defineOperation({
     return pushSession({
       workspace,
       ...(session !== undefined && { session }),
-      ...sharedBackendsOf(input, 'rewind push'),
+      ledger: input.ledger,
+      objects: input.objects,
     });
   },
 });
@@ -436,7 +400,12 @@ export const pullOperation = defineOperation({
     mcp: 'a person sets up a machine with it; the server works in the workspace it was started in',
   },
   run: async ({ workspace }, input): Promise<CopyResult> =>
-    pullSession({ workspace, session: input.session, ...sharedBackendsOf(input, 'rewind pull') }),
+    pullSession({
+      workspace,
+      session: input.session,
+      ledger: input.ledger,
+      objects: input.objects,
+    }),
 });
 
 /** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */

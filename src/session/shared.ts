@@ -67,10 +67,14 @@ export async function attachShared(options: {
   session: string;
   /** The PostgreSQL URL its ledger is in. */
   ledger: string;
-  /** The bucket its objects are in (`s3://BUCKET/PREFIX`); without it, none can be restored. */
+  /**
+   * The bucket its objects are in (`s3://BUCKET/PREFIX`), else `REWIND_OBJECTS`; without either,
+   * none can be restored.
+   */
   objects?: string;
 }): Promise<AttachResult> {
   checkLedgerUrl(options.ledger);
+  const objects = options.objects ?? (process.env.REWIND_OBJECTS || undefined);
   const names = await readdir(options.workspace).catch(() => [] as string[]);
   if (names.length > 0) {
     const what = names.includes(STORE_DIRECTORY_NAME)
@@ -87,7 +91,7 @@ export async function attachShared(options: {
   const location = await initStore(options.workspace, {
     ledger: options.ledger,
     store,
-    ...(options.objects !== undefined && { objects: options.objects }),
+    ...(objects !== undefined && { objects }),
   });
   const session = (await ledgersOf(location).list()).find((listed) => listed.id === id);
   if (!session) {
@@ -117,12 +121,44 @@ function checkLedgerUrl(url: string): void {
   );
 }
 
-/** Where `rewind push` and `rewind pull` copy sessions to and from. */
+/**
+ * Where `rewind push` and `rewind pull` copy sessions to and from. Either left out is taken from
+ * the environment, as `rewind init` takes them: `REWIND_LEDGER`, `REWIND_OBJECTS`.
+ */
 export interface SharedBackends {
   /** The PostgreSQL URL of the shared ledgers. */
-  ledger: string;
+  ledger?: string | undefined;
   /** The bucket of the shared objects: `s3://BUCKET/PREFIX`. */
-  objects: string;
+  objects?: string | undefined;
+}
+
+/**
+ * The backends asked for, else the environment's; throws `INVALID_ARGUMENT` naming each of
+ * `needed` neither gives, and for a ledger that is not a PostgreSQL URL.
+ */
+function backendsOf<Needed extends keyof SharedBackends>(
+  asked: SharedBackends,
+  needed: readonly Needed[],
+  command: string,
+): Record<Needed, string> {
+  const found: SharedBackends = {
+    ledger: asked.ledger ?? (process.env.REWIND_LEDGER || undefined),
+    objects: asked.objects ?? (process.env.REWIND_OBJECTS || undefined),
+  };
+  const missing = needed.filter((name) => found[name] === undefined);
+  if (missing.length > 0) {
+    const spelled = {
+      ledger: '--ledger postgres://USER@HOST/DB (or REWIND_LEDGER)',
+      objects: '--objects s3://BUCKET/PREFIX (or REWIND_OBJECTS)',
+    };
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${command} needs the shared ${missing.length === 2 ? 'backends' : missing[0] === 'ledger' ? 'ledgers' : 'objects'}: give ${missing.map((name) => spelled[name]).join(' and ')}.`,
+      { data: {} },
+    );
+  }
+  if (found.ledger !== undefined) checkLedgerUrl(found.ledger);
+  return found as Record<Needed, string>;
 }
 
 /** What {@link pushSession} or {@link pullSession} did. */
@@ -152,7 +188,11 @@ export function pushedStoreId(location: StoreLocation): string {
 }
 
 /** Refuses a store whose ledgers or objects are shared already, or elsewhere than `backends`. */
-function checkLocalStore(location: StoreLocation, backends: SharedBackends, doing: string): void {
+function checkLocalStore(
+  location: StoreLocation,
+  backends: { objects: string },
+  doing: string,
+): void {
   if (location.ledger) {
     throw new RewindError(
       'INVALID_ARGUMENT',
@@ -240,15 +280,16 @@ function pendingWarning(entries: readonly LedgerEntry[], where: string): string[
 export async function pushSession(
   options: SharedBackends & { workspace: string; session?: string },
 ): Promise<CopyResult> {
-  checkLedgerUrl(options.ledger);
-  const bucket = parseS3Url(options.objects);
+  const backends = backendsOf(options, ['ledger', 'objects'], 'rewind push');
+  const bucket = parseS3Url(backends.objects);
   const location = await openStore(options.workspace);
-  checkLocalStore(location, options, 'push');
+  checkLocalStore(location, backends, 'push');
   const session = await pickSession(location, options.session);
   const entries = await readWhole(ledgersOf(location), session);
-  await migratePostgres(options.ledger);
-  const store = (await storeOfSharedSession(options.ledger, session.id)) ?? pushedStoreId(location);
-  const shared = postgresLedgers(options.ledger, store);
+  await migratePostgres(backends.ledger);
+  const store =
+    (await storeOfSharedSession(backends.ledger, session.id)) ?? pushedStoreId(location);
+  const shared = postgresLedgers(backends.ledger, store);
   const theirs = (await shared.list()).find((listed) => listed.id === session.id);
   const held = theirs ? await readWhole(shared, theirs) : [];
   // Refused before anything is uploaded when the copies differ.
@@ -283,16 +324,16 @@ export async function pushSession(
 export async function pullSession(
   options: SharedBackends & { workspace: string; session: string },
 ): Promise<CopyResult> {
-  checkLedgerUrl(options.ledger);
-  const bucket = parseS3Url(options.objects);
+  const backends = backendsOf(options, ['ledger', 'objects'], 'rewind pull');
+  const bucket = parseS3Url(backends.objects);
   const existing = await openStore(options.workspace).catch((error: unknown) => {
     if (isRewindError(error, 'STORE_NOT_FOUND')) return undefined;
     throw error;
   });
-  if (existing) checkLocalStore(existing, options, 'pull');
-  await migratePostgres(options.ledger);
-  const { store, id } = await findSharedSession(options.ledger, options.session);
-  const shared = postgresLedgers(options.ledger, store);
+  if (existing) checkLocalStore(existing, backends, 'pull');
+  await migratePostgres(backends.ledger);
+  const { store, id } = await findSharedSession(backends.ledger, options.session);
+  const shared = postgresLedgers(backends.ledger, store);
   const theirs = (await shared.list()).find((listed) => listed.id === id);
   if (!theirs) {
     throw new RewindError('SESSION_NOT_FOUND', `Session ${id} vanished from the database.`, {
@@ -344,14 +385,15 @@ export async function pullSession(
  * pull. Throws `INVALID_ARGUMENT` for a URL that is not PostgreSQL, `IO_FAILED`.
  */
 export async function findSharedSessions(options: {
-  ledger: string;
+  /** The PostgreSQL URL of the shared ledgers, else `REWIND_LEDGER`. */
+  ledger?: string | undefined;
   query?: string;
   /** At most this many. Default 20. */
   limit?: number;
 }): Promise<SharedSessionInfo[]> {
-  checkLedgerUrl(options.ledger);
-  await migratePostgres(options.ledger);
-  return listSharedSessions(options.ledger, {
+  const { ledger } = backendsOf(options, ['ledger'], 'rewind session find');
+  await migratePostgres(ledger);
+  return listSharedSessions(ledger, {
     ...(options.query !== undefined && { query: options.query }),
     limit: options.limit ?? 20,
   });
