@@ -3,6 +3,8 @@
 // For each workspace size and each number of changed files (1, 10, 1000), it times:
 //   rewind    Session.checkpoint / Session.rollback in a resident process (how agents use it),
 //             and the `rewind checkpoint` command as a whole process
+//   watching  the same in a resident process whose session watches the workspace
+//             (`openSession({ watch: true })`: inotifywait says what changed, no find)
 //   git       a shadow repository, run the way Gemini CLI's GitService runs it: one persistent
 //             repository and index, `git add -A && git commit`; restore with
 //             `git restore --source HEAD . && git clean -fdq`, which writes only what differs
@@ -78,7 +80,10 @@ for (const size of selected) {
   // The shadow repository and the copies work on workspaces of their own, the same files.
   const gitWorkspace = join(base, `ws-${size}-git`);
   const cpWorkspace = join(base, `ws-${size}-cp`);
-  sh(`cp -a ${workspace} ${gitWorkspace} && cp -a ${workspace} ${cpWorkspace} && sync`);
+  const watchWorkspace = join(base, `ws-${size}-watch`);
+  sh(
+    `cp -a ${workspace} ${gitWorkspace} && cp -a ${workspace} ${cpWorkspace} && cp -a ${workspace} ${watchWorkspace} && sync`,
+  );
   const next = random(7);
   const repeats = size === 'L' ? 3 : 5;
   const git = (args) =>
@@ -110,6 +115,15 @@ for (const size of selected) {
   row.first.cpMs = await timed(() =>
     sh(`mkdir ${copies}/first && cp -a ${cpWorkspace}/* ${copies}/first/`),
   );
+  // The watching session: its first checkpoint walks (and starts the watch again), the next
+  // one asks find, and from the one after, the watcher says what changed.
+  await init({ workspace: watchWorkspace });
+  const watching = await openSession({ workspace: watchWorkspace, watch: true });
+  await watching.checkpoint('first');
+  for (const label of ['warm-1', 'warm-2']) {
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    await watching.checkpoint(label);
+  }
   row.first.rewindStoreBytes = duBytes(join(workspace, '.rewind'));
   row.first.gitStoreBytes = duBytes(join(base, `git-${size}`));
   console.error(
@@ -122,9 +136,11 @@ for (const size of selected) {
       find: [],
       rewind: [],
       rewindCli: [],
+      watching: [],
       git: [],
       cp: [],
       rewindRollback: [],
+      watchingRollback: [],
       gitRollback: [],
       cpRollback: [],
     };
@@ -155,6 +171,9 @@ for (const size of selected) {
         }),
       );
 
+      appendChange(watchWorkspace, changed, round);
+      samples.watching.push(await timed(() => watching.checkpoint(`r${round}`)));
+
       appendChange(gitWorkspace, changed, round);
       before = duBytes(join(base, `git-${size}`, 'objects'));
       samples.git.push(
@@ -171,6 +190,8 @@ for (const size of selected) {
       // Rollback: break N files, then return to the latest checkpoint of each approach.
       const broken = modify(workspace, files, changes, next, ++round);
       samples.rewindRollback.push(await timed(() => session.rollback('latest')));
+      appendChange(watchWorkspace, broken, round);
+      samples.watchingRollback.push(await timed(() => watching.rollback('latest')));
       appendChange(gitWorkspace, broken, round);
       samples.gitRollback.push(
         await timed(() => sh(`${git('restore --source HEAD -- .')} && ${git('clean -fdq')}`)),
@@ -202,13 +223,15 @@ for (const size of selected) {
       growth: { rewind: median(growth.rewind), git: median(growth.git) },
     });
     console.error(
-      `N=${changes}: find ${m.find.toFixed(0)} | checkpoint rewind ${m.rewind.toFixed(0)} (cli ${m.rewindCli.toFixed(0)}) git ${m.git.toFixed(0)} cp ${m.cp.toFixed(0)} | ` +
-        `rollback rewind ${m.rewindRollback.toFixed(0)} git ${m.gitRollback.toFixed(0)} cp ${m.cpRollback.toFixed(0)} | growth rewind ${median(growth.rewind)} B git ${median(growth.git)} B`,
+      `N=${changes}: find ${m.find.toFixed(0)} | checkpoint rewind ${m.rewind.toFixed(0)} (cli ${m.rewindCli.toFixed(0)}, watching ${m.watching.toFixed(0)}) git ${m.git.toFixed(0)} cp ${m.cp.toFixed(0)} | ` +
+        `rollback rewind ${m.rewindRollback.toFixed(0)} (watching ${m.watchingRollback.toFixed(0)}) git ${m.gitRollback.toFixed(0)} cp ${m.cpRollback.toFixed(0)} | growth rewind ${median(growth.rewind)} B git ${median(growth.git)} B`,
     );
   }
   await session.close();
+  await watching.close();
   results.push(row);
   moveToTrash(workspace);
+  moveToTrash(watchWorkspace);
   moveToTrash(gitWorkspace);
   moveToTrash(cpWorkspace);
 }
@@ -226,27 +249,29 @@ for (const r of results) {
 }
 console.log('\n### Checkpoint after N changed files (median ms; ratio to the stat walk)\n');
 console.log(
-  '| workspace | N | find (floor) | rewind | rewind CLI process | shadow git | cp -a | rewind / git |',
+  '| workspace | N | find (floor) | rewind | rewind, watching | rewind CLI process | shadow git | cp -a | rewind / git | watching / git |',
 );
-console.log('|---|---|---|---|---|---|---|---|');
+console.log('|---|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   for (const c of r.byChanges) {
     const m = c.medians;
     console.log(
-      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewind)} (${ratio(m.rewind, m.find)}) | ${fmt(m.rewindCli)} (${ratio(m.rewindCli, m.find)}) | ` +
-        `${fmt(m.git)} (${ratio(m.git, m.find)}) | ${fmt(m.cp)} (${ratio(m.cp, m.find)}) | ${ratio(m.rewind, m.git)} |`,
+      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewind)} (${ratio(m.rewind, m.find)}) | ${fmt(m.watching)} (${ratio(m.watching, m.find)}) | ${fmt(m.rewindCli)} (${ratio(m.rewindCli, m.find)}) | ` +
+        `${fmt(m.git)} (${ratio(m.git, m.find)}) | ${fmt(m.cp)} (${ratio(m.cp, m.find)}) | ${ratio(m.rewind, m.git)} | ${ratio(m.watching, m.git)} |`,
     );
   }
 }
 console.log('\n### Rollback with N changed files (median ms; ratio to the stat walk)\n');
-console.log('| workspace | N | find (floor) | rewind | shadow git | cp -a back | rewind / git |');
-console.log('|---|---|---|---|---|---|---|');
+console.log(
+  '| workspace | N | find (floor) | rewind | rewind, watching | shadow git | cp -a back | rewind / git | watching / git |',
+);
+console.log('|---|---|---|---|---|---|---|---|---|');
 for (const r of results) {
   for (const c of r.byChanges) {
     const m = c.medians;
     console.log(
-      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewindRollback)} (${ratio(m.rewindRollback, m.find)}) | ` +
-        `${fmt(m.gitRollback)} (${ratio(m.gitRollback, m.find)}) | ${fmt(m.cpRollback)} (${ratio(m.cpRollback, m.find)}) | ${ratio(m.rewindRollback, m.gitRollback)} |`,
+      `| ${r.size} | ${c.changes} | ${fmt(m.find)} | ${fmt(m.rewindRollback)} (${ratio(m.rewindRollback, m.find)}) | ${fmt(m.watchingRollback)} (${ratio(m.watchingRollback, m.find)}) | ` +
+        `${fmt(m.gitRollback)} (${ratio(m.gitRollback, m.find)}) | ${fmt(m.cpRollback)} (${ratio(m.cpRollback, m.find)}) | ${ratio(m.rewindRollback, m.gitRollback)} | ${ratio(m.watchingRollback, m.gitRollback)} |`,
     );
   }
 }

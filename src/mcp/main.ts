@@ -12,7 +12,7 @@ const MIN_TOKEN_LENGTH = 16;
 const USAGE = `Usage: rewind mcp [--root DIR] [--http PORT [--host HOST] [--token TOKEN]] [--isolated]
                   [--hash-chain] [--tool-prefix PREFIX] [--sandbox bwrap|none|auto] [--network]
                   [--redact] [--redact-pattern RE]... [--block-private]
-                  [--exec-timeout S] [--http-timeout S]
+                  [--exec-timeout S] [--http-timeout S] [--no-watch]
 
 Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (127.0.0.1 unless
 --host says otherwise). Every file operation is journaled and undoable.
@@ -21,7 +21,9 @@ Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (1
 and resumes the one it worked in before, whose work is never stranded by a restart.
 --hash-chain makes a store the server creates start a hash-chained session, and refuses to work
 in a session that is not. --tool-prefix puts PREFIX before every tool name (rewind_ gives
-rewind_write), for clients that mix servers.
+rewind_write), for clients that mix servers. The server watches the workspace (inotifywait, where
+inotify-tools is installed) so checkpoints look only at what changed; --no-watch leaves that to
+a walk of the workspace at each checkpoint.
 
 Over HTTP, every request must carry a token: a random one per launch, printed on stderr in the
 URL to give the client (http://127.0.0.1:PORT/mcp?token=...), or the one set by --token or the
@@ -54,6 +56,7 @@ export function mcpOptions(
       'block-private': { type: 'boolean' },
       'exec-timeout': { type: 'string' },
       'http-timeout': { type: 'string' },
+      'no-watch': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -97,6 +100,8 @@ export function mcpOptions(
   return {
     root: resolve(cwd, values.root ?? '.'),
     session: {
+      // A server keeps its session for its whole life: what changed is learned from inotify.
+      watch: values['no-watch'] !== true,
       ...(values.isolated && { isolation: 'isolated' as const }),
       ...(sandbox && { sandbox }),
       ...(values.network && { network: true }),

@@ -13,6 +13,7 @@ import {
   type SnapshotProgress,
   type SnapshotResult,
   snapshot,
+  WorkspaceWatcher,
 } from '../workspace/index.js';
 
 /**
@@ -60,6 +61,8 @@ export interface SessionSettings {
   /** Whether sandboxed commands may use the network: the option, else what `init` recorded. */
   readonly network: boolean;
   readonly budget: { maxBytes?: number; maxFiles?: number } | undefined;
+  /** Whether the session's workspace is watched while it is open (see `OpenSessionOptions`). */
+  readonly watch: boolean;
   /** The clock for ledger entries and automatic checkpoint labels. */
   readonly now: () => Date;
 }
@@ -83,6 +86,26 @@ function cacheDirectoryOf(context: SessionContext): string {
     : context.storeDirectory;
 }
 
+const watchers = new WeakMap<SessionContext, WorkspaceWatcher>();
+
+/** Starts watching the session's workspace, when its settings ask for it. */
+export function startWatching(context: SessionContext): void {
+  if (!context.settings.watch || watchers.has(context)) return;
+  const watcher = new WorkspaceWatcher(
+    context.workspace,
+    cacheDirectoryOf(context),
+    outsideRulesOf(context),
+  );
+  watchers.set(context, watcher);
+}
+
+/** Closes what a session holds open: its watcher, its ledger. */
+export async function closeContext(context: SessionContext): Promise<void> {
+  watchers.get(context)?.close();
+  watchers.delete(context);
+  await context.ledger.close();
+}
+
 /** Snapshots the session's workspace (its view, for an isolated session). */
 export function snapshotWorkspace(
   context: SessionContext,
@@ -96,6 +119,7 @@ export function snapshotWorkspace(
     ...(context.settings.budget && { budget: context.settings.budget }),
     ...(onProgress && { onProgress }),
     ...(copyOf && { copyOf }),
+    ...(watchers.has(context) && { watcher: watchers.get(context) }),
   });
 }
 

@@ -14,6 +14,7 @@ import {
   type SessionContext,
   snapshotHost,
   snapshotWorkspace,
+  startWatching,
 } from './context.js';
 import { viewDirectoryOf } from './isolation.js';
 import { withWorkspaceLock } from './journal/journal.js';
@@ -73,6 +74,16 @@ export interface OpenSessionOptions {
    * changes something still takes the lock, and finishes what was interrupted first. Default true.
    */
   lockOnOpen?: boolean;
+  /**
+   * Watch the workspace for changes while the session is open (Linux, with inotify-tools'
+   * `inotifywait`): a checkpoint then looks at only what the watcher saw change, instead of a
+   * find over every entry, so its cost no longer grows with the size of the workspace. For a
+   * process that keeps the session open (an agent's runtime, `rewind mcp`); a watcher costs a
+   * child process and an inotify watch per directory. Where it cannot run, or may have missed
+   * something (its queue overflowed, a directory moved out), checkpoints use find as without it.
+   * Default false. See docs/performance.md, "A watcher in a long-lived process".
+   */
+  watch?: boolean;
 }
 
 /** Options of `startIsolatedSession`. */
@@ -123,6 +134,7 @@ async function createContext(
         options.sandbox ?? (started.sandbox as SandboxBackend | 'auto' | undefined) ?? 'none',
       network: options.network ?? started.network === true,
       budget: options.budget,
+      watch: options.watch === true,
       now: options.now ?? (() => new Date()),
     }),
   } satisfies SessionContext);
@@ -156,6 +168,7 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
           'A session opened without the lock cannot record protections (redact, blockPrivate): open it with the lock to add them.',
         );
       }
+      startWatching(context);
       return context;
     }
     // Taking the lock finishes any interrupted operation first. What this process adds to the
@@ -168,6 +181,7 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
     });
     // Another process added some meanwhile: they apply here too.
     if (isLooser(recorded, recordedNow)) context = await createContext(location, ledger, options);
+    startWatching(context);
     return context;
   } catch (error) {
     await ledger.close();
@@ -231,6 +245,7 @@ export async function startIsolatedContext(
       );
     });
     if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);
+    startWatching(context);
     return context;
   } catch (error) {
     await rm(join(location.directory, 'views', id), { recursive: true, force: true });

@@ -27,7 +27,7 @@ import {
   sendRequest,
 } from './actions/http.js';
 import type { ActionResult, Compensation } from './actions/journaled-spec.js';
-import { previewOfSession, type SessionContext } from './context.js';
+import { closeContext, previewOfSession, type SessionContext } from './context.js';
 import {
   type CheckpointOptions,
   type CheckpointResult,
@@ -586,11 +586,11 @@ export class Session {
     return listDirectory(this.#context, path);
   }
 
-  /** Closes the session's ledger. */
+  /** Closes the session's ledger, and stops its watcher. */
   async close(): Promise<void> {
     if (this.#isClosed) return;
     this.#isClosed = true;
-    await this.#context.ledger.close();
+    await closeContext(this.#context);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

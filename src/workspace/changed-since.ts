@@ -266,32 +266,38 @@ export interface ChangedSinceResult {
   totals: TreeTotals;
   readCount: number;
   warnings: string[];
-  directories: Record<string, string>;
+  directories: Map<string, string>;
 }
 
 /**
- * The shortcut: the previous snapshot's tree updated with only what changed since it started,
- * as {@link listChangedSince} reports. Undefined when that cannot be trusted this time (see
- * there) or the ignore rules changed; the caller then looks at every file.
+ * What changed since the snapshot of `record` started, by find (see {@link listChangedSince});
+ * undefined when that cannot be trusted this time.
+ */
+export function findChanges(
+  root: string,
+  record: ChangeRecord,
+  clock: SnapshotClock,
+  windowNs: bigint,
+): Promise<string[] | undefined> {
+  const entryCount = record.totals.fileCount + record.totals.directoryCount;
+  return listChangedSince(root, record.clock, clock, windowNs, entryCount);
+}
+
+/**
+ * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
+ * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
+ * directory), as find or a watcher reports them. Undefined when the record's tree is gone from
+ * the store or the ignore rules changed; the caller then looks at every file.
  */
 export async function snapshotChanges(
   root: string,
   outside: OutsideRules,
   record: ChangeRecord,
-  clock: SnapshotClock,
+  changes: readonly string[],
   store: ObjectStore,
   batch: ObjectBatch,
-  windowNs: bigint,
 ): Promise<ChangedSinceResult | undefined> {
   if (!(await store.has(record.tree))) return undefined;
-  const changes = await listChangedSince(
-    root,
-    record.clock,
-    clock,
-    windowNs,
-    record.totals.fileCount + record.totals.directoryCount,
-  );
-  if (changes === undefined) return undefined;
   const state: IncrementalState = {
     store,
     batch,
@@ -301,7 +307,7 @@ export async function snapshotChanges(
     warnings: [],
     readCount: 0,
     ignoreRulesChanged: false,
-    directories: new Map(Object.entries(record.directories)),
+    directories: new Map(record.directories),
     treeReads: new Map(),
     gate: createLimiter(TREE_READS_AHEAD),
   };
@@ -338,6 +344,6 @@ export async function snapshotChanges(
     totals,
     readCount: state.readCount,
     warnings: state.warnings,
-    directories: Object.fromEntries(state.directories),
+    directories: state.directories,
   };
 }

@@ -5,7 +5,6 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import {
-  canonicalJson,
   type Digest,
   decodeName,
   digestBytes,
@@ -14,7 +13,9 @@ import {
   writeFileAtomic,
 } from '../lib/index.js';
 
-const RECORD_FILE = join('cache', 'changes-v2.json');
+const RECORD_FILE = join('cache', 'changes-v3.json');
+/** Where earlier versions kept it (its digest over canonical JSON): removed with the current one. */
+const OLD_RECORD_FILE = join('cache', 'changes-v2.json');
 
 /** A wall clock step back larger than this between two snapshots disables the shortcut once. */
 const STEP_TOLERANCE_NS = 1_000_000_000n;
@@ -50,7 +51,7 @@ export interface SnapshotClock {
 
 /**
  * What the last snapshot of a workspace was, so the next one can look only at what changed
- * since (`.rewind/cache/changes-v2.json`). Like the stat cache it is only a cache: missing or
+ * since (`.rewind/cache/changes-v3.json`). Like the stat cache it is only a cache: missing or
  * doubtful, the next snapshot looks at every file.
  */
 export interface ChangeRecord {
@@ -67,7 +68,7 @@ export interface ChangeRecord {
    * root): a directory moved in, or swapped with another, is read again whole, since the children
    * a rename carries along keep their old timestamps.
    */
-  directories: Record<string, string>;
+  directories: ReadonlyMap<string, string>;
 }
 
 /** Reads the clocks at the start of a snapshot; undefined where the shortcut is not supported. */
@@ -97,31 +98,33 @@ interface RecordFile {
 }
 
 /**
- * The members of the change record file, when its `digest` (of the canonical JSON of the other
- * members) vouches for them; undefined when it is absent, not JSON, damaged, or written by an
+ * The members of the change record file, when the digest on its first line (of the bytes of the
+ * JSON that follows) vouches for them; undefined when it is absent, not JSON, damaged, or written by an
  * older Rewind. A damaged record is never used: a later `wallNs` or another `tree` would make the
  * next snapshot miss changes. Throws what reading the file throws, but ENOENT.
  */
 function readRecord(storeDirectory: string): RecordFile | undefined {
-  let text: string;
+  let bytes: Buffer;
   try {
     // Never through a link or a pipe: what is not a plain file there is no record.
     const read = readPlainFileSync(join(storeDirectory, RECORD_FILE));
     if (!read.isFile) return undefined;
-    text = read.value.toString('utf8');
+    bytes = read.value;
   } catch (error) {
     // ENOTDIR: `cache` is not a directory, so there is no record in it.
     if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
     throw error;
   }
+  const newline = bytes.indexOf(0x0a);
+  const json = bytes.subarray(newline + 1);
+  if (newline === -1 || bytes.subarray(0, newline).toString('latin1') !== digestBytes(json)) {
+    return undefined;
+  }
   try {
-    const raw: unknown = JSON.parse(text);
+    const raw: unknown = JSON.parse(json.toString('utf8'));
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
-    // Once the digest vouches for them, the members are those saveChangeRecord wrote.
-    const { digest, ...members } = raw as RecordFile & { digest: unknown };
-    return digest === digestBytes(canonicalJson(members)) ? members : undefined;
+    return raw as RecordFile;
   } catch {
-    // Not JSON, or nesting too deep or a number too large for canonical JSON: damaged.
     return undefined;
   }
 }
@@ -130,7 +133,7 @@ function readRecord(storeDirectory: string): RecordFile | undefined {
 export function loadChangeRecord(storeDirectory: string, root: string): ChangeRecord | undefined {
   try {
     const raw = readRecord(storeDirectory);
-    if (raw?.v !== 2 || raw.root !== root || !isDigest(raw.tree)) return undefined;
+    if (raw?.v !== 3 || raw.root !== root || !isDigest(raw.tree)) return undefined;
     return {
       root,
       clock: {
@@ -146,7 +149,7 @@ export function loadChangeRecord(storeDirectory: string, root: string): ChangeRe
       },
       ignoreDirectories: raw.ignoreDirectories.map(String),
       outsideRules: isDigest(raw.outsideRules) ? raw.outsideRules : undefined,
-      directories: Object.fromEntries(
+      directories: new Map(
         Object.entries(raw.directories).map(([path, identity]) => [path, String(identity)]),
       ),
     };
@@ -174,7 +177,7 @@ export async function saveChangeRecord(
 ): Promise<void> {
   await makeCacheDirectory(storeDirectory);
   const members = {
-    v: 2,
+    v: 3,
     root: record.root,
     clock: {
       bootId: record.clock.bootId,
@@ -185,21 +188,34 @@ export async function saveChangeRecord(
     totals: record.totals,
     ignoreDirectories: record.ignoreDirectories,
     ...(record.outsideRules !== undefined && { outsideRules: record.outsideRules }),
-    directories: record.directories,
+    directories: Object.fromEntries(record.directories),
   };
-  const text = JSON.stringify({ ...members, digest: digestBytes(canonicalJson(members)) });
+  // The digest of the JSON as written, not of a canonical form: the record is read back only
+  // by this code, and a canonical encoding of a large workspace's record costs milliseconds.
+  const json = JSON.stringify(members);
+  const text = `${digestBytes(json)}\n${json}`;
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
 }
 
 /** Deletes the change record: the next snapshot looks at every file. */
 export async function clearChangeRecord(storeDirectory: string): Promise<void> {
   await rm(join(storeDirectory, RECORD_FILE), { force: true });
+  await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
 }
 
 /** The tree the change record names, for garbage collection to keep. */
 export function recordedTree(storeDirectory: string): Digest | undefined {
   const tree = readRecord(storeDirectory)?.tree;
   return isDigest(tree) ? tree : undefined;
+}
+
+/** True when `root` is on a filesystem whose ctime (and inotify events) can be trusted. */
+export function isOnTrustedFilesystem(root: string): boolean {
+  try {
+    return TRUSTED_FILESYSTEMS.has(Number(statfsSync(root).type));
+  } catch {
+    return false;
+  }
 }
 
 let isFindUsable = true;
@@ -241,11 +257,7 @@ export async function listChangedSince(
   if (now.wallNs < since.wallNs || now.offsetNs < since.offsetNs - STEP_TOLERANCE_NS) {
     return undefined;
   }
-  try {
-    if (!TRUSTED_FILESYSTEMS.has(Number(statfsSync(root).type))) return undefined;
-  } catch {
-    return undefined;
-  }
+  if (!isOnTrustedFilesystem(root)) return undefined;
   const threshold = since.wallNs - windowNs;
   const at = `@${threshold / 1_000_000_000n}.${String(threshold % 1_000_000_000n).padStart(9, '0')}`;
   const trusted = TRUSTED_FIND_TYPES.flatMap((type, index) =>

@@ -36,3 +36,4 @@ export {
 } from './tree-diff.js';
 export { exceptFor, type LeftOutCheck, treeRules } from './tree-rules.js';
 export type { DirectorySize, SnapshotProgress } from './walk.js';
+export { WorkspaceWatcher } from './watcher.js';

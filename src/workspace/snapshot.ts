@@ -5,8 +5,9 @@ import { dirname, sep } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import { type Digest, namedAndMore } from '../lib/index.js';
 import type { ObjectBatch, ObjectStore } from '../store/index.js';
-import { changeWindowOf, snapshotChanges } from './changed-since.js';
+import { changeWindowOf, findChanges, snapshotChanges } from './changed-since.js';
 import {
+  type ChangeRecord,
   clearChangeRecord,
   loadChangeRecord,
   readSnapshotClock,
@@ -29,6 +30,7 @@ import {
   storeScannedTree,
   summarize,
 } from './walk.js';
+import type { WorkspaceWatcher } from './watcher.js';
 
 /** Options of {@link snapshot}. */
 export interface SnapshotOptions {
@@ -70,6 +72,12 @@ export interface SnapshotOptions {
    * of an isolated session's view.
    */
   copyOf?: CopySource;
+  /**
+   * A watcher of this workspace kept by the calling process: when it knows what changed since
+   * the previous snapshot it was given to, only that is looked at, without a find over every
+   * entry (see {@link WorkspaceWatcher}).
+   */
+  watcher?: WorkspaceWatcher;
 }
 
 /** What {@link snapshot} recorded. */
@@ -86,11 +94,12 @@ export interface SnapshotResult {
   /** Things the caller should show: an over-budget first snapshot, skipped special files. */
   warnings: string[];
   /**
-   * How the snapshot found what changed: `changed-since` asked the filesystem for what changed
-   * since the last snapshot (find by ctime) and looked at nothing else; `walk` looked at every
-   * entry (first snapshot, ignore rules changed, platform or filesystem without the shortcut).
+   * How the snapshot found what changed: `watched` took it from a watcher of the workspace and
+   * looked at nothing else; `changed-since` asked the filesystem for what changed since the last
+   * snapshot (find by ctime) and looked at nothing else; `walk` looked at every entry (first
+   * snapshot, ignore rules changed, platform or filesystem without the shortcut).
    */
-  strategy: 'changed-since' | 'walk';
+  strategy: 'watched' | 'changed-since' | 'walk';
   /**
    * The rules from outside the workspace the snapshot applied, stored as a blob (see
    * `encodeOutsideRules`); undefined when there were none.
@@ -191,7 +200,13 @@ export async function snapshot(
     if (outsideRules !== undefined) await batch.put(Buffer.from(encodeOutsideRules(outside)));
   };
   const clock = options.now ? undefined : readSnapshotClock();
-  const record = clock && loadChangeRecord(options.storeDirectory, root);
+  const watcher = clock && options.watcher?.root === root ? options.watcher : undefined;
+  // A watcher's answer updates the snapshot taken at its previous drain, kept in memory;
+  // without one, the record of the last snapshot on disk is updated with what find lists.
+  const base = watcher?.takeBase();
+  const watched = watcher && (await watcher.drain());
+  const isWatched = base !== undefined && watched !== undefined;
+  const record = isWatched ? base : clock && loadChangeRecord(options.storeDirectory, root);
   // Rules from outside that changed change what is left out anywhere: the shortcut cannot tell.
   if (clock && record && record.outsideRules === outsideRules) {
     const batch = options.store.batch();
@@ -202,7 +217,9 @@ export async function snapshot(
         options.changeWindowMs === undefined
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
-      result = await snapshotChanges(root, outside, record, clock, options.store, batch, windowNs);
+      const changes = isWatched ? watched : await findChanges(root, record, clock, windowNs);
+      result =
+        changes && (await snapshotChanges(root, outside, record, changes, options.store, batch));
     } catch (error) {
       // A path the shortcut cannot read: the full walk below lists it with the others.
       if (!isRewindError(error, 'PATH_UNREADABLE')) throw error;
@@ -212,7 +229,7 @@ export async function snapshot(
     }
     if (result !== undefined) {
       const { tree, totals, readCount, warnings, directories } = result;
-      await saveChangeRecord(options.storeDirectory, {
+      const next: ChangeRecord = {
         root,
         clock,
         tree,
@@ -220,13 +237,15 @@ export async function snapshot(
         ignoreDirectories: record.ignoreDirectories,
         outsideRules,
         directories,
-      });
+      };
+      await saveChangeRecord(options.storeDirectory, next);
+      watcher?.setBase(next);
       return {
         tree,
         ...totals,
         readCount,
         warnings,
-        strategy: 'changed-since',
+        strategy: isWatched ? 'watched' : 'changed-since',
         rules: outsideRules,
         unreadable: [],
       };
@@ -286,16 +305,20 @@ export async function snapshot(
   // With paths left out unread the next snapshot walks everything again, to list them again.
   if (unreadable.length > 0) await clearChangeRecord(options.storeDirectory);
   else if (clock) {
-    await saveChangeRecord(options.storeDirectory, {
+    const next: ChangeRecord = {
       root,
       clock,
       tree: digest,
       totals,
       ignoreDirectories,
       outsideRules,
-      directories: Object.fromEntries(directoryIdentities),
-    });
+      directories: directoryIdentities,
+    };
+    await saveChangeRecord(options.storeDirectory, next);
+    watcher?.setBase(next);
   }
+  // A walk follows rules that changed, or paths that could not be read: the watch starts again.
+  watcher?.startAgain(outside);
   return {
     tree: digest,
     ...totals,

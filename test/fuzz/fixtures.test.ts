@@ -66,7 +66,7 @@ const addedName = fc.oneof(
     `objects/ba/${'0'.repeat(62)}`,
     'objects/.put-1-0000000000000000.tmp',
     'cache/snapshot-v1',
-    'cache/changes-v2.json',
+    'cache/changes-v3.json',
     'config.json',
     'workspace.lock',
     'drafts/0000.json',

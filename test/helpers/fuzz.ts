@@ -513,6 +513,6 @@ export async function makeRealStore(workspace: string): Promise<RealStore> {
     ledger: await readFile(join(storeDirectory, 'sessions', ledgerName as string)),
     trees,
     statCache: await readFile(join(storeDirectory, 'cache', 'snapshot-v1')),
-    changeRecord: await readFile(join(storeDirectory, 'cache', 'changes-v2.json')),
+    changeRecord: await readFile(join(storeDirectory, 'cache', 'changes-v3.json')),
   };
 }

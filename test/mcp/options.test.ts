@@ -55,7 +55,9 @@ describe('rewind mcp options', () => {
     expect(mcpOptions(['--tool-prefix', 'rw.', '--hash-chain'], root)).toMatchObject({
       toolPrefix: 'rw.',
       hashChain: true,
+      session: { watch: true },
     });
+    expect(mcpOptions(['--no-watch'], root)).toMatchObject({ session: { watch: false } });
   });
 
   it('answers every tool with structured content that fits the output schema it lists', async () => {

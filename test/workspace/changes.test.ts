@@ -20,7 +20,7 @@ import {
 } from '../../src/workspace/changes.js';
 import { cachedReferences, snapshot } from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
-import { listAll, random, referenceTree } from '../helpers/trees.js';
+import { listAll, random, randomEdit, referenceTree } from '../helpers/trees.js';
 import { lay, makeWorkspace } from '../helpers/workspace.js';
 
 describe('snapshot by changed paths', () => {
@@ -63,7 +63,10 @@ describe('snapshot by changed paths', () => {
     const next = random(20261129);
     const { workspace, storeDirectory, store } = await makeWorkspace(
       Object.fromEntries(
-        Array.from({ length: 40 }, (_, index) => [`d${index % 4}/e${index % 3}/f${index}`, 'f']),
+        Array.from({ length: 120 }, (_, index) => [
+          `d${index % 4}/e${index % 3}/g${index % 5}/f${index}`,
+          'f',
+        ]),
       ),
     );
     // A short window, so each round looks only at its own edits, not at the earlier rounds'.
@@ -72,48 +75,7 @@ describe('snapshot by changed paths', () => {
     let reused = 0;
     for (let round = 0; round < 30; round++) {
       await sleep(40);
-      for (let step = 0; step < 6; step++) {
-        const { files, dirs } = await listAll(workspace);
-        const pick = <T>(list: T[]): T | undefined => list[Math.floor(next() * list.length)];
-        const choice = next();
-        const directory = pick(dirs) ?? '';
-        const file = pick(files);
-        const name = `n${Math.floor(next() * 1000)}`;
-        const target = join(workspace, directory, name);
-        // An edit that makes no sense here (a name taken by a directory) just fails.
-        await (async () => {
-          if (choice < 0.3) await writeFile(target, `${round}:${step}`);
-          else if (choice < 0.4) await mkdir(target, { recursive: true });
-          else if (choice < 0.55 && file) await appendFile(join(workspace, file), 'x');
-          else if (choice < 0.65 && file) await rm(join(workspace, file), { force: true });
-          else if (choice < 0.75 && dirs.length > 0)
-            await rm(join(workspace, pick(dirs) as string), { recursive: true, force: true });
-          else if (choice < 0.85 && file) await rename(join(workspace, file), target);
-          else if (choice < 0.9 && dirs.length > 0) {
-            const from = pick(dirs) as string;
-            if (!`${directory}/`.startsWith(`${from}/`))
-              await rename(join(workspace, from), target);
-          } else if (choice < 0.94 && dirs.length > 1) {
-            // Swap two directories that are not inside one another.
-            const one = pick(dirs) as string;
-            const other = pick(dirs) as string;
-            if (`${one}/`.startsWith(`${other}/`) || `${other}/`.startsWith(`${one}/`)) return;
-            await rename(join(workspace, one), join(workspace, 'swap-tmp'));
-            await rename(join(workspace, other), join(workspace, one));
-            await rename(join(workspace, 'swap-tmp'), join(workspace, other));
-          } else if (choice < 0.97 && dirs.length > 0) {
-            // A tree moved in from outside, with old timestamps, in place of a directory.
-            const replaced = pick(dirs) as string;
-            const outside = join(await makeTempDirectory(), 'tree');
-            await lay(outside, { f0: `outside ${round}`, 'e0/f1': `outside ${step}` });
-            const past = new Date(Date.now() - 86_400_000);
-            for (const path of ['f0', 'e0/f1', 'e0', ''])
-              await utimes(join(outside, path), past, past);
-            await rm(join(workspace, replaced), { recursive: true, force: true });
-            await rename(outside, join(workspace, replaced));
-          } else if (file) await chmod(join(workspace, file), next() < 0.5 ? 0o755 : 0o644);
-        })().catch(() => {});
-      }
+      for (let step = 0; step < 6; step++) await randomEdit(workspace, next, `${round}:${step}`);
       const result = await snapshot(workspace, options);
       expect(result.strategy).toBe('changed-since');
       expect(result.tree, `round ${round}`).toBe(await referenceTree(workspace));

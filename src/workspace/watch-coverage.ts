@@ -1,0 +1,171 @@
+// What inotifywait watches, and what it should: it sets its watches up by a walk that does not see
+// a directory made in one it has listed but not yet watched, which would stay unwatched for good.
+import { spawn } from 'node:child_process';
+import { type BigIntStats, lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { decodeName, diskPath, listNames } from '../lib/index.js';
+
+/**
+ * A directory's key as the kernel shows a watch (`sdev:ino`, hexadecimal): its device in the
+ * kernel's encoding (major << 20 | minor), not the one `stat` gives.
+ */
+export function watchKey(stats: { dev: bigint; ino: bigint }): string {
+  const { dev, ino } = stats;
+  const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+  const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+  return `${((major << 20n) | minor).toString(16)}:${ino.toString(16)}`;
+}
+
+/** The keys of the inodes a process watches by inotify (its fdinfo); undefined if unreadable. */
+export function watchedInodes(pid: number): Set<string> | undefined {
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fdinfo`)) {
+      const text = readFileSync(`/proc/${pid}/fdinfo/${fd}`, 'latin1');
+      if (!text.includes('inotify wd:')) continue;
+      const keys = new Set<string>();
+      for (const [, ino, sdev] of text.matchAll(
+        /^inotify wd:[0-9a-f]+ ino:([0-9a-f]+) sdev:([0-9a-f]+)/gm,
+      )) {
+        keys.add(`${sdev}:${ino}`);
+      }
+      return keys;
+    }
+  } catch {}
+  return undefined;
+}
+
+function lstatOf(path: string): BigIntStats | undefined {
+  try {
+    return lstatSync(diskPath(path), { bigint: true });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `stats` is the directory still at `path`: one deleted since needs no watch. */
+function isStillThere(path: string, key: string): boolean {
+  const stats = lstatOf(path);
+  if (!stats?.isDirectory()) return false;
+  return watchKey(stats) === key;
+}
+
+/** Names a watch walk leaves alone: as find prunes them, and the top directories left out. */
+function isSkipped(relative: string, name: string, excluded: ReadonlySet<string>): boolean {
+  return (
+    name === '.git' || name === '.rewind' || (!relative.includes('/') && excluded.has(relative))
+  );
+}
+
+/** What {@link walkMade} found under the directories made or moved in. */
+export interface MadeWalk {
+  /** The first directory without a watch, if any. */
+  unwatched: string | undefined;
+  /** The files with more than one link. */
+  linked: string[];
+}
+
+/**
+ * Walks the directories at `relatives` (made or moved in since the last drain: their watches
+ * were set up by a walk that may have missed some) and what is under them, for the first
+ * directory that is not among `watched` and the files with more than one link.
+ */
+export function walkMade(
+  root: string,
+  relatives: Iterable<string>,
+  watched: ReadonlySet<string>,
+  excluded: ReadonlySet<string>,
+): MadeWalk {
+  const linked: string[] = [];
+  const pending = [...relatives];
+  for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
+    const absolute = relative === '' ? root : join(root, relative);
+    const stats = lstatOf(absolute);
+    if (stats === undefined) continue;
+    if (!stats.isDirectory()) {
+      if (stats.nlink > 1n) linked.push(relative);
+      continue;
+    }
+    if (!watched.has(watchKey(stats))) return { unwatched: relative, linked };
+    let names: { name: string; isDirectory: boolean }[];
+    try {
+      names = listNames(diskPath(absolute));
+    } catch {
+      continue;
+    }
+    for (const { name } of names) {
+      const inner = relative === '' ? name : `${relative}/${name}`;
+      if (!isSkipped(inner, name, excluded)) pending.push(inner);
+    }
+  }
+  return { unwatched: undefined, linked };
+}
+
+/** What a walk by find lists for a watch: every directory with its key, and files of several links. */
+export interface WatchListing {
+  directories: { path: string; key: string }[];
+  linked: string[];
+}
+
+/** Escapes what `find -path` would take as a pattern. */
+const literally = (path: string): string => path.replace(/[*?[\]\\]/g, '\\$&');
+
+/**
+ * Lists, by GNU find, every directory under `root` that a watch of it should hold (not `.git`,
+ * `.rewind` or the top directories `excluded`) and every file with more than one link;
+ * undefined when find is missing or fails.
+ */
+export function listForWatch(
+  root: string,
+  excluded: readonly string[],
+): Promise<WatchListing | undefined> {
+  const pruned = excluded.flatMap((name) => ['-o', '-path', literally(join(root, name))]);
+  // biome-ignore format: the find expression reads best on one line
+  const args = [root, '(', '-name', '.git', '-o', '-name', '.rewind', ...pruned, ')', '-prune', '-o', '-type', 'd', '-printf', 'd%D %i %P\\0', '-o', '-links', '+1', '-printf', 'l%P\\0'];
+  return new Promise((resolve) => {
+    const find = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    find.unref();
+    const chunks: Buffer[] = [];
+    find.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
+    find.on('error', () => resolve(undefined));
+    find.on('close', (code) => {
+      if (code !== 0) {
+        resolve(undefined);
+        return;
+      }
+      const output = Buffer.concat(chunks);
+      const listing: WatchListing = { directories: [], linked: [] };
+      for (let start = 0; start < output.length; ) {
+        const found = output.indexOf(0, start);
+        const end = found === -1 ? output.length : found;
+        const record = output.subarray(start, end);
+        start = end + 1;
+        if (record[0] === 0x6c) {
+          listing.linked.push(decodeName(record.subarray(1)));
+          continue;
+        }
+        const space = record.indexOf(0x20);
+        const second = record.indexOf(0x20, space + 1);
+        const dev = BigInt(record.subarray(1, space).toString('latin1'));
+        const ino = BigInt(record.subarray(space + 1, second).toString('latin1'));
+        const path = decodeName(record.subarray(second + 1));
+        listing.directories.push({ path, key: watchKey({ dev, ino }) });
+      }
+      resolve(listing);
+    });
+  });
+}
+
+/**
+ * The first directory of `listing` that is not among `watched` and is still there (under
+ * `root`); undefined when every one is watched.
+ */
+export function firstUnwatchedListed(
+  root: string,
+  listing: WatchListing,
+  watched: ReadonlySet<string>,
+): string | undefined {
+  for (const { path, key } of listing.directories) {
+    if (!watched.has(key) && isStillThere(path === '' ? root : join(root, path), key)) return path;
+  }
+  return undefined;
+}

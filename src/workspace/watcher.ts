@@ -1,0 +1,485 @@
+// A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
+// changed from the events instead of a find over every entry.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import type { Socket } from 'node:net';
+import { join } from 'node:path';
+import { createLimiter, decodeName, diskPath } from '../lib/index.js';
+import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
+import { IgnoreRules, type OutsideRules } from './ignore-rules.js';
+import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
+
+/** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
+const SENTINELS = join('cache', 'watch');
+
+/** How long a sentinel may take to come back before the watcher is taken as lost. */
+const DRAIN_TIMEOUT_MS = 5_000;
+
+/**
+ * The events asked for: whatever changes an entry or a directory's list of names. `q_overflow`
+ * is asked for by name, since inotifywait prints only the events asked for: a queue that
+ * overflowed (events lost) must be seen.
+ */
+const EVENTS =
+  'modify,attrib,create,delete,delete_self,moved_from,moved_to,move_self,unmount,q_overflow';
+
+/** An event record longer than this may have been cut at inotifywait's 4,096-byte buffer. */
+const LONGEST_RECORD = 4_000;
+
+/** What inotifywait prints once every directory has its watch. */
+const ESTABLISHED = Buffer.from('Watches established.\n');
+
+/** What a drain collected: the paths reported, the directories made or moved in among them. */
+interface Drained {
+  changed: Set<string>;
+  made: Set<string>;
+  isWhole: boolean;
+}
+
+/** Starts again at most this many times (something that keeps losing events is left to find). */
+const MOST_RESTARTS = 100;
+
+/** Starts in a row that may fail (each waits twice as long: 0.1 s to 6.4 s) before it gives up. */
+const FAILED_STARTS_AT_MOST = 7;
+
+/** Paths the snapshot never holds, wherever they are (as find prunes them). */
+function isLeftOut(relative: string): boolean {
+  return relative.split('/').some((part) => part === '.git' || part === '.rewind');
+}
+
+/** The real path of a root (as a snapshot compares it), or the root as given if it has none. */
+function realRoot(root: string): string {
+  try {
+    return realpathSync(root);
+  } catch {
+    return root;
+  }
+}
+
+function parentOf(relative: string): string {
+  const slash = relative.lastIndexOf('/');
+  return slash === -1 ? '' : relative.slice(0, slash);
+}
+
+/**
+ * A watch of a workspace by Debian's `inotifywait` (inotify-tools), for a process that takes many
+ * snapshots (a library user, `rewind mcp`): {@link drain} says which paths changed since the
+ * previous drain, so a snapshot looks at only those, without the walk `find` does over every
+ * entry. Node's own `fs.watch` is not used: it drops inotify's queue overflow, so a burst of
+ * events (an `npm install`, a checkout) would go unnoticed.
+ *
+ * The answer is given only when it is known to be whole: the watches were all in place at the
+ * previous drain, and nothing since may have gone unseen. Anything that could have makes the next
+ * drain answer undefined, and the watcher starts again; the snapshot then asks find: a queue
+ * overflow, a directory moved (inotifywait renames the paths of the watches under it as it walks
+ * its own tree of them, which it changes as it goes, and misses some), an error of inotifywait,
+ * a sentinel that did not come back, the workspace unmounted or moved, a directory without a
+ * watch. inotifywait sets up the watches of a tree (at its start, and for a directory made or
+ * moved in) by a walk that misses a directory made meanwhile in one it has listed but not yet
+ * watched; such a directory would stay unwatched, so the watches are compared with the
+ * directories there are (the kernel lists a process's watches in its fdinfo): the whole tree
+ * before the watcher goes live, and at every drain what was made or moved in since the previous.
+ * Files with more than one link are compared by their ctime at every drain, since a write
+ * through another link reaches no watch of the workspace.
+ *
+ * Never throws: where inotifywait is missing, the platform is not Linux or the filesystem is not
+ * one whose events are trusted, every drain answers undefined.
+ */
+export class WorkspaceWatcher {
+  readonly root: string;
+  /** The snapshot taken at the last drain, which the next snapshot may update (see {@link takeBase}). */
+  #base: ChangeRecord | undefined;
+  readonly #sentinels: string;
+  readonly #token = randomBytes(6).toString('hex');
+  #outside: OutsideRules;
+  /** The top directories left unwatched (by name), as of the last start. */
+  #excluded = new Set<string>();
+  #child: ChildProcess | undefined;
+  /** `starting` until inotifywait says its watches are set up; `checking` while they are checked. */
+  #state: 'starting' | 'checking' | 'live' | 'stopped' = 'stopped';
+  /** Bumped at every start, so output of a watcher that was replaced is ignored. */
+  #generation = 0;
+  #pending: Buffer = Buffer.alloc(0);
+  #changed = new Set<string>();
+  #made = new Set<string>();
+  /** Nothing went unseen since the last drain. */
+  #isWhole = true;
+  /** The watcher was live, and checked, at the last drain. */
+  #wasLiveAtDrain = false;
+  /** Files with more than one link, by path, and their ctime at the last drain. */
+  #linked = new Map<string, bigint>();
+  #sentinelCount = 0;
+  /** The sentinel waited for, and what to do the moment it comes back. */
+  #waiter: { name: string; arrived: (hasArrived: boolean) => void } | undefined;
+  readonly #oneAtATime = createLimiter(1);
+  /** Times it started again since it was created; past {@link MOST_RESTARTS} it stops. */
+  #restarts = 0;
+  /** Starts in a row that failed; past {@link FAILED_STARTS_AT_MOST} it stops. */
+  #failedStarts = 0;
+  /** Why the watcher stopped for good, when it did. */
+  stoppedBecause: string | undefined;
+
+  constructor(root: string, storeDirectory: string, outside: OutsideRules) {
+    this.root = realRoot(root);
+    this.#sentinels = join(storeDirectory, SENTINELS);
+    this.#outside = outside;
+    if (process.platform !== 'linux') this.#stop('inotify is Linux only');
+    else if (!isOnTrustedFilesystem(root)) this.#stop('the filesystem is not one it trusts');
+    else this.#start();
+  }
+
+  /** True once the watches are in place and checked (and the files with several links listed). */
+  get isLive(): boolean {
+    return this.#state === 'live';
+  }
+
+  /** The process id of inotifywait while it runs. */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /**
+   * Takes the record of the snapshot made after the previous drain (the caller gives the next one
+   * with {@link setBase}); each is used once.
+   */
+  takeBase(): ChangeRecord | undefined {
+    const base = this.#base;
+    this.#base = undefined;
+    return base;
+  }
+
+  setBase(record: ChangeRecord | undefined): void {
+    this.#base = record;
+  }
+
+  /**
+   * Waits until inotifywait has reported every change made before this call (a sentinel file is
+   * created and waited for: one inotify queue delivers in order) and returns the paths (relative
+   * to the root, '' for the root) that changed since the previous drain, each with its directory:
+   * a superset. Undefined when that list may not be whole.
+   */
+  drain(): Promise<string[] | undefined> {
+    return this.#oneAtATime(() => this.#drain());
+  }
+
+  async #drain(): Promise<string[] | undefined> {
+    if (this.#state !== 'live') {
+      this.#resetDrain(false);
+      return undefined;
+    }
+    let drained: Drained | undefined;
+    const hasArrived = await this.#barrier(() => {
+      drained = {
+        changed: this.#changed,
+        made: this.#made,
+        isWhole: this.#isWhole && this.#wasLiveAtDrain,
+      };
+      this.#resetDrain(true);
+    });
+    if (!hasArrived || drained === undefined) return undefined;
+    const { changed, made, isWhole } = drained;
+    // Directories made or moved in got their watches by a walk that may have missed some; the
+    // files in them with several links are compared by ctime from now on, as below.
+    if (made.size > 0) {
+      const watched = watchedInodes(this.pid ?? -1);
+      const walked = watched && walkMade(this.root, made, watched, this.#excluded);
+      if (walked === undefined || walked.unwatched !== undefined) {
+        this.#lose('a directory was left without a watch');
+        return undefined;
+      }
+      for (const path of walked.linked) {
+        if (!this.#linked.has(path)) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
+      }
+    }
+    // A write through another link of a file reaches no watch of the workspace: files with
+    // several links are compared by their ctime. A file that has several links now and had one
+    // (a link made beside it) has others nobody reported: find answers, and the watch starts again
+    // (which lists them).
+    for (const [path, ctime] of this.#linked) {
+      const now = this.#ctimeOf(path) ?? -1n;
+      if (now !== ctime) {
+        changed.add(path);
+        changed.add(parentOf(path));
+        this.#linked.set(path, now);
+      }
+    }
+    for (const path of changed) {
+      if (this.#linked.has(path) || this.#ctimeOf(path, true) === undefined) continue;
+      this.#lose('a file has another link now', false);
+      return undefined;
+    }
+    return isWhole ? [...changed] : undefined;
+  }
+
+  /**
+   * Writes a sentinel and waits for inotifywait to report it, calling `arrived` the moment it
+   * does (before any later event is handled); false when it did not come back.
+   */
+  async #barrier(arrived: () => void): Promise<boolean> {
+    const name = `${this.#token}-${++this.#sentinelCount}`;
+    const sentinel = join(this.#sentinels, name);
+    const came = new Promise<boolean>((resolve) => {
+      this.#waiter = {
+        name,
+        arrived: (hasArrived) => {
+          if (hasArrived) arrived();
+          resolve(hasArrived);
+        },
+      };
+    });
+    // A ref'd timer also keeps the process alive while it waits (the pipe is unref'd).
+    const timer = setTimeout(() => this.#lose('a sentinel did not come back'), DRAIN_TIMEOUT_MS);
+    try {
+      writeFileSync(sentinel, '', { flag: 'wx' });
+    } catch {
+      this.#lose('a sentinel could not be written');
+    }
+    const hasArrived = await came;
+    clearTimeout(timer);
+    rmSync(sentinel, { force: true });
+    return hasArrived;
+  }
+
+  /**
+   * Starts the watch again: called after a snapshot that had to look at every entry, since what
+   * the watch could not see may have changed (ignore rules that leave top directories unwatched,
+   * a directory it could not read).
+   */
+  startAgain(outside: OutsideRules): void {
+    this.#outside = outside;
+    if (this.#state !== 'stopped') this.#lose('a snapshot looked at every entry', false);
+  }
+
+  close(): void {
+    this.#stop('closed');
+  }
+
+  /** The top directories the ignore rules leave out: not watched (a `node_modules` churns). */
+  #excludedDirectories(): string[] {
+    try {
+      const rules = IgnoreRules.root(this.root, this.#outside);
+      return readdirSync(this.root, { withFileTypes: true })
+        .filter((entry) => entry.isDirectory() && rules.isIgnored(entry.name, entry.name, true))
+        .map((entry) => entry.name)
+        .sort();
+    } catch {
+      return [];
+    }
+  }
+
+  #start(): void {
+    const generation = ++this.#generation;
+    this.#state = 'starting';
+    this.#pending = Buffer.alloc(0);
+    this.#linked.clear();
+    try {
+      mkdirSync(this.#sentinels, { recursive: true });
+    } catch {
+      this.#stop('its sentinel directory could not be made');
+      return;
+    }
+    this.#excluded = new Set(this.#excludedDirectories());
+    const excluded = [...new Set(['.git', '.rewind', ...this.#excluded])].map(
+      (name) => `@${this.root}/${name}`,
+    );
+    // biome-ignore format: the command reads best on one line
+    const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '-e', EVENTS, this.root, this.#sentinels, ...excluded];
+    let child: ChildProcess;
+    try {
+      // Its errors go into the same pipe as its events, in the order it wrote them.
+      child = spawn('sh', ['-c', 'exec inotifywait "$@" 2>&1', 'sh', ...args], {
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+    } catch {
+      this.#stop('inotifywait could not be started');
+      return;
+    }
+    this.#child = child;
+    child.unref();
+    (child.stdout as Socket | null)?.unref();
+    child.stdout?.on('data', (chunk: Buffer) => {
+      if (generation === this.#generation) this.#onOutput(chunk);
+    });
+    child.on('error', () => {
+      if (generation === this.#generation) this.#stop('inotifywait is not installed');
+    });
+    child.on('exit', (code) => {
+      if (generation !== this.#generation) return;
+      if (this.#state !== 'starting') this.#lose('inotifywait exited');
+      else if (code === 127) this.#stop('inotifywait is not installed');
+      else {
+        const said = this.#pending.toString('utf8').trim().split('\n').at(-1);
+        this.#failedStart(`inotifywait could not watch it (${said || `exit code ${code}`})`);
+      }
+    });
+  }
+
+  /**
+   * A start that failed: a directory removed while the watches were set up makes inotifywait
+   * give up, and one made meanwhile may be left unwatched; the workspace is busy, so the watcher
+   * tries again a little later, waiting twice as long each time, and stops after a few tries.
+   */
+  #failedStart(why: string): void {
+    this.#kill();
+    if (++this.#failedStarts > FAILED_STARTS_AT_MOST) {
+      this.#stop(why);
+      return;
+    }
+    const generation = ++this.#generation;
+    this.#state = 'starting';
+    const delay = 50 * 2 ** this.#failedStarts;
+    setTimeout(() => generation === this.#generation && this.#start(), delay).unref();
+  }
+
+  /**
+   * Once inotifywait has set its watches up: lists the directories and the files with several
+   * links, waits for inotifywait to have handled every event until then (the watches of
+   * directories made meanwhile), and checks that every directory has a watch. Then live.
+   */
+  async #check(generation: number): Promise<void> {
+    const listing = await listForWatch(this.root, [...this.#excluded]);
+    if (generation !== this.#generation) return;
+    if (listing === undefined) {
+      this.#stop('find could not list the workspace');
+      return;
+    }
+    if (!(await this.#barrier(() => {})) || generation !== this.#generation) return;
+    const watched = watchedInodes(this.pid ?? -1);
+    if (watched === undefined) {
+      this.#stop('the watches of inotifywait could not be read');
+      return;
+    }
+    const missed = firstUnwatchedListed(this.root, listing, watched);
+    if (missed !== undefined) {
+      this.#failedStart(`a directory was left without a watch (${missed})`);
+      return;
+    }
+    for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
+    this.#failedStarts = 0;
+    this.#state = 'live';
+  }
+
+  #onOutput(chunk: Buffer): void {
+    const generation = this.#generation;
+    this.#pending = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
+    if (this.#state === 'starting') {
+      const at = this.#pending.indexOf(ESTABLISHED);
+      if (at === -1) return;
+      this.#pending = this.#pending.subarray(at + ESTABLISHED.length);
+      this.#state = 'checking';
+      void this.#check(generation);
+    }
+    let start = 0;
+    for (;;) {
+      const end = this.#pending.indexOf(0, start);
+      if (end === -1) break;
+      this.#onRecord(this.#pending.subarray(start, end));
+      if (generation !== this.#generation) return; // lost, and started again
+      start = end + 1;
+    }
+    this.#pending = this.#pending.subarray(start);
+    if (this.#pending.length > LONGEST_RECORD) this.#lose('it printed something it should not');
+  }
+
+  /** One event: `EVENTS PATH`, the path as inotifywait knows it. */
+  #onRecord(record: Buffer): void {
+    const head = /^([A-Z_,]+) /.exec(record.subarray(0, 80).toString('latin1'));
+    if (head === null || record.length > LONGEST_RECORD) {
+      this.#lose('it printed something it should not');
+      return;
+    }
+    const events = (head[1] as string).split(',');
+    const path = record.subarray(head[0].length);
+    if (events.includes('Q_OVERFLOW') || events.includes('UNMOUNT')) {
+      this.#lose('its queue overflowed, or a filesystem was unmounted');
+      return;
+    }
+    // A directory moved: inotifywait renames the paths of the watches under it as it walks its
+    // tree of them, which it changes as it goes (some are missed), and not at all when it moved
+    // out or in from outside. Its later paths cannot be trusted: the watch starts again.
+    if (events.includes('MOVED_FROM') && events.includes('ISDIR')) {
+      this.#lose('a directory moved');
+      return;
+    }
+    const sentinels = Buffer.from(`${this.#sentinels}/`);
+    if (path.subarray(0, sentinels.length).equals(sentinels)) {
+      const name = path.subarray(sentinels.length).toString('utf8');
+      if (name === '') {
+        if (events.includes('DELETE_SELF') || events.includes('MOVE_SELF')) {
+          this.#lose('its sentinel directory went');
+        }
+      } else if (events.includes('CREATE') && name === this.#waiter?.name) {
+        const waiter = this.#waiter;
+        this.#waiter = undefined;
+        waiter.arrived(true);
+      }
+      return;
+    }
+    const root = Buffer.from(this.root);
+    if (
+      !path.subarray(0, root.length).equals(root) ||
+      (path.length > root.length && path[root.length] !== 0x2f)
+    ) {
+      this.#lose(`it reported a path outside the workspace`);
+      return;
+    }
+    let relative = decodeName(path.subarray(root.length + 1));
+    if (relative.endsWith('/')) relative = relative.slice(0, -1);
+    if (relative === '' && (events.includes('DELETE_SELF') || events.includes('MOVE_SELF'))) {
+      this.#lose('the workspace itself was moved or deleted');
+      return;
+    }
+    if (isLeftOut(relative)) return;
+    if (events.includes('ISDIR') && (events.includes('CREATE') || events.includes('MOVED_TO'))) {
+      this.#made.add(relative);
+    }
+    this.#changed.add(relative);
+    if (relative !== '') this.#changed.add(parentOf(relative));
+  }
+
+  #resetDrain(isLive: boolean): void {
+    this.#changed = new Set();
+    this.#made = new Set();
+    this.#isWhole = true;
+    this.#wasLiveAtDrain = isLive;
+  }
+
+  /** The ctime of a path that is not a directory (with `ifLinked`, only if it has other links). */
+  #ctimeOf(relative: string, ifLinked = false): bigint | undefined {
+    try {
+      const stats = lstatSync(diskPath(join(this.root, relative)), { bigint: true });
+      if (stats.isDirectory() || (ifLinked && stats.nlink < 2n)) return undefined;
+      return stats.ctimeNs;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Something may have gone unseen: the next drain answers undefined, and the watch starts again. */
+  #lose(why: string, isFailure = true): void {
+    if (this.#state === 'stopped') return;
+    this.#isWhole = false;
+    this.#wasLiveAtDrain = false;
+    this.#kill();
+    if (isFailure && ++this.#restarts > MOST_RESTARTS) {
+      this.#stop(`it lost events too often (last: ${why})`);
+    } else this.#start();
+  }
+
+  #stop(why: string): void {
+    this.stoppedBecause = why;
+    this.#state = 'stopped';
+    this.#generation++;
+    this.#kill();
+  }
+
+  /** Ends inotifywait; a drain waiting for its sentinel is answered at once. */
+  #kill(): void {
+    this.#child?.kill('SIGKILL');
+    this.#child = undefined;
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    waiter?.arrived(false);
+  }
+}

@@ -1,0 +1,80 @@
+import { execFileSync } from 'node:child_process';
+import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it } from 'vitest';
+import { init, openSession } from '../../src/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { referenceTree } from '../helpers/trees.js';
+import { lay } from '../helpers/workspace.js';
+
+/** The inotifywait processes watching `workspace`. */
+function watchersOf(workspace: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-af', `inotifywait.*${workspace}`])
+      .toString()
+      .split('\n')
+      .filter(Boolean);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+const hasInotifywait = (() => {
+  try {
+    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that watches', () => {
+  it('checkpoints and rolls back as one that does not, and leaves no watcher behind', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, {
+      '.gitignore': 'node_modules/\n',
+      'src/app.ts': 'export const app = 1;\n',
+      'src/lib/util.ts': 'export const util = 1;\n',
+      'node_modules/dep/index.js': 'module.exports = 1;\n',
+    });
+    await init({ workspace });
+    const session = await openSession({ workspace, watch: true });
+    try {
+      expect(watchersOf(workspace)).toHaveLength(1);
+      await session.checkpoint('start');
+      const trees: Record<string, string> = { start: await referenceTree(workspace) };
+      // Tool calls and edits from outside, with the pauses of an agent between them.
+      for (let round = 0; round < 6; round++) {
+        await sleep(300);
+        await session.write(`src/gen${round}.ts`, `export const n = ${round};\n`);
+        await appendFile(join(workspace, 'src/app.ts'), `// edited outside, round ${round}\n`);
+        await mkdir(join(workspace, `src/deep${round}/a/b`), { recursive: true });
+        await writeFile(join(workspace, `src/deep${round}/a/b/c.ts`), `${round}`);
+        if (round === 3) await rename(join(workspace, 'src/lib'), join(workspace, 'src/lib2'));
+        if (round === 4) await rm(join(workspace, 'src/deep1'), { recursive: true });
+        await session.checkpoint(`round-${round}`);
+        trees[`round-${round}`] = await referenceTree(workspace);
+      }
+      // Each checkpoint holds what a full read of the workspace held then.
+      for (const [label, tree] of Object.entries(trees)) {
+        await session.rollback(label);
+        expect(await referenceTree(workspace), label).toBe(tree);
+      }
+      await session.rollback('round-2');
+      expect(await readFile(join(workspace, 'src/app.ts'), 'utf8')).toContain('round 2');
+      await writeFile(join(workspace, 'src/app.ts'), 'after the rollback\n');
+      await sleep(300);
+      await session.checkpoint('after');
+      await session.rollback('round-5');
+      await session.rollback('after');
+      expect(await readFile(join(workspace, 'src/app.ts'), 'utf8')).toBe('after the rollback\n');
+    } finally {
+      await session.close();
+    }
+    for (let waited = 0; watchersOf(workspace).length > 0 && waited < 2_000; waited += 50) {
+      await sleep(50);
+    }
+    expect(watchersOf(workspace)).toEqual([]);
+  });
+});
