@@ -486,6 +486,25 @@ describe('a rollback killed midway', () => {
     await reopened.close();
   }, 60_000);
 
+  it('saves what was put since the crash in a directory the rollback removes, and finishes it', async () => {
+    const { workspace, base, run, stateOf } = await interruptedWorkspace(1);
+    expect(run.signal).toBe('SIGKILL');
+    // The rollback removes added/ (made after base); killed before it got there, a person puts a
+    // file of their own in it. Before, the directory could not be removed and was left, the
+    // rollback said done, and the workspace was not base.
+    await writeFile(join(workspace, 'added/mine.txt'), 'mine');
+    const result = await rewind(workspace, ['checkpoint', 'after']);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain(
+      'what was edited since (added/mine.txt) is saved in checkpoint saved-before-recovery-3',
+    );
+    expect(await stateOf()).toBe(base.tree);
+    const reopened = await openSession({ workspace });
+    await reopened.rollback('saved-before-recovery-3', { paths: ['added/mine.txt'] });
+    expect(await readFile(join(workspace, 'added/mine.txt'), 'utf8')).toBe('mine');
+    await reopened.close();
+  }, 60_000);
+
   it('closes, and never performs, a rollback that failed and was put back but could not say so (a full disk)', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'one', 'b.txt': 'b1' });
     await session.checkpoint('base');

@@ -155,6 +155,9 @@ export async function applyAnnounced(
   return applied;
 }
 
+/** The digest of the empty tree. */
+const emptyTree = (context: SessionContext): Promise<Digest> => putTree(context.store, []);
+
 const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean =>
   a === undefined || b === undefined ? a === b : isSameEntry(a, b);
 
@@ -219,9 +222,25 @@ async function findDrift(
     }
     if (!(await isLeftOut(path, [current, before, after]))) drifted.add(path);
   }
+  // A directory the restore replaces or removes must be empty by then: what is in it now that
+  // the restore does not remove was put there since the crash (a directory moved there, say).
+  // It drifted, and goes too (saved first, with everything else that drifted).
+  const removed = new Set(removals.map(({ path }) => path));
+  const emptied: TreeChange[] = [];
+  for (const { path, after } of changes) {
+    if (after?.type === 'directory') continue;
+    const current = await findEntryAt(context.store, snapshot.tree, path, trees);
+    if (current?.type !== 'directory') continue;
+    for (const inner of await diffTrees(context.store, current.digest, await emptyTree(context))) {
+      const innerPath = `${path}/${inner.path}`;
+      if (removed.has(innerPath) || (await isLeftOut(innerPath, [inner.before]))) continue;
+      drifted.add(innerPath);
+      emptied.push({ path: innerPath, before: inner.before, after: undefined });
+    }
+  }
   const parents = await replacedParents(context, started, changes, snapshot.tree, trees, isLeftOut);
   for (const { path } of parents) drifted.add(path);
-  const all = [...parents, ...changes];
+  const all = [...parents, ...changes, ...emptied];
   // In path order, as the changes are listed.
   const paths = all.map(({ path }) => path).filter((path) => drifted.has(path));
   return { snapshot, paths, applied, changes: all };
@@ -264,7 +283,7 @@ async function replacedParents(
               name: parts[index - 1] as string,
               type: 'directory',
               mode: 0o755,
-              digest: await putTree(context.store, []),
+              digest: await emptyTree(context),
             };
       found.set(parent, { path: parent, before: entry, after: folder });
     }
