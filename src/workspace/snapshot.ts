@@ -203,10 +203,9 @@ export async function snapshot(
   const watcher = clock && options.watcher?.root === root ? options.watcher : undefined;
   // A watcher's answer updates the snapshot taken at its previous drain, kept in memory;
   // without one, the record of the last snapshot on disk is updated with what find lists.
-  const base = watcher?.takeBase();
-  const watched = watcher && (await watcher.drain());
-  const isWatched = base !== undefined && watched !== undefined;
-  const record = isWatched ? base : clock && loadChangeRecord(options.storeDirectory, root);
+  const drained = watcher && (await watcher.drain());
+  const base = drained?.paths && drained.base;
+  const record = base ?? (clock && loadChangeRecord(options.storeDirectory, root));
   // Rules from outside that changed change what is left out anywhere: the shortcut cannot tell.
   if (clock && record && record.outsideRules === outsideRules) {
     const batch = options.store.batch();
@@ -217,7 +216,7 @@ export async function snapshot(
         options.changeWindowMs === undefined
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
-      const changes = isWatched ? watched : await findChanges(root, record, clock, windowNs);
+      const changes = base ? drained?.paths : await findChanges(root, record, clock, windowNs);
       result =
         changes && (await snapshotChanges(root, outside, record, changes, options.store, batch));
     } catch (error) {
@@ -239,13 +238,13 @@ export async function snapshot(
         directories,
       };
       await saveChangeRecord(options.storeDirectory, next);
-      watcher?.setBase(next);
+      if (drained) watcher?.setBase(next, drained.token);
       return {
         tree,
         ...totals,
         readCount,
         warnings,
-        strategy: isWatched ? 'watched' : 'changed-since',
+        strategy: base ? 'watched' : 'changed-since',
         rules: outsideRules,
         unreadable: [],
       };
@@ -315,7 +314,7 @@ export async function snapshot(
       directories: directoryIdentities,
     };
     await saveChangeRecord(options.storeDirectory, next);
-    watcher?.setBase(next);
+    if (drained) watcher?.setBase(next, drained.token);
   }
   // A walk follows rules that changed, or paths that could not be read: the watch starts again.
   watcher?.startAgain(outside);

@@ -88,8 +88,10 @@ function parentOf(relative: string): string {
  */
 export class WorkspaceWatcher {
   readonly root: string;
-  /** The snapshot taken at the last drain, which the next snapshot may update (see {@link takeBase}). */
+  /** The snapshot taken after the last drain, which the next snapshot may update. */
   #base: ChangeRecord | undefined;
+  /** Drains so far: the last one's number is the token {@link setBase} takes. */
+  #drains = 0;
   readonly #sentinels: string;
   readonly #token = randomBytes(6).toString('hex');
   #outside: OutsideRules;
@@ -140,27 +142,29 @@ export class WorkspaceWatcher {
   }
 
   /**
-   * Takes the record of the snapshot made after the previous drain (the caller gives the next one
-   * with {@link setBase}); each is used once.
+   * Keeps `record`, the snapshot taken after the drain `token` names, for the next drain to hand
+   * to the next snapshot; ignored when another drain came since (a snapshot that ran meanwhile
+   * took the events this one's record does not hold).
    */
-  takeBase(): ChangeRecord | undefined {
-    const base = this.#base;
-    this.#base = undefined;
-    return base;
-  }
-
-  setBase(record: ChangeRecord | undefined): void {
-    this.#base = record;
+  setBase(record: ChangeRecord, token: number): void {
+    if (token === this.#drains) this.#base = record;
   }
 
   /**
    * Waits until inotifywait has reported every change made before this call (a sentinel file is
-   * created and waited for: one inotify queue delivers in order) and returns the paths (relative
-   * to the root, '' for the root) that changed since the previous drain, each with its directory:
-   * a superset. Undefined when that list may not be whole.
+   * created and waited for: one inotify queue delivers in order). Returns the paths (relative
+   * to the root, '' for the root) that changed since the previous drain, each with its directory
+   * (a superset), or undefined when that list may not be whole; the record of the snapshot
+   * taken after the previous drain, which they update (see {@link setBase}); and this drain's
+   * token.
    */
-  drain(): Promise<string[] | undefined> {
-    return this.#oneAtATime(() => this.#drain());
+  drain(): Promise<{ paths: string[] | undefined; base: ChangeRecord | undefined; token: number }> {
+    return this.#oneAtATime(async () => {
+      const token = ++this.#drains;
+      const base = this.#base;
+      this.#base = undefined;
+      return { paths: await this.#drain(), base, token };
+    });
   }
 
   async #drain(): Promise<string[] | undefined> {
