@@ -99,9 +99,9 @@ interface RecordFile {
 
 /**
  * The members of the change record file, when the digest on its first line (of the bytes of the
- * JSON that follows) vouches for them; undefined when it is absent, not JSON, damaged, or written by an
- * older Rewind. A damaged record is never used: a later `wallNs` or another `tree` would make the
- * next snapshot miss changes. Throws what reading the file throws, but ENOENT.
+ * JSON that follows) vouches for them; undefined when it is absent, not JSON, damaged, or
+ * written by an older Rewind. A damaged record is never used: a later `wallNs` or another `tree`
+ * would make the next snapshot miss changes. Throws what reading the file throws, but ENOENT.
  */
 function readRecord(storeDirectory: string): RecordFile | undefined {
   let bytes: Buffer;
@@ -195,6 +195,7 @@ export async function saveChangeRecord(
   const json = JSON.stringify(members);
   const text = `${digestBytes(json)}\n${json}`;
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
+  await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
 }
 
 /** Deletes the change record: the next snapshot looks at every file. */
