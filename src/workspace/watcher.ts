@@ -313,8 +313,12 @@ export class WorkspaceWatcher {
       if (this.#state !== 'starting') this.#lose('inotifywait exited');
       else if (code === 127) this.#stop('inotifywait is not installed');
       else {
-        const said = this.#pending.toString('utf8').trim().split('\n').at(-1);
-        this.#failedStart(`inotifywait could not watch it (${said || `exit code ${code}`})`);
+        const lines = this.#pending.toString('utf8').trim().split('\n');
+        // Out of inotify watches (fs.inotify.max_user_watches): trying again would not help.
+        const limit = lines.find((line) => line.includes('upper limit'));
+        const why = `inotifywait could not watch it (${limit ?? lines.at(-1) ?? `exit code ${code}`})`;
+        if (limit !== undefined) this.#stop(why);
+        else this.#failedStart(why);
       }
     });
   }
