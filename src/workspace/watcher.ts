@@ -27,6 +27,10 @@ const EVENTS =
 /** An event record longer than this may have been cut at inotifywait's 4,096-byte buffer. */
 const LONGEST_RECORD = 4_000;
 
+/** Runs inotifywait in place of the shell, made to end with its parent where setpriv can. */
+const INOTIFYWAIT =
+  'if command -v setpriv >/dev/null 2>&1; then exec setpriv --pdeathsig KILL -- inotifywait "$@" 2>&1; fi; exec inotifywait "$@" 2>&1';
+
 /** What inotifywait prints once every directory has its watch. */
 const ESTABLISHED = Buffer.from('Watches established.\n');
 
@@ -291,8 +295,10 @@ export class WorkspaceWatcher {
     const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '-e', EVENTS, this.root, this.#sentinels, ...excluded];
     let child: ChildProcess;
     try {
-      // Its errors go into the same pipe as its events, in the order it wrote them.
-      child = spawn('sh', ['-c', 'exec inotifywait "$@" 2>&1', 'sh', ...args], {
+      // Its errors go into the same pipe as its events, in the order it wrote them; and it ends
+      // with this process (setpriv's parent-death signal), even one killed or that never closed
+      // its session: otherwise it would wait on until an event made it write to a closed pipe.
+      child = spawn('sh', ['-c', INOTIFYWAIT, 'sh', ...args], {
         stdio: ['ignore', 'pipe', 'ignore'],
       });
     } catch {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { init, openSession } from '../../src/index.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
 import { lay } from '../helpers/workspace.js';
@@ -72,6 +73,18 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     } finally {
       await session.close();
     }
+    for (let waited = 0; watchersOf(workspace).length > 0 && waited < 2_000; waited += 50) {
+      await sleep(50);
+    }
+    expect(watchersOf(workspace)).toEqual([]);
+  });
+
+  it('leaves no watcher behind a process killed with its session open', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'a' });
+    await init({ workspace });
+    const run = await runNode([join(ROOT, 'test/helpers/watch-child.mjs'), workspace]);
+    expect(run.signal).toBe('SIGKILL');
     for (let waited = 0; watchersOf(workspace).length > 0 && waited < 2_000; waited += 50) {
       await sleep(50);
     }
