@@ -14,7 +14,8 @@
 // would make git re-hash the whole tree).
 //   find      `find WS -printf '%s %T@\n'`: the stat walk, the floor for any approach that looks
 //             at every file
-// and reports medians, ratios to the stat walk, and store growth per checkpoint.
+// and reports medians, ratios to the stat walk, and store growth per checkpoint. Each timed step
+// starts after a `sync`, so that none pays for writing out what another step left dirty.
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
   appendFileSync,
@@ -44,7 +45,13 @@ const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)];
 };
+/**
+ * Times `fn`, after a `sync` (not timed): git and `cp -a` make nothing durable, and what they
+ * (or the edits before a step) leave dirty would otherwise be written out by whichever step
+ * syncs next, a Rewind step, and charged to it.
+ */
 async function timed(fn) {
+  execFileSync('sync');
   const start = process.hrtime.bigint();
   await fn();
   return ms(start);
