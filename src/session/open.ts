@@ -80,7 +80,7 @@ export interface OpenSessionOptions {
    * find over every entry, so its cost no longer grows with the size of the workspace. For a
    * process that keeps the session open (an agent's runtime, `rewind mcp`); a watcher costs a
    * child process and an inotify watch per directory. Where it cannot run, or may have missed
-   * something (its queue overflowed, a directory moved out), checkpoints use find as without it.
+   * something (its queue overflowed, a directory moved), checkpoints use find as without it.
    * Default false. See docs/performance.md, "A watcher in a long-lived process".
    */
   watch?: boolean;
