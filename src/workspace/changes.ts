@@ -12,6 +12,7 @@ import {
   readPlainFileSync,
   writeFileAtomic,
 } from '../lib/index.js';
+import { isAlwaysExcluded } from './ignore-rules.js';
 
 const RECORD_FILE = join('cache', 'changes-v3.json');
 /** Where earlier versions kept it (its digest over canonical JSON): removed with the current one. */
@@ -299,17 +300,16 @@ function topDirectories(root: string): string[] {
     if (!entry.isDirectory()) continue;
     const name = entry.name.toString('utf8');
     if (!Buffer.from(name).equals(entry.name)) return [];
-    if (name !== '.git' && name !== '.rewind') names.push(name);
+    if (!isAlwaysExcluded(name)) names.push(name);
   }
   return names;
 }
 
 /**
- * Runs find with `args`, its `-printf` ending each path with a NUL, and returns the paths, each
- * less `prefix` (the bytes of a start point's parent, for `%p`); undefined when find is missing
- * or fails.
+ * Runs GNU find with `args`, its `-printf` ending each record with a NUL, and returns the records;
+ * undefined when find is missing or fails.
  */
-function runFind(args: string[], prefix?: Buffer): Promise<string[] | undefined> {
+export function findRecords(args: string[]): Promise<Buffer[] | undefined> {
   return new Promise((resolve) => {
     const child = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
     const chunks: Buffer[] = [];
@@ -323,16 +323,25 @@ function runFind(args: string[], prefix?: Buffer): Promise<string[] | undefined>
         resolve(undefined);
         return;
       }
-      // Names are bytes: each is decoded as the walk decodes it (see decodeName).
       const output = Buffer.concat(chunks);
-      const paths: string[] = [];
+      const records: Buffer[] = [];
       for (let start = 0; start < output.length; ) {
         const end = output.indexOf(0, start);
-        const path = output.subarray(start, end === -1 ? output.length : end);
-        paths.push(decodeName(prefix ? path.subarray(prefix.length) : path));
+        records.push(output.subarray(start, end === -1 ? output.length : end));
         start = end === -1 ? output.length : end + 1;
       }
-      resolve(paths);
+      resolve(records);
     });
   });
+}
+
+/**
+ * Runs find with `args`, its `-printf` ending each path with a NUL, and returns the paths, each
+ * less `prefix` (the bytes of a start point's parent, for `%p`); undefined when find is missing
+ * or fails.
+ */
+async function runFind(args: string[], prefix?: Buffer): Promise<string[] | undefined> {
+  // Names are bytes: each is decoded as the walk decodes it (see decodeName).
+  const records = await findRecords(args);
+  return records?.map((path) => decodeName(prefix ? path.subarray(prefix.length) : path));
 }

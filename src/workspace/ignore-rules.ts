@@ -24,6 +24,11 @@ export const IGNORE_FILES = ['.gitignore', IGNORE_FILE] as const;
 /** Names never snapshotted, at any depth: Rewind's own store and git's. */
 const ALWAYS_EXCLUDED = new Set(['.rewind', '.git']);
 
+/** Whether a name is one never snapshotted, at any depth (`.rewind`, `.git`). */
+export function isAlwaysExcluded(name: string): boolean {
+  return ALWAYS_EXCLUDED.has(name);
+}
+
 /**
  * The name of the temporary copy a file is restored through, beside it (see `apply.ts`): never
  * snapshotted either, though a crash may leave one for a while (until recovery removes it, which

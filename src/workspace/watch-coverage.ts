@@ -1,9 +1,10 @@
 // What inotifywait watches, and what it should: it sets its watches up by a walk that does not see
 // a directory made in one it has listed but not yet watched, which would stay unwatched for good.
-import { spawn } from 'node:child_process';
 import { type BigIntStats, lstatSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { decodeName, diskPath, listNames } from '../lib/index.js';
+import { findRecords } from './changes.js';
+import { isAlwaysExcluded } from './ignore-rules.js';
 
 /**
  * A directory's key as the kernel shows a watch (`sdev:ino`, hexadecimal): its device in the
@@ -51,9 +52,7 @@ function isStillThere(path: string, key: string): boolean {
 
 /** Names a watch walk leaves alone: as find prunes them, and the top directories left out. */
 function isSkipped(relative: string, name: string, excluded: ReadonlySet<string>): boolean {
-  return (
-    name === '.git' || name === '.rewind' || (!relative.includes('/') && excluded.has(relative))
-  );
+  return isAlwaysExcluded(name) || (!relative.includes('/') && excluded.has(relative));
 }
 
 /** What {@link walkMade} found under the directories made or moved in. */
@@ -114,45 +113,29 @@ const literally = (path: string): string => path.replace(/[*?[\]\\]/g, '\\$&');
  * `.rewind` or the top directories `excluded`) and every file with more than one link;
  * undefined when find is missing or fails.
  */
-export function listForWatch(
+export async function listForWatch(
   root: string,
   excluded: readonly string[],
 ): Promise<WatchListing | undefined> {
   const pruned = excluded.flatMap((name) => ['-o', '-path', literally(join(root, name))]);
   // biome-ignore format: the find expression reads best on one line
   const args = [root, '(', '-name', '.git', '-o', '-name', '.rewind', ...pruned, ')', '-prune', '-o', '-type', 'd', '-printf', 'd%D %i %P\\0', '-o', '-links', '+1', '-printf', 'l%P\\0'];
-  return new Promise((resolve) => {
-    const find = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
-    find.unref();
-    const chunks: Buffer[] = [];
-    find.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-    find.on('error', () => resolve(undefined));
-    find.on('close', (code) => {
-      if (code !== 0) {
-        resolve(undefined);
-        return;
-      }
-      const output = Buffer.concat(chunks);
-      const listing: WatchListing = { directories: [], linked: [] };
-      for (let start = 0; start < output.length; ) {
-        const found = output.indexOf(0, start);
-        const end = found === -1 ? output.length : found;
-        const record = output.subarray(start, end);
-        start = end + 1;
-        if (record[0] === 0x6c) {
-          listing.linked.push(decodeName(record.subarray(1)));
-          continue;
-        }
-        const space = record.indexOf(0x20);
-        const second = record.indexOf(0x20, space + 1);
-        const dev = BigInt(record.subarray(1, space).toString('latin1'));
-        const ino = BigInt(record.subarray(space + 1, second).toString('latin1'));
-        const path = decodeName(record.subarray(second + 1));
-        listing.directories.push({ path, key: watchKey({ dev, ino }) });
-      }
-      resolve(listing);
-    });
-  });
+  const records = await findRecords(args);
+  if (records === undefined) return undefined;
+  const listing: WatchListing = { directories: [], linked: [] };
+  for (const record of records) {
+    if (record[0] === 0x6c) {
+      listing.linked.push(decodeName(record.subarray(1)));
+      continue;
+    }
+    const space = record.indexOf(0x20);
+    const second = record.indexOf(0x20, space + 1);
+    const dev = BigInt(record.subarray(1, space).toString('latin1'));
+    const ino = BigInt(record.subarray(space + 1, second).toString('latin1'));
+    const path = decodeName(record.subarray(second + 1));
+    listing.directories.push({ path, key: watchKey({ dev, ino }) });
+  }
+  return listing;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, diskPath } from '../lib/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
-import { IgnoreRules, type OutsideRules } from './ignore-rules.js';
+import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
 
 /** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
@@ -49,7 +49,7 @@ const FAILED_STARTS_AT_MOST = 7;
 
 /** Paths the snapshot never holds, wherever they are (as find prunes them). */
 function isLeftOut(relative: string): boolean {
-  return relative.split('/').some((part) => part === '.git' || part === '.rewind');
+  return relative.split('/').some(isAlwaysExcluded);
 }
 
 /** The real path of a root (as a snapshot compares it), or the root as given if it has none. */
@@ -97,6 +97,9 @@ export class WorkspaceWatcher {
   /** Drains so far: the last one's number is the token {@link setBase} takes. */
   #drains = 0;
   readonly #sentinels: string;
+  /** The root's and the sentinel directory's bytes, as event paths begin with them. */
+  readonly #rootBytes: Buffer;
+  readonly #sentinelsBytes: Buffer;
   readonly #token = randomBytes(6).toString('hex');
   #outside: OutsideRules;
   /** The top directories left unwatched (by name), as of the last start. */
@@ -109,9 +112,7 @@ export class WorkspaceWatcher {
   #pending: Buffer = Buffer.alloc(0);
   #changed = new Set<string>();
   #made = new Set<string>();
-  /** Nothing went unseen since the last drain. */
-  #isWhole = true;
-  /** The watcher was live, and checked, at the last drain. */
+  /** The watcher was live, and checked, at the last drain, and nothing went unseen since. */
   #wasLiveAtDrain = false;
   /** Files with more than one link, by path, and their ctime at the last drain. */
   #linked = new Map<string, bigint>();
@@ -129,6 +130,8 @@ export class WorkspaceWatcher {
   constructor(root: string, storeDirectory: string, outside: OutsideRules) {
     this.root = realRoot(root);
     this.#sentinels = join(storeDirectory, SENTINELS);
+    this.#rootBytes = Buffer.from(this.root);
+    this.#sentinelsBytes = Buffer.from(`${this.#sentinels}/`);
     this.#outside = outside;
     if (process.platform !== 'linux') this.#stop('inotify is Linux only');
     else if (!isOnTrustedFilesystem(root)) this.#stop('the filesystem is not one it trusts');
@@ -181,7 +184,7 @@ export class WorkspaceWatcher {
       drained = {
         changed: this.#changed,
         made: this.#made,
-        isWhole: this.#isWhole && this.#wasLiveAtDrain,
+        isWhole: this.#wasLiveAtDrain,
       };
       this.#resetDrain(true);
     });
@@ -288,9 +291,8 @@ export class WorkspaceWatcher {
       return;
     }
     this.#excluded = new Set(this.#excludedDirectories());
-    const excluded = [...new Set(['.git', '.rewind', ...this.#excluded])].map(
-      (name) => `@${this.root}/${name}`,
-    );
+    // The rules leave `.git` and `.rewind` out too: they are among these when they are there.
+    const excluded = [...this.#excluded].map((name) => `@${this.root}/${name}`);
     // biome-ignore format: the command reads best on one line
     const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '-e', EVENTS, this.root, this.#sentinels, ...excluded];
     let child: ChildProcess;
@@ -416,7 +418,7 @@ export class WorkspaceWatcher {
       this.#lose('a directory moved');
       return;
     }
-    const sentinels = Buffer.from(`${this.#sentinels}/`);
+    const sentinels = this.#sentinelsBytes;
     if (path.subarray(0, sentinels.length).equals(sentinels)) {
       const name = path.subarray(sentinels.length).toString('utf8');
       if (name === '') {
@@ -430,7 +432,7 @@ export class WorkspaceWatcher {
       }
       return;
     }
-    const root = Buffer.from(this.root);
+    const root = this.#rootBytes;
     if (
       !path.subarray(0, root.length).equals(root) ||
       (path.length > root.length && path[root.length] !== 0x2f)
@@ -455,7 +457,6 @@ export class WorkspaceWatcher {
   #resetDrain(isLive: boolean): void {
     this.#changed = new Set();
     this.#made = new Set();
-    this.#isWhole = true;
     this.#wasLiveAtDrain = isLive;
   }
 
@@ -473,7 +474,6 @@ export class WorkspaceWatcher {
   /** Something may have gone unseen: the next drain answers undefined, and the watch starts again. */
   #lose(why: string, isFailure = true): void {
     if (this.#state === 'stopped') return;
-    this.#isWhole = false;
     this.#wasLiveAtDrain = false;
     this.#kill();
     if (isFailure && ++this.#restarts > MOST_RESTARTS) {
