@@ -74,10 +74,23 @@ function App() {
       setSession((current) => current ?? output.currentSession ?? output.sessions.at(-1)?.id);
     }, setProblem);
   }, [version]);
+  // An answer for a session no longer shown (or overtaken by a newer read) is dropped: answers
+  // can arrive out of order, and a late one would show another session's timeline.
   useEffect(() => {
     if (session === undefined) return;
-    read('log', { session }).then((output) => setEntries(output.entries), setProblem);
-    read('checkpoints', { session }).then(setCheckpoints, () => setCheckpoints([]));
+    let isLive = true;
+    const keep = (set) => (value) => isLive && set(value);
+    read('log', { session }).then(
+      keep((output) => setEntries(output.entries)),
+      keep(setProblem),
+    );
+    read('checkpoints', { session }).then(
+      keep(setCheckpoints),
+      keep(() => setCheckpoints([])),
+    );
+    return () => {
+      isLive = false;
+    };
   }, [session, version]);
 
   const shown = entries.filter((line) => !hidden.has(familyOf(line.kind)));

@@ -237,6 +237,28 @@ describe('rewind ui in a browser', () => {
     }
   });
 
+  it("keeps the chosen session's timeline when another session's answer arrives late", async () => {
+    const other = await startIsolatedSession({ workspace, makeCurrent: false });
+    const late = `**/api/read/log?session=${other.id}`;
+    try {
+      await page.route(late, async (route) => {
+        await new Promise((resolve) => setTimeout(resolve, 800));
+        await route.continue();
+      });
+      await page.reload();
+      await page.locator('.timeline li', { hasText: 'checkpoint fixed' }).waitFor();
+      const sessions = page.locator('select[aria-label="session"]');
+      await sessions.selectOption(other.id);
+      await sessions.selectOption(session.id);
+      // The other session's log arrives after the current one's, and is dropped.
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      expect(await page.locator('.timeline li', { hasText: 'checkpoint fixed' }).count()).toBe(1);
+    } finally {
+      await page.unroute(late);
+      await other.destroy();
+    }
+  });
+
   it('rolls back only the paths asked for', async () => {
     await writeFile(join(workspace, 'NOTES.md'), 'edited again\n');
     const fixed = await page
