@@ -57,6 +57,7 @@ export {
   WorkspaceDirectories,
 } from './paths.js';
 export {
+  isAbsentSync,
   kindOf,
   type Opened,
   openPlainFile,

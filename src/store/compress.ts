@@ -17,20 +17,36 @@ function chosen(bytes: Uint8Array, deflated: Uint8Array | undefined): Uint8Array
     : bytes;
 }
 
+/**
+ * The smallest window that holds the whole object (2^9 to 2^15 bytes): it finds the matches the
+ * largest finds (all but those farther back than the window less 262 bytes) and costs zlib half
+ * the set-up for a small object (27 against 50 µs for 6 kB). Inflating needs no hint: a stream
+ * made with a smaller window inflates with the default one.
+ */
+function windowBitsOf(size: number): number {
+  return Math.min(15, Math.max(9, Math.ceil(Math.log2(size))));
+}
+
 /** An object's bytes as a pack stores them, compressed here and now. */
 export function compressed(bytes: Uint8Array): Uint8Array {
   if (bytes.byteLength < COMPRESS_MIN_BYTES) return bytes;
-  return chosen(bytes, deflateRawSync(bytes, { level: LEVEL }));
+  return chosen(
+    bytes,
+    deflateRawSync(bytes, { level: LEVEL, windowBits: windowBitsOf(bytes.byteLength) }),
+  );
 }
 
 // The worker only deflates; which form is kept is decided here, by `chosen`.
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { deflateRawSync } = require('node:zlib');
+${windowBitsOf}
 parentPort.on('message', ({ id, objects }) => {
   try {
     const out = objects.map((bytes) =>
-      bytes.byteLength < ${COMPRESS_MIN_BYTES} ? undefined : deflateRawSync(bytes, { level: ${LEVEL} }));
+      bytes.byteLength < ${COMPRESS_MIN_BYTES}
+        ? undefined
+        : deflateRawSync(bytes, { level: ${LEVEL}, windowBits: windowBitsOf(bytes.byteLength) }));
     parentPort.postMessage({ id, out });
   } catch (error) {
     parentPort.postMessage({ id, error: String(error) });

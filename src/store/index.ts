@@ -35,6 +35,7 @@ export {
   findEntryAt,
   type ObjectReference,
   putTree,
+  putTreeIn,
   reachableObjects,
   readTree,
   TREE_FORMAT_VERSION,

@@ -18,6 +18,7 @@ import {
   DIGEST_PREFIX,
   type Digest,
   digestBytes,
+  isAbsentSync,
   openPlainFile,
   STREAM_CHUNK_BYTES,
 } from '../lib/index.js';
@@ -73,6 +74,7 @@ const isNotAFile = (error: unknown): boolean =>
  * directory is damaged.
  */
 export function checkExistingSync(file: string, bytes: Uint8Array): Existing {
+  if (isAbsentSync(file)) return 'absent';
   let fd: number;
   try {
     fd = openSync(file, CHECK_FLAGS);

@@ -57,7 +57,7 @@ const PACK_MIN_OBJECTS = 16;
 const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
 
 /** A batch has its waiting objects compressed on another thread this many bytes at a time. */
-const COMPRESS_ELSEWHERE_BYTES = 4 * 1024 * 1024;
+const COMPRESS_ELSEWHERE_BYTES = 256 * 1024;
 
 /**
  * A batch that leaves more packs than this merges the smaller half of them (as `git gc --auto`

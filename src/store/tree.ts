@@ -1,6 +1,6 @@
 import { RewindError } from '../errors.js';
 import { compareNames, type Digest, forEachConcurrently, isDigest } from '../lib/index.js';
-import type { ObjectStore } from './object-store.js';
+import type { ObjectBatch, ObjectStore } from './object-store.js';
 
 /** The tree encoding version this Rewind reads and writes. */
 export const TREE_FORMAT_VERSION = 1;
@@ -119,6 +119,11 @@ function checkEntry(value: unknown): TreeEntry {
  * or duplicate name, mode, size or digest.
  */
 export function encodeTree(entries: readonly TreeEntry[]): Buffer {
+  return Buffer.from(treeJson(checkedEntries(entries)));
+}
+
+/** A listing's entries checked (each a new object) and in canonical order, as decoded. */
+function checkedEntries(entries: readonly TreeEntry[]): TreeEntry[] {
   const checked = entries
     .map((entry) => checkEntry(entry))
     .sort((a, b) => compareNames(a.name, b.name));
@@ -128,7 +133,25 @@ export function encodeTree(entries: readonly TreeEntry[]): Buffer {
       throw invalid(`The tree lists "${name}" twice.`, { name });
     }
   }
-  return Buffer.from(treeJson(checked));
+  return checked;
+}
+
+/**
+ * Stores a directory listing as a tree object in `batch` (of `store`) and returns its digest. The
+ * tree is kept decoded, as {@link readTree} keeps what it read: the snapshot that stores a tree
+ * is diffed against the previous one straight after. Were the batch never committed, nothing
+ * would refer to the tree, and a batch that stores it again writes it (a put looks at the store,
+ * not at this).
+ */
+export async function putTreeIn(
+  store: ObjectStore,
+  batch: ObjectBatch,
+  entries: readonly TreeEntry[],
+): Promise<Digest> {
+  const checked = checkedEntries(entries);
+  const { digest } = await batch.put(Buffer.from(treeJson(checked)));
+  remember(store, digest, { entries: checked });
+  return digest;
 }
 
 /**
@@ -214,29 +237,38 @@ const MAX_CACHED_ENTRIES = 100_000;
  * callers). Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`.
  */
 export async function readTree(store: ObjectStore, digest: Digest): Promise<Tree> {
-  let cache = decodedTrees.get(store);
+  const cache = decodedTrees.get(store);
   const cached = cache?.trees.get(digest);
   if (cache && cached) {
     cache.trees.delete(digest);
     cache.trees.set(digest, cached);
     return cached;
   }
-  const tree = decodeTree(await store.get(digest), digest);
+  return remember(store, digest, decodeTree(await store.get(digest), digest));
+}
+
+/** Keeps a decoded tree, frozen, among a store's (the least recently used go past the limit). */
+function remember(store: ObjectStore, digest: Digest, tree: Tree): Tree {
   for (const entry of tree.entries) Object.freeze(entry);
   Object.freeze(tree.entries);
   Object.freeze(tree);
+  let cache = decodedTrees.get(store);
   if (!cache) {
     cache = { trees: new Map(), entryCount: 0 };
     decodedTrees.set(store, cache);
   }
-  if (!cache.trees.has(digest)) {
-    cache.trees.set(digest, tree);
-    cache.entryCount += tree.entries.length + 1;
-    for (const [oldest, evicted] of cache.trees) {
-      if (cache.entryCount <= MAX_CACHED_ENTRIES) break;
-      cache.trees.delete(oldest);
-      cache.entryCount -= evicted.entries.length + 1;
-    }
+  const kept = cache.trees.get(digest);
+  if (kept) {
+    cache.trees.delete(digest);
+    cache.trees.set(digest, kept);
+    return kept;
+  }
+  cache.trees.set(digest, tree);
+  cache.entryCount += tree.entries.length + 1;
+  for (const [oldest, evicted] of cache.trees) {
+    if (cache.entryCount <= MAX_CACHED_ENTRIES) break;
+    cache.trees.delete(oldest);
+    cache.entryCount -= evicted.entries.length + 1;
   }
   return tree;
 }

@@ -9,9 +9,9 @@ import {
   readNamesSync,
 } from '../lib/index.js';
 import {
-  encodeTree,
   type ObjectBatch,
   type ObjectStore,
+  putTreeIn,
   readTree,
   type TreeEntry,
 } from '../store/index.js';
@@ -245,7 +245,7 @@ async function rebuildDirectory(
     delta.fileCount += 1;
     delta.sizeBytes += entry.sizeBytes;
   }
-  const { digest } = await state.batch.put(encodeTree(entries));
+  const digest = await putTreeIn(state.store, state.batch, entries);
   return { digest, delta };
 }
 

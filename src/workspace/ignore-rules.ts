@@ -8,6 +8,7 @@ import {
   type Digest,
   digestBytes,
   diskPath,
+  isAbsentSync,
   readPlainFileSync,
 } from '../lib/index.js';
 
@@ -76,6 +77,8 @@ function readText(file: string): string | undefined {
  * is not waited on; either is read as no rules, as a folder on the way that is no folder.
  */
 function readIgnoreFile(file: string): string | undefined {
+  // Most directories have none: a rollback or a walk asks in every directory it enters.
+  if (isAbsentSync(diskPath(file))) return undefined;
   try {
     const read = readPlainFileSync(diskPath(file));
     return read.isFile ? read.value.toString('utf8') : undefined;

@@ -24,6 +24,16 @@ const DRAIN_TIMEOUT_MS = 5_000;
 const EVENTS =
   'modify,attrib,create,delete,delete_self,moved_from,moved_to,move_self,unmount,q_overflow';
 
+/** The events that change the names a directory holds. */
+const RENAMING_EVENTS = new Set([
+  'CREATE',
+  'DELETE',
+  'MOVED_FROM',
+  'MOVED_TO',
+  'DELETE_SELF',
+  'MOVE_SELF',
+]);
+
 /** An event record longer than this may have been cut at inotifywait's 4,096-byte buffer. */
 const LONGEST_RECORD = 4_000;
 
@@ -160,8 +170,9 @@ export class WorkspaceWatcher {
   /**
    * Waits until inotifywait has reported every change made before this call (a sentinel file is
    * created and waited for: one inotify queue delivers in order). Returns the paths (relative
-   * to the root, '' for the root) that changed since the previous drain, each with its directory
-   * (a superset), or undefined when that list may not be whole; the record of the snapshot
+   * to the root, '' for the root) that changed since the previous drain, with the directories in
+   * which a name was made, removed or moved (a superset), or undefined when that list may not be
+   * whole; the record of the snapshot
    * taken after the previous drain, which they update (see {@link setBase}); and this drain's
    * token.
    */
@@ -451,7 +462,10 @@ export class WorkspaceWatcher {
       this.#made.add(relative);
     }
     this.#changed.add(relative);
-    if (relative !== '') this.#changed.add(parentOf(relative));
+    // Only a name made, removed or moved changes what its directory lists (a write does not).
+    if (relative !== '' && events.some((event) => RENAMING_EVENTS.has(event))) {
+      this.#changed.add(parentOf(relative));
+    }
   }
 
   #resetDrain(isLive: boolean): void {

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import {
   chmod,
   open,
@@ -146,6 +147,29 @@ describe('packs', () => {
       packBytes += (await stat(join(directory, 'objects', 'pack', pack))).size;
     expect(packBytes).toBeLessThan(all.length * 555_000 * 0.2);
   }, 60_000);
+
+  it('compresses objects of every size with a window that holds them, here and on another thread', async () => {
+    const { directory, store } = await newStore();
+    // Each object repeats its first half, so that its matches reach as far back as it is long.
+    const sizes = [256, 300, 511, 512, 513, 4_096, 4_097, 20_000, 32_000, 32_768];
+    const objectOf = (size: number) => {
+      const half = randomBytes(Math.ceil(size / 2));
+      return Buffer.concat([half, half]).subarray(0, size);
+    };
+    // Enough of them (over 256 kB) that some are compressed on the worker, the rest here.
+    const all = Array.from({ length: 8 }, () => sizes.map((size) => objectOf(size))).flat();
+    const digests = await putInBatch(store, all);
+    const reopened = createObjectStore(directory);
+    for (const [index, digest] of digests.entries()) {
+      expect((await reopened.get(digest)).equals(all[index] as Buffer)).toBe(true);
+    }
+    let packBytes = 0;
+    for (const pack of (await packFiles(directory)).filter((name) => name.endsWith('.pack')))
+      packBytes += (await stat(join(directory, 'objects', 'pack', pack))).size;
+    const total = all.reduce((sum, bytes) => sum + bytes.length, 0);
+    // The second half of each found in its first: a little over half the bytes are stored.
+    expect(packBytes).toBeLessThan(total * 0.6);
+  });
 
   it('keeps a few objects as files, and never stores one twice', async () => {
     const { directory, store } = await newStore();

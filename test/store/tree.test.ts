@@ -7,6 +7,7 @@ import {
   encodeTree,
   initStore,
   putTree,
+  putTreeIn,
   readTree,
   type TreeEntry,
   walkReferences,
@@ -103,6 +104,29 @@ describe('trees', () => {
       await readTree(store, await putTree(store, entries));
     }
     expect(await readTree(store, digest)).not.toBe(first);
+  });
+
+  it('keeps a tree it stores in a batch as it would read it back: checked, sorted, frozen', async () => {
+    const { directory } = await initStore(await makeTempDirectory());
+    const store = createObjectStore(directory);
+    const batch = store.batch();
+    const given = [file('b.txt', 'b'), file('a.txt', 'a')];
+    const digest = await putTreeIn(store, batch, given);
+    await batch.commit();
+    const kept = await readTree(store, digest);
+    expect(Object.isFrozen(kept.entries[0])).toBe(true);
+    expect(kept.entries.map((entry) => entry.name)).toEqual(['a.txt', 'b.txt']);
+    // Copies of the entries given, which the caller may go on changing.
+    expect(kept.entries[1]).not.toBe(given[0]);
+    (given[0] as { mode: number }).mode = 0o600;
+    expect(kept.entries[1]?.mode).toBe(0o644);
+    // What another store (another process) reads from the disk is the same.
+    expect(await readTree(createObjectStore(directory), digest)).toEqual(kept);
+    expect(digest).toBe(digestBytes(encodeTree([file('a.txt', 'a'), file('b.txt', 'b')])));
+    // A bad listing is refused before anything is stored.
+    await expect(
+      putTreeIn(store, store.batch(), [given[1], given[1]] as TreeEntry[]),
+    ).rejects.toThrow(/twice/);
   });
 
   it('walks every object under a root tree once, even when shared', async () => {
