@@ -51,7 +51,7 @@ async function snapshotSubtree(
     cache,
     warnings: state.warnings,
     ignoreDirectories: [],
-    directoryIdentities: state.directories,
+    directoryIdentities: changeableDirectories(state),
   };
   const entries = scanDirectory(absolute, relative, rules, context);
   if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
@@ -73,12 +73,26 @@ interface IncrementalState {
   readCount: number;
   /** Set when an ignore file appeared, went or changed: the rules differ, so the shortcut is off. */
   ignoreRulesChanged: boolean;
-  /** The identity of every directory, by path: the record's, updated as directories are read. */
-  directories: Map<string, string>;
+  /**
+   * The identity of every directory, by path: the record's, updated as directories are read;
+   * the record's own map until one changes (see {@link changeableDirectories}).
+   */
+  directories: ReadonlyMap<string, string>;
+  /** The record's map, never changed. */
+  recordDirectories: ReadonlyMap<string, string>;
   /** Previous trees being read ahead, by digest: see {@link previousEntries}. */
   treeReads: Map<Digest, Promise<readonly TreeEntry[]>>;
   /** The gate that bounds those reads. */
   gate: Limiter;
+}
+
+/**
+ * The directory identities, copied from the record's before the first change: most snapshots
+ * change none, and hand the record's own map on (saving the record then reuses its JSON).
+ */
+function changeableDirectories(state: IncrementalState): Map<string, string> {
+  if (state.directories === state.recordDirectories) state.directories = new Map(state.directories);
+  return state.directories as Map<string, string>;
 }
 
 /** Previous trees read at once: the directories are rebuilt one by one, their trees read ahead. */
@@ -184,7 +198,7 @@ async function rebuildDirectory(
       // Another directory at the same path (moved in, swapped) carries children whose timestamps
       // say nothing changed: only one known to be the same directory is rebuilt from its old tree.
       const isSameDirectory = state.directories.get(childRelative) === identity;
-      state.directories.set(childRelative, identity);
+      if (!isSameDirectory) changeableDirectories(state).set(childRelative, identity);
       if (oldEntry?.type === 'directory' && isSameDirectory) {
         const sub = await rebuildDirectory(
           childAbsolute,
@@ -266,7 +280,7 @@ export interface ChangedSinceResult {
   totals: TreeTotals;
   readCount: number;
   warnings: string[];
-  directories: Map<string, string>;
+  directories: ReadonlyMap<string, string>;
 }
 
 /**
@@ -307,7 +321,8 @@ export async function snapshotChanges(
     warnings: [],
     readCount: 0,
     ignoreRulesChanged: false,
-    directories: new Map(record.directories),
+    directories: record.directories,
+    recordDirectories: record.directories,
     treeReads: new Map(),
     gate: createLimiter(TREE_READS_AHEAD),
   };

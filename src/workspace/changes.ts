@@ -171,6 +171,13 @@ export async function makeCacheDirectory(storeDirectory: string): Promise<void> 
   await mkdir(directory, { recursive: true });
 }
 
+/**
+ * The JSON of the directory identities of records saved, by map: a snapshot that changed no
+ * directory hands the previous record's map on, and its JSON (half a megabyte, 3 ms, at 100,000
+ * files) is not made again. The maps are never changed once in a record.
+ */
+const directoriesJson = new WeakMap<ReadonlyMap<string, string>, string>();
+
 /** Writes the change record of a store (not durably: it is a cache). */
 export async function saveChangeRecord(
   storeDirectory: string,
@@ -189,11 +196,15 @@ export async function saveChangeRecord(
     totals: record.totals,
     ignoreDirectories: record.ignoreDirectories,
     ...(record.outsideRules !== undefined && { outsideRules: record.outsideRules }),
-    directories: Object.fromEntries(record.directories),
   };
+  let directories = directoriesJson.get(record.directories);
+  if (directories === undefined) {
+    directories = JSON.stringify(Object.fromEntries(record.directories));
+    directoriesJson.set(record.directories, directories);
+  }
   // The digest of the JSON as written, not of a canonical form: the record is read back only
   // by this code, and a canonical encoding of a large workspace's record costs milliseconds.
-  const json = JSON.stringify(members);
+  const json = `${JSON.stringify(members).slice(0, -1)},"directories":${directories}}`;
   const text = `${digestBytes(json)}\n${json}`;
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
   await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });

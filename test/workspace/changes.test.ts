@@ -34,8 +34,12 @@ describe('snapshot by changed paths', () => {
     // Files changed within two seconds before a snapshot are looked at again by the next one.
     await sleep(2100);
     await snapshot(workspace, options);
+    const walked = loadChangeRecord(storeDirectory, workspace)?.directories;
     const quiet = await snapshot(workspace, options);
     expect(quiet).toMatchObject({ strategy: 'changed-since', readCount: 0 });
+    // A snapshot that changed no directory records the same identities (their JSON is reused).
+    expect(loadChangeRecord(storeDirectory, workspace)?.directories).toEqual(walked);
+    expect(walked?.size).toBe(13);
 
     await appendFile(join(workspace, 'dir0/sub/f0.txt'), '!'); // modified
     await writeFile(join(workspace, 'dir1/new.txt'), 'new'); // created
@@ -48,6 +52,10 @@ describe('snapshot by changed paths', () => {
     await mkdir(join(workspace, 'empty')); // empty directory
     const changed = await snapshot(workspace, options);
     expect(changed.strategy).toBe('changed-since');
+    const identities = loadChangeRecord(storeDirectory, workspace)?.directories;
+    expect([...(identities?.keys() ?? [])]).toEqual(
+      expect.arrayContaining(['dir5/moved', 'empty']),
+    );
     // The modified, created and mode-changed files, and the 10 files of the moved tree.
     expect(changed.readCount).toBe(13);
     expect(changed.tree).toBe(await referenceTree(workspace));

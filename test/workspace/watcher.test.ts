@@ -4,6 +4,7 @@ import { appendFile, link, mkdir, rename, symlink, writeFile } from 'node:fs/pro
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadChangeRecord } from '../../src/workspace/changes.js';
 import { NO_OUTSIDE_RULES, snapshot, WorkspaceWatcher } from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { random, randomEdit, referenceTree } from '../helpers/trees.js';
@@ -67,7 +68,7 @@ const isAvailable = (() => {
 
 describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a watcher', () => {
   it('looks only at what the watcher saw change, and gets the same tree as a full read', async () => {
-    const { workspace, watcher, take } = await watched({
+    const { workspace, storeDirectory, watcher, take } = await watched({
       'a/x.txt': 'x',
       'a/deep/y.txt': 'y',
       'b/z.txt': 'z',
@@ -88,6 +89,17 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     await writeFile(join(workspace, '.git/HEAD'), 'ref: refs/heads/main\n');
     const quiet = await take();
     expect(quiet).toMatchObject({ strategy: 'watched', readCount: 0, tree: result.tree });
+    // What another process reads: the record the watched snapshots saved, new directories in it.
+    const record = loadChangeRecord(storeDirectory, workspace);
+    expect(record?.tree).toBe(result.tree);
+    expect([...(record?.directories.keys() ?? [])].sort()).toEqual([
+      '',
+      'a',
+      'a/deep',
+      'b',
+      'c',
+      'c/new',
+    ]);
   });
 
   it('agrees with a full read after every round of random edits', async () => {
