@@ -119,7 +119,7 @@ describe('trees', () => {
     // Copies of the entries given, which the caller may go on changing.
     expect(kept.entries[1]).not.toBe(given[0]);
     (given[0] as { mode: number }).mode = 0o600;
-    expect(kept.entries[1]?.mode).toBe(0o644);
+    expect((kept.entries[1] as { mode: number }).mode).toBe(0o644);
     // What another store (another process) reads from the disk is the same.
     expect(await readTree(createObjectStore(directory), digest)).toEqual(kept);
     expect(digest).toBe(digestBytes(encodeTree([file('a.txt', 'a'), file('b.txt', 'b')])));
