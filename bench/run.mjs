@@ -244,3 +244,10 @@ console.log(formatCheckpointCount(await measureCheckpointCount()));
 // What the `rewind` command costs as a process (bench/startup.mjs).
 console.log('\n### Start-up\n');
 console.log(formatStartup(measureStartup()));
+
+// The `rewind` command as a process, alone and sent to `rewind daemon` (bench/daemon.mjs; L too
+// when run by itself).
+console.log('\n### The daemon\n');
+execFileSync(process.execPath, [new URL('./daemon.mjs', import.meta.url).pathname, 'M'], {
+  stdio: ['ignore', 'inherit', 'inherit'],
+});

@@ -18,6 +18,96 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   process.exit(0);
 }
 
+/**
+ * Runs the command in the workspace's daemon (`rewind daemon`, src/cli/daemon.ts) when one
+ * answers and serves it: its sessions are open and watching, so a checkpoint costs what changed,
+ * not a walk. Resolves with the exit code, or undefined to run the command here (no daemon,
+ * REWIND_DAEMON=0, a command it does not serve, a daemon that does not answer within 2 s).
+ */
+async function runInDaemon() {
+  // The commands src/cli/daemon.ts serves (SERVED there).
+  const served = ['checkpoint', 'checkpoints', 'diff', 'hook', 'log', 'rollback', 'status', 'undo'];
+  if (process.env.REWIND_DAEMON === '0' || !served.includes(argv[0])) return undefined;
+  const { existsSync } = require('node:fs');
+  const { resolve } = require('node:path');
+  // The workspace as the command finds it: the nearest directory holding .rewind/, from the
+  // project a hook is for (Claude Code runs hooks from anywhere) or the current directory.
+  const project = argv[0] === 'hook' ? process.env.CLAUDE_PROJECT_DIR : undefined;
+  let directory = resolve(project || '.');
+  while (!existsSync(join(directory, '.rewind'))) {
+    if (dirname(directory) === directory) return undefined;
+    directory = dirname(directory);
+  }
+  const socketPath = join(directory, '.rewind', 'daemon.sock');
+  if (!existsSync(socketPath)) return undefined;
+  if (argv[0] === 'hook') {
+    const chunks = [];
+    for await (const chunk of process.stdin) chunks.push(chunk);
+    readStdin = Buffer.concat(chunks);
+  }
+  const request = {
+    v: 1,
+    version: JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).version,
+    argv,
+    cwd: process.cwd(),
+    // What a served command reads of the environment (PASSED_ENV in src/cli/daemon.ts).
+    env: Object.fromEntries(
+      ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR']
+        .filter((name) => process.env[name] !== undefined)
+        .map((name) => [name, process.env[name]]),
+    ),
+    isTerminal: process.stdout.isTTY === true,
+    isErrorTerminal: process.stderr.isTTY === true,
+    ...(readStdin && { stdin: readStdin.toString('base64') }),
+  };
+  const { connect } = require('node:net');
+  return new Promise((done) => {
+    let isAccepted = false;
+    let isSettled = false;
+    const settle = (code) => {
+      if (isSettled) return;
+      isSettled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      done(code);
+    };
+    const socket = connect(socketPath);
+    const timer = setTimeout(() => settle(undefined), 2000);
+    socket.setEncoding('utf8');
+    socket.on('connect', () => socket.write(`${JSON.stringify(request)}\n`));
+    let buffered = '';
+    socket.on('data', (text) => {
+      buffered += text;
+      for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
+        const message = JSON.parse(buffered.slice(0, end));
+        buffered = buffered.slice(end + 1);
+        if (message.accepted) {
+          // Committed: from here the daemon runs it, however long it takes.
+          isAccepted = true;
+          clearTimeout(timer);
+          socket.write('{"go":true}\n');
+        } else if (message.stdout !== undefined) writerOf(process.stdout)(message.stdout);
+        else if (message.stderr !== undefined) writerOf(process.stderr)(message.stderr);
+        else if (message.exit !== undefined) settle(message.exit);
+        else if (message.fallback !== undefined) settle(undefined);
+      }
+    });
+    const lost = () => {
+      if (isSettled) return;
+      if (!isAccepted) return settle(undefined);
+      process.stderr.write(
+        'rewind: the daemon stopped before the command finished; it may have run. See `rewind log`, and run it again if need be (REWIND_DAEMON=0 runs it here).\n',
+      );
+      settle(1);
+    };
+    socket.on('error', lost);
+    socket.on('close', lost);
+  });
+}
+
+/** What was read of stdin for the daemon: the command reads it if it runs here after all. */
+let readStdin;
+
 /** Bundles compiled in this run whose code cache is still to be written. */
 const uncached = [];
 
@@ -65,7 +155,19 @@ function writeCodeCaches() {
   }
 }
 
-const { runCli } = loadBundle('cli');
+/** Writes to `stream` while someone reads it. */
+const writerOf = (stream) => (text) => {
+  if (!stream.destroyed) stream.write(text);
+};
+
+// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
+// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
+// and the command finishes and exits with its own code (what it did happened either way).
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE') throw error;
+  });
+}
 
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {
@@ -97,30 +199,24 @@ async function serveUi(argv) {
   });
 }
 
-// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
-// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
-// and the command finishes and exits with its own code (what it did happened either way).
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (error) => {
-    if (error.code !== 'EPIPE') throw error;
+/** Runs the command in this process. */
+async function runHere() {
+  const { runCli } = loadBundle('cli');
+  process.exitCode = await runCli(argv, {
+    stdout: writerOf(process.stdout),
+    stderr: writerOf(process.stderr),
+    cwd: process.cwd(),
+    stdin: readStdin ? [readStdin] : process.stdin,
+    ...(process.stdin.isTTY && { prompt }),
+    serveMcp,
+    serveUi,
+    isTerminal: process.stdout.isTTY === true,
+    isErrorTerminal: process.stderr.isTTY === true,
+    env: process.env,
   });
+  writeCodeCaches();
 }
 
-/** Writes to `stream` while someone reads it. */
-const writerOf = (stream) => (text) => {
-  if (!stream.destroyed) stream.write(text);
-};
-
-process.exitCode = await runCli(argv, {
-  stdout: writerOf(process.stdout),
-  stderr: writerOf(process.stderr),
-  cwd: process.cwd(),
-  stdin: process.stdin,
-  ...(process.stdin.isTTY && { prompt }),
-  serveMcp,
-  serveUi,
-  isTerminal: process.stdout.isTTY === true,
-  isErrorTerminal: process.stderr.isTTY === true,
-  env: process.env,
-});
-writeCodeCaches();
+const daemonExit = await runInDaemon();
+if (daemonExit === undefined) await runHere();
+else process.exitCode = daemonExit;

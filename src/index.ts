@@ -92,6 +92,7 @@ export {
   type Compensation,
   type ConversationState,
   type CopyResult,
+  currentSessionId,
   type DiffResult,
   type DraftInfo,
   type EndOptions,

@@ -4,7 +4,13 @@
  */
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { displayPath, locateWorkspace, openSession, type Session } from '../index.js';
+import {
+  displayPath,
+  locateWorkspace,
+  type OpenSessionOptions,
+  openSession,
+  type Session,
+} from '../index.js';
 import {
   type AnyOperation,
   checkInput,
@@ -34,6 +40,11 @@ export interface CliIo {
   serveMcp?: (argv: readonly string[]) => Promise<number>;
   /** Runs `rewind ui` with its own arguments; absent where no server can run (tests of the CLI alone). */
   serveUi?: (argv: readonly string[]) => Promise<number>;
+  /**
+   * Opens the sessions commands run on, and takes them back after: by default each command opens
+   * its own and closes it; `rewind daemon` keeps them open, and watching, between commands.
+   */
+  sessions?: SessionKeeper;
   /** Whether stdout is a terminal: colour is used only there, unless the environment says. */
   isTerminal?: boolean;
   /** Whether stderr is a terminal: a long operation shows a progress line only there. */
@@ -41,6 +52,25 @@ export interface CliIo {
   /** The environment, where `NO_COLOR` and `FORCE_COLOR` are read; absent: neither is set. */
   env?: Readonly<Record<string, string | undefined>>;
 }
+
+/** Where commands get their sessions: see {@link CliIo.sessions}. */
+export interface SessionKeeper {
+  open(options: OpenSessionOptions): Promise<Session>;
+  /** Takes back a session {@link SessionKeeper.open} gave, once the command is done with it. */
+  release(session: Session): Promise<void>;
+  /** What the session finished or undid on opening, still to be said (it is said once). */
+  recoveriesToSay(session: Session): readonly string[];
+}
+
+/** Each command opens its session and closes it after. */
+const ONE_PER_COMMAND: SessionKeeper = {
+  open: openSession,
+  release: (session) => session.close(),
+  recoveriesToSay: (session) => session.recoveries(),
+};
+
+/** The keeper of the sessions commands run on here. */
+export const sessionsOf = (io: CliIo): SessionKeeper => io.sessions ?? ONE_PER_COMMAND;
 
 /** The options of `rewind` itself, before the command. */
 export interface GlobalFlags {
@@ -159,6 +189,7 @@ function usageErrorOf(
 
 /** The context commands share; the exit code they set is written to `state`. */
 export function createCliContext(io: CliIo, state: { exitCode: number }): CliContext {
+  const sessions = sessionsOf(io);
   const context: CliContext = {
     io,
     globalsOf: (command) => command.optsWithGlobals<GlobalFlags>(),
@@ -183,7 +214,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
       const target: OperationTarget = {
         workspace: root,
         session: () => {
-          opened ??= openSession({
+          opened ??= sessions.open({
             workspace: root,
             ...(session !== undefined && { session }),
             ...protections,
@@ -202,10 +233,12 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         progressLine?.end();
         const session = opened && (await opened.catch(() => undefined));
         // What was finished or closed first is said, even when the command then failed.
-        if (!globals.quiet) {
-          for (const recovered of session?.recoveries() ?? []) io.stderr(`rewind: ${recovered}\n`);
+        if (!globals.quiet && session) {
+          for (const recovered of sessions.recoveriesToSay(session)) {
+            io.stderr(`rewind: ${recovered}\n`);
+          }
         }
-        await session?.close();
+        if (session) await sessions.release(session);
       }
     },
     run: async (command, target, operation, input) => {

@@ -6,8 +6,8 @@
  */
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { init, isRewindError, openSession } from '../index.js';
-import { type CliIo, EXIT_FAILED, EXIT_OK } from './context.js';
+import { init, isRewindError } from '../index.js';
+import { type CliIo, EXIT_FAILED, EXIT_OK, sessionsOf } from './context.js';
 import { outsideTable, readAll } from './options.js';
 
 /** What each hook event checkpoints as: the label's middle part; other events change nothing. */
@@ -63,7 +63,8 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
   );
   try {
     await init({ workspace });
-    const session = await openSession({ workspace });
+    const sessions = sessionsOf(io);
+    const session = await sessions.open({ workspace });
     try {
       const now = new Date();
       let label = labelOf(kind, now);
@@ -78,7 +79,7 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
         }
       }
     } finally {
-      await session.close();
+      await sessions.release(session);
     }
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

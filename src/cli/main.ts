@@ -10,6 +10,7 @@ import { registerIsolationCommands } from './commands/isolation.js';
 import { registerStoreCommands } from './commands/store.js';
 import { registerVerificationCommands } from './commands/verification.js';
 import { type CliIo, createCliContext, EXIT_FAILED, EXIT_OK, EXIT_USAGE } from './context.js';
+import { addDaemonCommand } from './daemon.js';
 import { describeError, errorDocument, UsageError, usageDocument } from './errors.js';
 import { LISTED_AT_MOST } from './format.js';
 import { addHookCommand } from './hook.js';
@@ -70,6 +71,7 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
   addMcpCommand(program);
   addUiCommand(program);
   addHookCommand(program, io, state);
+  addDaemonCommand(program, io, state, runCli);
   return program;
 }
 

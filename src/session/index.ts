@@ -53,6 +53,7 @@ export type { AutoRollbackReport, SessionPolicies } from './policies/policy-stat
 export type { Protections } from './protections.js';
 export type { ActionDetail, ActionInfo, StoredText } from './reads.js';
 export {
+  currentSessionId,
   type InitResult,
   init,
   type LogLine,

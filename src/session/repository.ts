@@ -297,6 +297,17 @@ export async function ledgerRevision(options: WorkspaceOptions): Promise<string>
   return ledgersOf(await openStore(options.workspace)).revision();
 }
 
+/**
+ * The id of the session {@link openSession} opens when given none: the workspace's current one;
+ * undefined when none is set. Reads the store's small `current` file (a process that keeps
+ * sessions open checks with it that the one it holds is still the current one). Throws
+ * `STORE_NOT_FOUND`.
+ */
+export async function currentSessionId(options: WorkspaceOptions): Promise<string | undefined> {
+  const location = await openStore(options.workspace);
+  return (await readCurrentSession(location.directory, ledgersOf(location)))?.id;
+}
+
 /** What {@link status} reports. */
 export interface StatusReport {
   workspace: string;

@@ -25,7 +25,7 @@ const WORKER = join(ROOT, 'test', 'helpers', 'cli-fuzz-worker.mjs');
 const BIN = join(ROOT, 'bin', 'rewind.js');
 
 /**
- * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`) or reach a
+ * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`, `daemon`) or reach a
  * database (`attach`, `push`, `pull`, `session find`): only with fixed, harmless arguments.
  */
 const RUNS_SOMETHING = new Set([
@@ -36,6 +36,7 @@ const RUNS_SOMETHING = new Set([
   'compensate',
   'mcp',
   'ui',
+  'daemon',
   'attach',
   'push',
   'pull',
@@ -343,6 +344,7 @@ describe('fuzzing the command line', () => {
       ['test'],
       ['mcp', '--bogus'],
       ['help', 'mcp', 'extra'],
+      ['daemon', '--bogus'],
       ['attach'],
       ['attach', 'abcd'],
       ['attach', 'abcd', '--ledger', 'http://not-a-database'],

@@ -83,8 +83,9 @@ describe('the operation table and the surfaces built from it', () => {
     const commands = programCommands();
     const outside = commandsOutsideTable();
     // Outside the table: the MCP server and the web UI, which the CLI only lists and hands on,
-    // and the Claude Code hook, an edge of its own that speaks Claude Code's hook protocol.
-    expect(outside).toEqual(['mcp', 'ui', 'hook-claude-code']);
+    // the Claude Code hook, an edge of its own that speaks Claude Code's hook protocol, and the
+    // daemon, which serves the CLI's own commands to other `rewind` processes.
+    expect(outside).toEqual(['mcp', 'ui', 'hook-claude-code', 'daemon']);
     for (const name of outside)
       expect(whyOutsideTable(commands.get(name) as Command)?.trim()).not.toBe('');
     expect([...commands.keys()].filter((name) => !outside.includes(name)).sort()).toEqual(

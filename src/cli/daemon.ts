@@ -1,0 +1,323 @@
+/**
+ * `rewind daemon`: a process that stays up for one workspace and runs the `rewind` commands sent
+ * to it on a Unix socket (`.rewind/daemon.sock`), with their sessions kept open and watching the
+ * workspace, as `rewind mcp` keeps its own. A command then costs what it costs in a live process
+ * (a checkpoint after one change: what the watcher saw, no walk) plus Node's start, instead of a
+ * walk of the whole workspace. The `rewind` command (bin/rewind.js) sends the commands the daemon
+ * serves there and runs everything else itself, as it does when no daemon answers.
+ *
+ * The protocol, one JSON document per line: the client sends `{ v, version, argv, cwd, env,
+ * isTerminal, isErrorTerminal, stdin? }`; the daemon answers `{ accepted: true }` as it reads it,
+ * or only `{ fallback: why }` for a command it does not serve (the client runs it itself). The
+ * client answers `{ go: true }`, and the daemon runs the command, in turn, sending `{ stdout }`
+ * and `{ stderr }` as it prints and `{ exit }` last. A client that heard nothing within 2 s
+ * closes the connection and runs the command itself; the daemon, without its go, does not.
+ */
+import { realpathSync } from 'node:fs';
+import { chmod, rm } from 'node:fs/promises';
+import { connect, createServer, type Socket } from 'node:net';
+import { join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import type { Command } from 'commander';
+import {
+  currentSessionId,
+  locateWorkspace,
+  type OpenSessionOptions,
+  openSession,
+  REWIND_VERSION,
+  type Session,
+} from '../index.js';
+import { type CliIo, EXIT_FAILED, EXIT_OK, type SessionKeeper } from './context.js';
+import { UsageError } from './errors.js';
+import { outsideTable } from './options.js';
+
+/** The daemon's socket, in the store directory of its workspace. */
+export const DAEMON_SOCKET = join('.rewind', 'daemon.sock');
+
+/** The longest path a Unix socket may have on Linux (sun_path less its terminating zero). */
+const LONGEST_SOCKET_PATH = 107;
+
+/** The version of the protocol above. */
+const PROTOCOL = 1;
+
+/**
+ * The commands the daemon runs: those that snapshot the workspace or read the session, and need
+ * nothing of the caller's but its arguments (and a hook event on stdin). Not `exec` (its command
+ * would run with the daemon's environment, not the caller's), nor what asks a person (`approve`)
+ * or reads stdin (`write`, `-` for a file). A served command cannot ask: a first checkpoint over
+ * its size budget fails with the way on (`--yes`) rather than asking whether to store it.
+ * bin/rewind.js sends only these (it keeps the same list).
+ */
+const SERVED = new Set([
+  'checkpoint',
+  'checkpoints',
+  'diff',
+  'hook',
+  'log',
+  'rollback',
+  'status',
+  'undo',
+]);
+
+/** Global options that change where a command runs or what its session keeps: run by the caller. */
+const NOT_SERVED_WITH = ['--dir', '--redact', '--redact-pattern', '--block-private'];
+
+/** The environment variables a served command may read from its caller. */
+const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR'];
+
+interface Request {
+  v: number;
+  version: string;
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  isTerminal: boolean;
+  isErrorTerminal: boolean;
+  stdin?: string;
+}
+
+/** Why the daemon does not run `request` (the client runs it itself); undefined when it does. */
+function refusalOf(request: Request): string | undefined {
+  if (request.v !== PROTOCOL || request.version !== REWIND_VERSION) {
+    return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(request.version)}`;
+  }
+  if (!SERVED.has(request.argv[0] ?? '')) return 'it does not serve this command';
+  const option = request.argv.find(
+    (arg) =>
+      arg === '-' || NOT_SERVED_WITH.some((name) => arg === name || arg.startsWith(`${name}=`)),
+  );
+  return option === undefined ? undefined : `it does not serve ${option}`;
+}
+
+/**
+ * The daemon's sessions: those of its workspace, opened once, watching, and kept until it stops;
+ * anything else (another workspace, protections asked for) is opened for the command alone.
+ */
+class KeptSessions implements SessionKeeper {
+  readonly #root: string;
+  readonly #kept = new Map<string, Promise<Session>>();
+  readonly #own = new WeakSet<Session>();
+  readonly #said = new WeakSet<Session>();
+
+  constructor(root: string) {
+    this.#root = root;
+  }
+
+  async open(options: OpenSessionOptions): Promise<Session> {
+    const isOurs =
+      realpathOf(options.workspace) === this.#root &&
+      options.redact === undefined &&
+      options.blockPrivate === undefined &&
+      options.isolation === undefined;
+    if (!isOurs) return openSession(options);
+    // The current session may have changed since the last command: it is asked each time.
+    const id = options.session ?? (await currentSessionId({ workspace: this.#root }));
+    if (id === undefined) return openSession(options);
+    let kept = this.#kept.get(id);
+    if (kept === undefined) {
+      kept = openSession({ workspace: this.#root, session: id, watch: true });
+      this.#kept.set(id, kept);
+      kept.then(
+        (session) => this.#own.add(session),
+        () => this.#kept.delete(id),
+      );
+    }
+    return kept;
+  }
+
+  async release(session: Session): Promise<void> {
+    if (!this.#own.has(session)) await session.close();
+  }
+
+  recoveriesToSay(session: Session): readonly string[] {
+    if (this.#said.has(session)) return [];
+    if (this.#own.has(session)) this.#said.add(session);
+    return session.recoveries();
+  }
+
+  async closeAll(): Promise<void> {
+    const kept = [...this.#kept.values()];
+    this.#kept.clear();
+    for (const session of kept) await (await session.catch(() => undefined))?.close();
+  }
+}
+
+function realpathOf(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/** Whether a daemon answers on `socket`. */
+function isAnswering(socket: string): Promise<boolean> {
+  return new Promise((done) => {
+    const probe = connect(socket);
+    probe.once('connect', () => {
+      probe.destroy();
+      done(true);
+    });
+    probe.once('error', () => done(false));
+  });
+}
+
+/** The lines `socket` sends, one at a time; undefined once it ended or failed. */
+function linesOf(socket: Socket): () => Promise<string | undefined> {
+  const lines: string[] = [];
+  const waiting: ((line: string | undefined) => void)[] = [];
+  let buffered = '';
+  let isOver = false;
+  socket.setEncoding('utf8');
+  socket.on('data', (text: string) => {
+    buffered += text;
+    for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
+      const line = buffered.slice(0, end);
+      buffered = buffered.slice(end + 1);
+      const waiter = waiting.shift();
+      if (waiter) waiter(line);
+      else lines.push(line);
+    }
+  });
+  const over = (): void => {
+    isOver = true;
+    for (const waiter of waiting.splice(0)) waiter(undefined);
+  };
+  socket.once('end', over);
+  socket.once('close', over);
+  return () =>
+    new Promise((resolve) => {
+      const line = lines.shift();
+      if (line !== undefined || isOver) resolve(line);
+      else waiting.push(resolve);
+    });
+}
+
+/**
+ * Serves `root` until SIGINT or SIGTERM: each request runs through `run` (the CLI itself) with
+ * the caller's arguments, directory and output, one after another.
+ */
+async function serve(
+  root: string,
+  io: CliIo,
+  run: (argv: readonly string[], io: CliIo) => Promise<number>,
+): Promise<number> {
+  // The workspace must have a store: the socket goes in it (STORE_NOT_FOUND says what to do).
+  await currentSessionId({ workspace: root });
+  const socketPath = join(root, DAEMON_SOCKET);
+  if (Buffer.byteLength(socketPath) > LONGEST_SOCKET_PATH) {
+    throw new UsageError(
+      `The daemon's socket would be ${socketPath}, longer than a Unix socket's path may be (${LONGEST_SOCKET_PATH} bytes). Move the workspace to a shorter path to run a daemon for it; commands run without one.`,
+    );
+  }
+  if (await isAnswering(socketPath)) {
+    throw new UsageError(
+      `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
+    );
+  }
+  // Left by a daemon that was killed: nobody answers on it.
+  await rm(socketPath, { force: true });
+  const sessions = new KeptSessions(root);
+  let queue: Promise<void> = Promise.resolve();
+  const server = createServer((socket) => {
+    socket.on('error', () => {});
+    void receive(socket);
+  });
+  const send = (socket: Socket, message: object): void => {
+    if (!socket.destroyed) socket.write(`${JSON.stringify(message)}\n`);
+  };
+  // Accepted (or sent back) as soon as it is read, so the caller knows the daemon is alive; run
+  // in turn, one at a time.
+  const receive = async (socket: Socket): Promise<void> => {
+    const nextLine = linesOf(socket);
+    let request: Request;
+    try {
+      request = JSON.parse((await nextLine()) ?? '') as Request;
+    } catch {
+      socket.destroy();
+      return;
+    }
+    const refusal = refusalOf(request);
+    if (refusal !== undefined) {
+      send(socket, { fallback: refusal });
+      socket.end();
+      return;
+    }
+    send(socket, { accepted: true });
+    // The caller says go once it heard back: one that gave up waiting (2 s) runs the command
+    // itself, and its command must not run here too.
+    const go = await nextLine();
+    if (go === undefined) return;
+    queue = queue.then(() => handle(socket, request)).catch(() => {});
+  };
+  const handle = async (socket: Socket, request: Request): Promise<void> => {
+    const started = Date.now();
+    const env = Object.fromEntries(
+      PASSED_ENV.filter((name) => request.env?.[name] !== undefined).map((name) => [
+        name,
+        request.env[name],
+      ]),
+    );
+    const code = await run(request.argv, {
+      stdout: (text) => send(socket, { stdout: text }),
+      stderr: (text) => send(socket, { stderr: text }),
+      cwd: request.cwd,
+      stdin: Readable.from(
+        request.stdin === undefined ? [] : [Buffer.from(request.stdin, 'base64')],
+      ),
+      sessions,
+      isTerminal: request.isTerminal === true,
+      isErrorTerminal: request.isErrorTerminal === true,
+      env,
+    }).catch(() => EXIT_FAILED);
+    send(socket, { exit: code });
+    socket.end();
+    io.stderr(`rewind daemon: ${request.argv[0]} exit ${code} (${Date.now() - started} ms)\n`);
+  };
+  await new Promise<void>((listening, failed) => {
+    server.once('error', failed);
+    server.listen(socketPath, () => listening());
+  });
+  await chmod(socketPath, 0o600);
+  io.stderr(
+    `rewind daemon: serving ${root} on ${socketPath} (pid ${process.pid}); ` +
+      `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C.\n`,
+  );
+  await new Promise<void>((stopped) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      stopped();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+  await new Promise<void>((closed) => server.close(() => closed()));
+  await queue;
+  await sessions.closeAll();
+  await rm(socketPath, { force: true });
+  io.stderr('rewind daemon: stopped\n');
+  return EXIT_OK;
+}
+
+/** Adds `rewind daemon`; `run` runs one command line (the CLI's own entry point). */
+export function addDaemonCommand(
+  program: Command,
+  io: CliIo,
+  state: { exitCode: number },
+  run: (argv: readonly string[], io: CliIo) => Promise<number>,
+): void {
+  const daemon = program
+    .command('daemon')
+    .description(
+      "keep this workspace's sessions open and watching, and run the `rewind` commands that snapshot or read it (checkpoint, rollback, undo, diff, log, status, hook): they then cost what changed, not a walk",
+    )
+    .action(async (_flags: unknown, command: Command) => {
+      const dir = command.optsWithGlobals<{ dir?: string }>().dir;
+      const root = realpathOf(
+        dir !== undefined ? resolve(io.cwd, dir) : await locateWorkspace(io.cwd),
+      );
+      state.exitCode = await serve(root, io, run);
+    });
+  outsideTable(daemon, 'a process that serves the CLI its own commands, not an operation');
+}

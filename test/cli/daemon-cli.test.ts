@@ -1,0 +1,202 @@
+// `rewind daemon` and the `rewind` command that sends it what it serves: the real bin in real
+// processes, in a git repository with what users have in one.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+const BIN = join(ROOT, 'bin/rewind.js');
+
+/** Runs `rewind` as a process; `stdin` is what it reads. */
+function rewind(
+  cwd: string,
+  args: string[],
+  options: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd,
+      env: { ...process.env, ...options.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(options.stdin ?? '');
+  });
+}
+
+const daemons: ChildProcess[] = [];
+afterEach(() => {
+  for (const daemon of daemons.splice(0)) daemon.kill('SIGKILL');
+});
+
+/** Starts `rewind daemon` in `cwd`; resolves once it serves, with what it printed so far. */
+async function startDaemon(cwd: string): Promise<{ child: ChildProcess; log: () => string }> {
+  const child = spawn(process.execPath, [BIN, 'daemon'], {
+    cwd,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  daemons.push(child);
+  let log = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    log += chunk.toString();
+  });
+  for (let waited = 0; !log.includes('serving'); waited += 20) {
+    if (waited > 10_000 || child.exitCode !== null) throw new Error(`no daemon: ${log}`);
+    await sleep(20);
+  }
+  return { child, log: () => log };
+}
+
+/** A git repository with what users have in one, and a store. */
+async function project(): Promise<string> {
+  const workspace = await makeTempDirectory();
+  await lay(workspace, {
+    '.gitignore': 'node_modules/\ndist/\n.env\n',
+    'src/app.ts': 'export const answer = 41;\n',
+    'README.md': '# app\n',
+    'node_modules/left-pad/index.js': 'module.exports = 1;\n',
+    'dist/app.js': 'built\n',
+    '.env': 'TOKEN=secret\n',
+  });
+  execFileSync('git', ['init', '-q'], { cwd: workspace });
+  expect((await rewind(workspace, ['init'])).code).toBe(0);
+  return workspace;
+}
+
+const labels = async (cwd: string, env: Record<string, string> = {}) =>
+  JSON.parse((await rewind(cwd, ['checkpoints', '--json'], { env })).stdout).checkpoints.map(
+    (checkpoint: { label: string }) => checkpoint.label,
+  );
+
+describe('rewind daemon', () => {
+  it('runs the commands it serves with its session open and watching, exactly as they run alone', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    expect(await rewind(workspace, ['checkpoint', 'base'])).toMatchObject({ code: 0 });
+    await writeFile(join(workspace, 'src/app.ts'), 'export const answer = 42;\n');
+    await appendFile(join(workspace, 'node_modules/left-pad/index.js'), '// ignored\n');
+    const fixed = await rewind(join(workspace, 'src'), ['checkpoint', 'fixed']);
+    expect(fixed.code).toBe(0);
+    expect(fixed.stdout).toMatch(/^Checkpoint fixed \(#\d+\): 3 files/);
+    const diff = await rewind(workspace, ['diff', 'base', 'fixed']);
+    expect(diff.stdout).toContain('+export const answer = 42;');
+    expect(diff.stdout).not.toContain('left-pad');
+    // A rollback and its undo, in the daemon too; what git ignores is left alone.
+    const rolled = await rewind(workspace, ['rollback', 'base', '--json']);
+    expect(rolled.code).toBe(0);
+    expect(await readFile(join(workspace, 'src/app.ts'), 'utf8')).toBe(
+      'export const answer = 41;\n',
+    );
+    expect(await readFile(join(workspace, '.env'), 'utf8')).toBe('TOKEN=secret\n');
+    const undone = await rewind(workspace, ['undo', String(JSON.parse(rolled.stdout).id)]);
+    expect(undone.code).toBe(0);
+    expect(await readFile(join(workspace, 'src/app.ts'), 'utf8')).toBe(
+      'export const answer = 42;\n',
+    );
+    // Each served by the daemon, which says so on its stderr.
+    expect(
+      daemon.log().match(/^rewind daemon: (checkpoint|diff|rollback|undo) exit 0/gm),
+    ).toHaveLength(5);
+    // The same output, for people and in JSON, as the command run alone.
+    for (const args of [['checkpoints'], ['checkpoints', '--json'], ['log', '--json']]) {
+      const served = await rewind(workspace, args);
+      const alone = await rewind(workspace, args, { env: { REWIND_DAEMON: '0' } });
+      expect(served).toEqual(alone);
+    }
+    // Errors and exit codes come through as they are.
+    const again = await rewind(workspace, ['checkpoint', 'fixed']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('already has a checkpoint "fixed"');
+    const usage = await rewind(workspace, ['checkpoint']);
+    expect(usage.code).toBe(2);
+    // What it does not serve (a command that runs another) runs in the command's own process.
+    const served = daemon.log();
+    expect((await rewind(workspace, ['exec', '--', 'true'])).code).toBe(0);
+    expect(daemon.log()).toBe(served);
+    expect(await labels(workspace)).toEqual(['base', 'fixed']);
+    // A second daemon for the workspace is refused; SIGTERM stops the first and removes its socket.
+    const second = await rewind(workspace, ['daemon']);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toContain('A daemon already serves');
+    daemon.child.kill('SIGTERM');
+    await new Promise((resolve) => daemon.child.once('close', resolve));
+    expect(daemon.child.exitCode).toBe(0);
+    expect(existsSync(join(workspace, '.rewind/daemon.sock'))).toBe(false);
+  }, 60_000);
+
+  it("checkpoints Claude Code's hook events in the daemon, whatever directory the hook runs from", async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    const elsewhere = await makeTempDirectory();
+    const event = JSON.stringify({
+      hook_event_name: 'PreToolUse',
+      tool_name: 'Bash',
+      tool_input: { command: 'npm test' },
+      cwd: workspace,
+    });
+    const hooked = await rewind(elsewhere, ['hook', 'claude-code'], {
+      stdin: event,
+      env: { CLAUDE_PROJECT_DIR: workspace },
+    });
+    expect(hooked).toEqual({ code: 0, stdout: '', stderr: '' });
+    expect(daemon.log()).toMatch(/^rewind daemon: hook exit 0/m);
+    expect(await labels(workspace)).toEqual([expect.stringMatching(/^claude-bash-/)]);
+  }, 30_000);
+
+  it('leaves the command to its own process when the daemon is gone, hangs, or is of another version', async () => {
+    const workspace = await project();
+    // Killed: its socket is left, nobody answers on it.
+    const killed = await startDaemon(workspace);
+    killed.child.kill('SIGKILL');
+    await new Promise((resolve) => killed.child.once('close', resolve));
+    expect(existsSync(join(workspace, '.rewind/daemon.sock'))).toBe(true);
+    expect((await rewind(workspace, ['checkpoint', 'one'])).code).toBe(0);
+    // A new daemon takes the socket over.
+    const daemon = await startDaemon(workspace);
+    // Stopped (SIGSTOP): after 2 s the command runs alone, and the daemon, once it goes on,
+    // does not run it a second time.
+    daemon.child.kill('SIGSTOP');
+    await appendFile(join(workspace, 'README.md'), 'more\n');
+    const started = Date.now();
+    const alone = await rewind(workspace, ['checkpoint', 'two']);
+    expect(alone.code).toBe(0);
+    expect(Date.now() - started).toBeGreaterThan(1_900);
+    daemon.child.kill('SIGCONT');
+    await sleep(500);
+    expect(daemon.log()).not.toMatch(/checkpoint exit/);
+    expect(await labels(workspace)).toEqual(['one', 'two']);
+    // Another version of Rewind: sent back, not run.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(join(workspace, '.rewind/daemon.sock'));
+      let text = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+      socket.write(
+        `${JSON.stringify({ v: 1, version: '0.0.1', argv: ['checkpoint', 'three'], cwd: workspace, env: {} })}\n`,
+      );
+    });
+    expect(JSON.parse(answer)).toEqual({
+      fallback: expect.stringContaining('the command 0.0.1'),
+    });
+    expect(await labels(workspace)).toEqual(['one', 'two']);
+  }, 60_000);
+});
