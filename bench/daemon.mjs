@@ -9,11 +9,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { init, openSession } from '../dist/index.js';
 import { generateWorkspace } from './generate-workspace.mjs';
 
 const SIZES = { M: 10_000, L: 100_000 };
-const BIN = new URL('../bin/rewind.js', import.meta.url).pathname;
+const BIN = fileURLToPath(new URL('../bin/rewind.js', import.meta.url));
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 /** Runs `rewind -q checkpoint LABEL` as a process; the time it took, in ms. */

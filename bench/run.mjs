@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open, readFile, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
 import { formatCheckpointCount, measureCheckpointCount } from './checkpoint-count.mjs';
@@ -248,6 +249,6 @@ console.log(formatStartup(measureStartup()));
 // The `rewind` command as a process, alone and sent to `rewind daemon` (bench/daemon.mjs; L too
 // when run by itself).
 console.log('\n### The daemon\n');
-execFileSync(process.execPath, [new URL('./daemon.mjs', import.meta.url).pathname, 'M'], {
+execFileSync(process.execPath, [fileURLToPath(new URL('./daemon.mjs', import.meta.url)), 'M'], {
   stdio: ['ignore', 'inherit', 'inherit'],
 });

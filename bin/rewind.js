@@ -2,13 +2,10 @@
 import { createRequire } from 'node:module';
 
 // Node's modules by `require`: an `import` of one reads all its exports, loading lazy ones.
+// Those only the bundle's loading needs are required there, after the daemon was asked.
 const require = createRequire(import.meta.url);
-const { createHash } = require('node:crypto');
 const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
-const { homedir } = require('node:os');
 const { dirname, join } = require('node:path');
-const { fileURLToPath } = require('node:url');
-const { Script } = require('node:vm');
 
 // `rewind --version` is answered before anything else loads: it needs only package.json.
 const argv = process.argv.slice(2);
@@ -27,12 +24,14 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
 async function runInDaemon() {
   // The commands src/cli/daemon.ts serves (SERVED there).
   const served = ['checkpoint', 'checkpoints', 'diff', 'hook', 'log', 'rollback', 'status', 'undo'];
-  if (process.env.REWIND_DAEMON === '0' || !served.includes(argv[0])) return undefined;
+  // The first word that is not an option (`rewind -q checkpoint x`), as the daemon finds it.
+  const command = argv.find((arg) => !arg.startsWith('-'));
+  if (process.env.REWIND_DAEMON === '0' || !served.includes(command)) return undefined;
   const { existsSync } = require('node:fs');
   const { resolve } = require('node:path');
   // The workspace as the command finds it: the nearest directory holding .rewind/, from the
   // project a hook is for (Claude Code runs hooks from anywhere) or the current directory.
-  const project = argv[0] === 'hook' ? process.env.CLAUDE_PROJECT_DIR : undefined;
+  const project = command === 'hook' ? process.env.CLAUDE_PROJECT_DIR : undefined;
   let directory = resolve(project || '.');
   while (!existsSync(join(directory, '.rewind'))) {
     if (dirname(directory) === directory) return undefined;
@@ -40,7 +39,7 @@ async function runInDaemon() {
   }
   const socketPath = join(directory, '.rewind', 'daemon.sock');
   if (!existsSync(socketPath)) return undefined;
-  if (argv[0] === 'hook') {
+  if (command === 'hook') {
     const chunks = [];
     for await (const chunk of process.stdin) chunks.push(chunk);
     readStdin = Buffer.concat(chunks);
@@ -119,6 +118,10 @@ const uncached = [];
  * again and ignores one it cannot use. Set REWIND_CODE_CACHE=0 to go without.
  */
 function loadBundle(name) {
+  const { createHash } = require('node:crypto');
+  const { homedir } = require('node:os');
+  const { fileURLToPath } = require('node:url');
+  const { Script } = require('node:vm');
   const file = fileURLToPath(new URL(`../dist/bundle/${name}.cjs`, import.meta.url));
   const source = readFileSync(file, 'utf8');
   let cacheFile;
@@ -195,7 +198,7 @@ async function serveUi(argv) {
     stdout: (text) => process.stdout.write(text),
     stderr: (text) => process.stderr.write(text),
     cwd: process.cwd(),
-    assets: fileURLToPath(new URL('../dist/ui-assets', import.meta.url)),
+    assets: require('node:url').fileURLToPath(new URL('../dist/ui-assets', import.meta.url)),
   });
 }
 

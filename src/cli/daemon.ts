@@ -14,7 +14,7 @@
  * closes the connection and runs the command itself; the daemon, without its go, does not.
  */
 import { realpathSync } from 'node:fs';
-import { chmod, rm } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
@@ -76,12 +76,18 @@ interface Request {
   stdin?: string;
 }
 
+/** The command a command line runs: its first word that is not an option. */
+const commandOf = (argv: readonly string[]): string | undefined =>
+  argv.find((arg) => !arg.startsWith('-'));
+
 /** Why the daemon does not run `request` (the client runs it itself); undefined when it does. */
 function refusalOf(request: Request): string | undefined {
   if (request.v !== PROTOCOL || request.version !== REWIND_VERSION) {
     return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(request.version)}`;
   }
-  if (!SERVED.has(request.argv[0] ?? '')) return 'it does not serve this command';
+  // The command is the first word that is not an option (`rewind -q checkpoint x`); --dir's
+  // value could pass for one, but --dir is not served anyway.
+  if (!SERVED.has(commandOf(request.argv) ?? '')) return 'it does not serve this command';
   const option = request.argv.find(
     (arg) =>
       arg === '-' || NOT_SERVED_WITH.some((name) => arg === name || arg.startsWith(`${name}=`)),
@@ -272,13 +278,20 @@ async function serve(
     }).catch(() => EXIT_FAILED);
     send(socket, { exit: code });
     socket.end();
-    io.stderr(`rewind daemon: ${request.argv[0]} exit ${code} (${Date.now() - started} ms)\n`);
+    io.stderr(
+      `rewind daemon: ${commandOf(request.argv)} exit ${code} (${Date.now() - started} ms)\n`,
+    );
   };
-  await new Promise<void>((listening, failed) => {
-    server.once('error', failed);
-    server.listen(socketPath, () => listening());
-  });
-  await chmod(socketPath, 0o600);
+  // Made for its user alone from the start (a chmod after would leave a moment for others).
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<void>((listening, failed) => {
+      server.once('error', failed);
+      server.listen(socketPath, () => listening());
+    });
+  } finally {
+    process.umask(umask);
+  }
   io.stderr(
     `rewind daemon: serving ${root} on ${socketPath} (pid ${process.pid}); ` +
       `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C.\n`,

@@ -1,42 +1,30 @@
 // `rewind daemon` and the `rewind` command that sends it what it serves: the real bin in real
 // processes, in a git repository with what users have in one.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { appendFile, readFile, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/processes.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
 const BIN = join(ROOT, 'bin/rewind.js');
 
 /** Runs `rewind` as a process; `stdin` is what it reads. */
-function rewind(
+async function rewind(
   cwd: string,
   args: string[],
   options: { stdin?: string; env?: Record<string, string> } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd,
-      env: { ...process.env, ...options.env },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-    child.stdin.end(options.stdin ?? '');
+  const { code, stdout, stderr } = await runNode([BIN, ...args], {
+    cwd,
+    stdin: options.stdin ?? '',
+    ...(options.env && { env: options.env }),
   });
+  return { code, stdout, stderr };
 }
 
 const daemons: ChildProcess[] = [];
@@ -87,6 +75,8 @@ describe('rewind daemon', () => {
   it('runs the commands it serves with its session open and watching, exactly as they run alone', async () => {
     const workspace = await project();
     const daemon = await startDaemon(workspace);
+    // Only its user may talk to it.
+    expect(statSync(join(workspace, '.rewind/daemon.sock')).mode & 0o777).toBe(0o600);
     expect(await rewind(workspace, ['checkpoint', 'base'])).toMatchObject({ code: 0 });
     await writeFile(join(workspace, 'src/app.ts'), 'export const answer = 42;\n');
     await appendFile(join(workspace, 'node_modules/left-pad/index.js'), '// ignored\n');
@@ -113,11 +103,13 @@ describe('rewind daemon', () => {
       daemon.log().match(/^rewind daemon: (checkpoint|diff|rollback|undo) exit 0/gm),
     ).toHaveLength(5);
     // The same output, for people and in JSON, as the command run alone.
-    for (const args of [['checkpoints'], ['checkpoints', '--json'], ['log', '--json']]) {
+    for (const args of [['checkpoints'], ['--json', 'checkpoints'], ['-q', 'log', '--json']]) {
       const served = await rewind(workspace, args);
       const alone = await rewind(workspace, args, { env: { REWIND_DAEMON: '0' } });
       expect(served).toEqual(alone);
     }
+    // Served, global options before the command or not.
+    expect(daemon.log().match(/^rewind daemon: (checkpoints|log) exit 0/gm)).toHaveLength(3);
     // Errors and exit codes come through as they are.
     const again = await rewind(workspace, ['checkpoint', 'fixed']);
     expect(again.code).toBe(1);
