@@ -16,7 +16,7 @@
 //             at every file
 // and reports medians, ratios to the stat walk, and store growth per checkpoint. Each timed step
 // starts after a `sync`, so that none pays for writing out what another step left dirty.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import {
   appendFileSync,
   mkdirSync,
@@ -31,6 +31,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { init, openSession } from '../dist/index.js';
 import { generateWorkspace, random } from './generate-workspace.mjs';
+import { startSpawnTimer } from './spawn-timer.mjs';
 
 const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
 const CHANGES = [1, 10, 1000];
@@ -79,6 +80,7 @@ function modify(root, files, count, next, round) {
 }
 
 const results = [];
+const spawnTimer = startSpawnTimer();
 for (const size of selected) {
   const fileCount = SIZES[size];
   const workspace = join(base, `ws-${size}`);
@@ -167,15 +169,13 @@ for (const size of selected) {
       growth.rewind.push(duBytes(join(workspace, '.rewind', 'objects')) - before);
 
       modify(workspace, files, changes, next, ++round);
+      // Started from a small process, as a shell starts it (see bench/spawn-timer.mjs).
       samples.rewindCli.push(
-        await timed(() => {
-          const result = spawnSync(
-            process.execPath,
-            [join(root, 'bin/rewind.js'), '-q', 'checkpoint', `c${round}`],
-            { cwd: workspace },
-          );
-          if (result.status !== 0) throw new Error(result.stderr.toString());
-        }),
+        await spawnTimer.run(
+          process.execPath,
+          [join(root, 'bin/rewind.js'), '-q', 'checkpoint', `c${round}`],
+          { cwd: workspace, env: { REWIND_DAEMON: '0' } },
+        ),
       );
 
       appendChange(watchWorkspace, changed, round);
@@ -242,6 +242,7 @@ for (const size of selected) {
   moveToTrash(gitWorkspace);
   moveToTrash(cpWorkspace);
 }
+spawnTimer.close();
 
 const fmt = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
 const ratio = (a, b) => `${(a / b).toFixed(2)}×`;
