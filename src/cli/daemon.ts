@@ -32,10 +32,13 @@ import { UsageError } from './errors.js';
 import { outsideTable } from './options.js';
 
 /** The daemon's socket, in the store directory of its workspace. */
-export const DAEMON_SOCKET = join('.rewind', 'daemon.sock');
+const DAEMON_SOCKET = join('.rewind', 'daemon.sock');
 
 /** The longest path a Unix socket may have on Linux (sun_path less its terminating zero). */
 const LONGEST_SOCKET_PATH = 107;
+
+/** The longest line the daemon reads from a caller, in characters. */
+const LONGEST_LINE = 64 * 1024 * 1024;
 
 /** The version of the protocol above. */
 const PROTOCOL = 1;
@@ -177,6 +180,8 @@ function linesOf(socket: Socket): () => Promise<string | undefined> {
   socket.setEncoding('utf8');
   socket.on('data', (text: string) => {
     buffered += text;
+    // A request is a command line and a hook event: no caller sends this much without a line.
+    if (buffered.length > LONGEST_LINE) socket.destroy();
     for (let end = buffered.indexOf('\n'); end !== -1; end = buffered.indexOf('\n')) {
       const line = buffered.slice(0, end);
       buffered = buffered.slice(end + 1);
