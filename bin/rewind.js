@@ -4,8 +4,8 @@ import { createRequire } from 'node:module';
 // Node's modules by `require`: an `import` of one reads all its exports, loading lazy ones.
 // Those only the bundle's loading needs are required there, after the daemon was asked.
 const require = createRequire(import.meta.url);
-const { mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
-const { dirname, join } = require('node:path');
+const { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
+const { dirname, join, resolve } = require('node:path');
 
 // `rewind --version` is answered before anything else loads: it needs only package.json.
 const argv = process.argv.slice(2);
@@ -27,8 +27,6 @@ async function runInDaemon() {
   // The first word that is not an option (`rewind -q checkpoint x`), as the daemon finds it.
   const command = argv.find((arg) => !arg.startsWith('-'));
   if (process.env.REWIND_DAEMON === '0' || !served.includes(command)) return undefined;
-  const { existsSync } = require('node:fs');
-  const { resolve } = require('node:path');
   // The workspace as the command finds it: the nearest directory holding .rewind/, from the
   // project a hook is for (Claude Code runs hooks from anywhere) or the current directory.
   const project = command === 'hook' ? process.env.CLAUDE_PROJECT_DIR : undefined;
