@@ -281,11 +281,12 @@ async function serve(
       isErrorTerminal: request.isErrorTerminal === true,
       env,
     }).catch(() => EXIT_FAILED);
-    send(socket, { exit: code });
-    socket.end();
+    // Said before the caller hears the end: what waits on the caller finds it said.
     io.stderr(
       `rewind daemon: ${commandOf(request.argv)} exit ${code} (${Date.now() - started} ms)\n`,
     );
+    send(socket, { exit: code });
+    socket.end();
   };
   // Made for its user alone from the start (a chmod after would leave a moment for others).
   const umask = process.umask(0o177);

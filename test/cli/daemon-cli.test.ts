@@ -99,9 +99,9 @@ describe('rewind daemon', () => {
       'export const answer = 42;\n',
     );
     // Each served by the daemon, which says so on its stderr.
-    expect(
-      daemon.log().match(/^rewind daemon: (checkpoint|diff|rollback|undo) exit 0/gm),
-    ).toHaveLength(5);
+    await expect
+      .poll(() => daemon.log().match(/^rewind daemon: (checkpoint|diff|rollback|undo) exit 0/gm))
+      .toHaveLength(5);
     // The same output, for people and in JSON, as the command run alone.
     for (const args of [['checkpoints'], ['--json', 'checkpoints'], ['-q', 'log', '--json']]) {
       const served = await rewind(workspace, args);
@@ -109,7 +109,9 @@ describe('rewind daemon', () => {
       expect(served).toEqual(alone);
     }
     // Served, global options before the command or not.
-    expect(daemon.log().match(/^rewind daemon: (checkpoints|log) exit 0/gm)).toHaveLength(3);
+    await expect
+      .poll(() => daemon.log().match(/^rewind daemon: (checkpoints|log) exit 0/gm))
+      .toHaveLength(3);
     // Errors and exit codes come through as they are.
     const again = await rewind(workspace, ['checkpoint', 'fixed']);
     expect(again.code).toBe(1);
@@ -146,7 +148,7 @@ describe('rewind daemon', () => {
       env: { CLAUDE_PROJECT_DIR: workspace },
     });
     expect(hooked).toEqual({ code: 0, stdout: '', stderr: '' });
-    expect(daemon.log()).toMatch(/^rewind daemon: hook exit 0/m);
+    await expect.poll(() => daemon.log()).toMatch(/^rewind daemon: hook exit 0/m);
     expect(await labels(workspace)).toEqual([expect.stringMatching(/^claude-bash-/)]);
   }, 30_000);
 
