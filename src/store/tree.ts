@@ -237,21 +237,15 @@ const MAX_CACHED_ENTRIES = 100_000;
  * callers). Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`.
  */
 export async function readTree(store: ObjectStore, digest: Digest): Promise<Tree> {
-  const cache = decodedTrees.get(store);
-  const cached = cache?.trees.get(digest);
-  if (cache && cached) {
-    cache.trees.delete(digest);
-    cache.trees.set(digest, cached);
-    return cached;
-  }
-  return remember(store, digest, decodeTree(await store.get(digest), digest));
+  const cached = decodedTrees.get(store)?.trees.get(digest);
+  return remember(store, digest, cached ?? decodeTree(await store.get(digest), digest));
 }
 
-/** Keeps a decoded tree, frozen, among a store's (the least recently used go past the limit). */
+/**
+ * Keeps a decoded tree, frozen, among a store's, and returns the one kept (the one there already,
+ * made the most recently used); the least recently used go past the limit.
+ */
 function remember(store: ObjectStore, digest: Digest, tree: Tree): Tree {
-  for (const entry of tree.entries) Object.freeze(entry);
-  Object.freeze(tree.entries);
-  Object.freeze(tree);
   let cache = decodedTrees.get(store);
   if (!cache) {
     cache = { trees: new Map(), entryCount: 0 };
@@ -263,6 +257,9 @@ function remember(store: ObjectStore, digest: Digest, tree: Tree): Tree {
     cache.trees.set(digest, kept);
     return kept;
   }
+  for (const entry of tree.entries) Object.freeze(entry);
+  Object.freeze(tree.entries);
+  Object.freeze(tree);
   cache.trees.set(digest, tree);
   cache.entryCount += tree.entries.length + 1;
   for (const [oldest, evicted] of cache.trees) {

@@ -207,8 +207,15 @@ export async function saveChangeRecord(
   const json = `${JSON.stringify(members).slice(0, -1)},"directories":${directories}}`;
   const text = `${digestBytes(json)}\n${json}`;
   await writeFileAtomic(join(storeDirectory, RECORD_FILE), text, { isDurable: false });
-  await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
+  // Once per store and process, not at every snapshot.
+  if (!oldRecordGone.has(storeDirectory)) {
+    await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
+    oldRecordGone.add(storeDirectory);
+  }
 }
+
+/** Stores whose record of an earlier version this process has removed. */
+const oldRecordGone = new Set<string>();
 
 /** Deletes the change record: the next snapshot looks at every file. */
 export async function clearChangeRecord(storeDirectory: string): Promise<void> {
