@@ -15,6 +15,40 @@ export async function forEachConcurrently<T>(
   await Promise.all(runners);
 }
 
+/**
+ * Tasks started in a fixed order, at most `limit` at once, where the task (or step) at place `i`
+ * starts only once every task at place `i - limit` or before has ended: so whatever a crash cut
+ * short, each task that had started had every one `limit` or more places before it ended (a
+ * restore's recovery relies on it). `before(i)` waits for those; `start(i, task)` does that and
+ * starts the task; `finish()` waits for all. After a task failed, `before` and `start` throw its
+ * error and `finish` does too, once every task started has ended.
+ */
+export function createOrderedWindow(limit: number) {
+  const running: { place: number; ended: Promise<void> }[] = [];
+  let failure: { error: unknown } | undefined;
+  const before = async (place: number): Promise<void> => {
+    while (running.length > 0 && (running[0] as (typeof running)[0]).place <= place - limit) {
+      await running.shift()?.ended;
+    }
+    if (failure) throw failure.error;
+  };
+  return {
+    before,
+    async start(place: number, task: () => Promise<void>): Promise<void> {
+      await before(place);
+      const ended = task().catch((error: unknown) => {
+        failure ??= { error };
+      });
+      running.push({ place, ended });
+    },
+    /** Waits for every task started; throws the first failure. */
+    async finish(): Promise<void> {
+      await Promise.all(running.splice(0).map(({ ended }) => ended));
+      if (failure) throw failure.error;
+    },
+  };
+}
+
 /** Runs a task when its turn comes: see {@link createLimiter}. */
 export type Limiter = <R>(task: () => Promise<R>) => Promise<R>;
 

@@ -7,6 +7,7 @@ export {
 export { canonicalJson, type JsonValue } from './canonical-json.js';
 export {
   createLimiter,
+  createOrderedWindow,
   forEachConcurrently,
   type Limiter,
   MAX_TIMER_MS,

@@ -269,6 +269,15 @@ export class WorkspaceDirectories {
   }
 
   /**
+   * True when the next directory opened closes every one open first (there are
+   * MAX_OPEN_DIRECTORIES): a path {@link locate} gave before then may name another directory
+   * after it, so work still using one must end first.
+   */
+  isFull(): boolean {
+    return this.open.size >= MAX_OPEN_DIRECTORIES;
+  }
+
+  /**
    * The deepest directory of `parent` that exists, opened, the components left below it, and why
    * the first of them could not be opened.
    */

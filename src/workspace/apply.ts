@@ -2,7 +2,13 @@ import { chmodSync, lstatSync } from 'node:fs';
 import { lchown, mkdir, readlink, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
-import { diskPath, readNamesSync, syncPaths, WorkspaceDirectories } from '../lib/index.js';
+import {
+  createOrderedWindow,
+  diskPath,
+  readNamesSync,
+  syncPaths,
+  WorkspaceDirectories,
+} from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import {
   IgnoreRules,
@@ -10,7 +16,7 @@ import {
   RESTORE_TEMPORARY,
   readOutsideRules,
 } from './ignore-rules.js';
-import { holdsFile, ownerOf, readAhead, writeFromStore } from './restore-file.js';
+import { currentUmask, holdsFile, ownerOf, readAhead, writeFromStore } from './restore-file.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
@@ -252,9 +258,16 @@ function relock(root: string, unlocked: Map<string, number>, changes: readonly T
 }
 
 /**
+ * How many files a restore writes at once (each write waits on the disk: creating the file,
+ * renaming it over the one there). A file at place `i` of the placements is written only once
+ * every one at `i - WRITES_AT_ONCE` or before has been; recovery relies on it.
+ */
+export const WRITES_AT_ONCE = 8;
+
+/**
  * The order a restore applies `changes` in: removals first, deepest first, then placements,
- * shallowest first (each stable in path order). Recovery reads it to tell how far a killed
- * restore had come.
+ * shallowest first (each stable in path order), files up to WRITES_AT_ONCE at a time. Recovery
+ * reads it to tell how far a killed restore had come.
  */
 export function applicationOrder(changes: readonly TreeChange[]): {
   removals: TreeChange[];
@@ -278,6 +291,7 @@ async function applyWithin(
 ): Promise<ApplyResult> {
   const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
   const owner = ownerOf(root);
+  const umask = currentUmask();
   const leaveAlone = options.leaveAlone ?? [];
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
     isAtOrUnder(path, leaveAlone) ||
@@ -303,6 +317,8 @@ async function applyWithin(
 
   // Every path is reached through its opened parent: see WorkspaceDirectories.
   const directories = new WorkspaceDirectories(root);
+  // Files are written WRITES_AT_ONCE at a time, in order (see createOrderedWindow).
+  const writes = createOrderedWindow(WRITES_AT_ONCE);
   try {
     for (const change of removals) {
       if (await isIgnored(change.path, change.before?.type === 'directory')) {
@@ -325,6 +341,10 @@ async function applyWithin(
 
     const ahead = readAhead(store, placements);
     for (const [index, change] of placements.entries()) {
+      await writes.before(index);
+      // A path located while the directories were all open may name another one once they have
+      // been closed: the writes that use such paths end first.
+      if (directories.isFull()) await writes.finish();
       const content = ahead.take(index);
       ahead.startAfter(index);
       const after = change.after as TreeEntry;
@@ -390,10 +410,16 @@ async function applyWithin(
           report(change.path);
           continue;
         }
-        await writeFromStore(store, at, after, owner, content);
-        written.push(real);
-        if (type === undefined) result.created += 1;
-        else result.written += 1;
+        const location = at;
+        await writes.start(index, async () => {
+          await writeFromStore(store, location, after, { owner, umask }, content);
+          written.push(real);
+          if (type === undefined) result.created += 1;
+          else result.written += 1;
+          directoriesToSync.add(posix.dirname(real));
+          report(change.path);
+        });
+        continue;
       } else {
         const target = diskPath(after.target);
         if (type === 'symlink') {
@@ -413,10 +439,13 @@ async function applyWithin(
       report(change.path);
     }
 
+    await writes.finish();
     for (const { path, mode } of modes.sort((a, b) => b.depth - a.depth)) {
       directories.chmodDirectory(path, mode);
     }
   } catch (error) {
+    // Nothing goes on writing once this has failed.
+    await writes.finish().catch(() => {});
     throw directories.explain(error);
   } finally {
     directories.close();

@@ -6,6 +6,7 @@ export {
   isAtOrUnder,
   MAX_LISTED_SKIPPED,
   removeRestoreLeftovers,
+  WRITES_AT_ONCE,
   workspaceRules,
 } from './apply.js';
 export type { CopySource } from './copy-source.js';

@@ -1,15 +1,7 @@
 // Writing one file of a restore from the store: beside its place, then renamed over it, never
 // torn; and what a restore creates belongs to the workspace's owner.
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  fchmodSync,
-  fchownSync,
-  lstatSync,
-  openSync,
-  renameSync,
-  writeSync,
-} from 'node:fs';
+import { lstatSync, readFileSync } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { digestFile, diskPath, nameBytes } from '../lib/index.js';
@@ -36,7 +28,7 @@ function temporaryName(name: string): string {
   return `.${kept}${tail}`;
 }
 
-/** Files up to this size are fetched whole and written with synchronous calls. */
+/** Files up to this size are fetched whole (see readAhead) and written in one call. */
 const SMALL_FILE_BYTES = 1024 * 1024;
 
 /** True when the file at `absolute` already has the entry's content and mode. */
@@ -96,6 +88,25 @@ export function ownerOf(root: string): Owner | undefined {
   return stats.uid === 0 ? undefined : { uid: stats.uid, gid: stats.gid };
 }
 
+/**
+ * This process's file mode creation mask, as Linux shows it (`Umask:` in /proc/self/status);
+ * undefined where that cannot be read (`process.umask()` would have to change it to read it).
+ */
+export function currentUmask(): number | undefined {
+  try {
+    const found = /^Umask:\s*([0-7]+)$/m.exec(readFileSync('/proc/self/status', 'latin1'));
+    return found ? Number.parseInt(found[1] as string, 8) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whom a restore's files go to (see {@link ownerOf}), and the mask they are created under. */
+export interface Creation {
+  owner: Owner | undefined;
+  umask: number | undefined;
+}
+
 /** Contents of small files read ahead of their writes: see {@link readAhead}. */
 const READS_AHEAD = 16;
 
@@ -133,27 +144,30 @@ export async function writeFromStore(
   store: ObjectStore,
   absolute: string,
   entry: TreeEntry & { type: 'file' },
-  owner: Owner | undefined,
+  { owner, umask }: Creation,
   content?: Promise<Buffer>,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
-      // A thread-pool round trip per call costs more than these calls themselves.
       const bytes = await (content ?? store.get(entry.digest));
-      // Created exclusively (never through a link) and given its mode through the descriptor.
-      const descriptor = openSync(diskPath(temporary), 'wx', 0o600);
+      // Created exclusively (never through a link) with its mode, when the mask leaves it whole
+      // (a call less), else given it through the descriptor.
+      const isModeWhole =
+        owner === undefined &&
+        umask !== undefined &&
+        (entry.mode & 0o7000) === 0 &&
+        (entry.mode & ~umask) === entry.mode;
+      const handle = await open(diskPath(temporary), 'wx', isModeWhole ? entry.mode : 0o600);
       try {
-        for (let written = 0; written < bytes.length; ) {
-          written += writeSync(descriptor, bytes, written);
-        }
+        await handle.writeFile(bytes);
         // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
-        if (owner) fchownSync(descriptor, owner.uid, owner.gid);
-        fchmodSync(descriptor, entry.mode);
+        if (owner) await handle.chown(owner.uid, owner.gid);
+        if (!isModeWhole) await handle.chmod(entry.mode);
       } finally {
-        closeSync(descriptor);
+        await handle.close();
       }
-      renameSync(diskPath(temporary), diskPath(absolute));
+      await rename(diskPath(temporary), diskPath(absolute));
       return;
     }
     const handle = await open(diskPath(temporary), 'wx', 0o600);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createLimiter } from '../../src/lib/index.js';
+import { createLimiter, createOrderedWindow } from '../../src/lib/index.js';
+import { random as seeded } from '../helpers/trees.js';
 
 describe('createLimiter', () => {
   it('runs at most the limit at once, in the order asked, through failures, until all are done', async () => {
@@ -37,5 +38,61 @@ describe('createLimiter', () => {
         }),
       ),
     );
+  });
+});
+
+describe('createOrderedWindow', () => {
+  it('starts each task only once every one `limit` places before it has ended, at most `limit` at once', async () => {
+    for (const seed of [1, 2, 3, 4, 5, 6, 7, 8]) {
+      const random = seeded(seed);
+      const limit = 1 + Math.floor(random() * 8);
+      const window = createOrderedWindow(limit);
+      const tasks: number[] = [];
+      const ended = new Set<number>();
+      /** The tasks `limit` or more places before `place` that have not ended: must be none. */
+      const unfinishedBefore = (place: number) =>
+        tasks.filter((task) => task <= place - limit && !ended.has(task));
+      let running = 0;
+      let most = 0;
+      for (let place = 0; place < 80; place++) {
+        if (random() < 0.2) {
+          // A step done in between, not a task (a directory made).
+          await window.before(place);
+          expect(unfinishedBefore(place)).toEqual([]);
+          continue;
+        }
+        const delay = Math.floor(random() * 4);
+        await window.start(place, async () => {
+          expect(unfinishedBefore(place)).toEqual([]);
+          running += 1;
+          most = Math.max(most, running);
+          await new Promise((done) => setTimeout(done, delay));
+          running -= 1;
+          ended.add(place);
+        });
+        tasks.push(place);
+      }
+      await window.finish();
+      expect(ended.size).toBe(tasks.length);
+      expect(most).toBeLessThanOrEqual(limit);
+      if (limit > 1) expect(most).toBeGreaterThan(1);
+    }
+  });
+
+  it('starts nothing after a task failed, and throws its error once the others have ended', async () => {
+    const window = createOrderedWindow(4);
+    const ended: number[] = [];
+    const task = (place: number, fails: boolean) => async () => {
+      await new Promise((done) => setTimeout(done, fails ? 1 : 10));
+      ended.push(place);
+      if (fails) throw new Error(`task ${place} failed`);
+    };
+    await window.start(0, task(0, false));
+    await window.start(1, task(1, true));
+    await window.start(2, task(2, false));
+    await new Promise((done) => setTimeout(done, 5));
+    await expect(window.start(6, task(6, false))).rejects.toThrow('task 1 failed');
+    await expect(window.finish()).rejects.toThrow('task 1 failed');
+    expect(ended.sort()).toEqual([0, 1, 2]);
   });
 });

@@ -94,6 +94,31 @@ describe('diffTrees and applyChanges', () => {
     expect((await snapshot(workspace, options)).tree).toBe(target);
   });
 
+  it('writes files side by side across more directories than it keeps open, each in its place with its mode', async () => {
+    // More than the 128 directories WorkspaceDirectories keeps open, so they are closed and
+    // opened again while writes are under way; modes the umask would cut, and set-id bits.
+    const modes = [0o644, 0o600, 0o755, 0o666, 0o777, 0o4755, 0o2750, 0o400];
+    const layout: Record<string, { text: string; mode: number }> = {};
+    for (let index = 0; index < 600; index++) {
+      const path = `d${index % 300}/s${index % 7}/f${index}.txt`;
+      layout[path] = { text: `${path}\n`, mode: modes[index % modes.length] as number };
+    }
+    const { workspace, storeDirectory, store } = await makeWorkspace(layout);
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    for (const path of Object.keys(layout)) {
+      await rm(join(workspace, path));
+      await writeFile(join(workspace, path), 'edited');
+    }
+    const result = await restoreTo(workspace, options, target);
+    expect(result.written).toBe(600);
+    for (const [path, { text, mode }] of Object.entries(layout)) {
+      expect(await readFile(join(workspace, path), 'utf8')).toBe(text);
+      expect((await lstat(join(workspace, path))).mode & 0o7777).toBe(mode);
+    }
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
+
   it('touches only what differs, and is idempotent', async () => {
     const { workspace, storeDirectory, store } = await makeWorkspace({
       'a.txt': 'a',

@@ -17,6 +17,7 @@ import {
   type SnapshotResult,
   type TreeChange,
   treeRules,
+  WRITES_AT_ONCE,
   workspaceRules,
 } from '../../workspace/index.js';
 import {
@@ -166,8 +167,9 @@ const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean 
  * one it leads to: edited since the crash. Paths either side's rules leave out are never touched,
  * so they are not counted; a directory is judged by what is in it. A path back in the state the
  * restore started from looks as if the restore had not reached it yet; but the restore goes in a
- * fixed order (see applicationOrder), so one that comes before a path it did set was set too,
- * and was put back since the crash: edited as well.
+ * fixed order (see applicationOrder), so one that comes before a path it did set was set too
+ * (one WRITES_AT_ONCE or more places before, among the placements, which are written that many
+ * at a time), and was put back since the crash: edited as well.
  */
 async function findDrift(
   context: SessionContext,
@@ -193,31 +195,35 @@ async function findDrift(
   };
   const drifted = new Set<string>();
   /** Paths still in the state the restore started from, in the order it applies them. */
-  let notReached: { path: string; entries: (TreeEntry | undefined)[] }[] = [];
-  const reached = async () => {
-    for (const { path, entries } of notReached) {
-      if (!(await isLeftOut(path, entries))) drifted.add(path);
+  let notReached: { path: string; place: number; entries: (TreeEntry | undefined)[] }[] = [];
+  /** The path at `place` was set: those it must come after were set too (see above). */
+  const reached = async (place: number) => {
+    const kept: typeof notReached = [];
+    for (const path of notReached) {
+      const isPlacement = path.place >= removals.length;
+      if (place - path.place < (isPlacement ? WRITES_AT_ONCE : 1)) kept.push(path);
+      else if (!(await isLeftOut(path.path, path.entries))) drifted.add(path.path);
     }
-    notReached = [];
+    notReached = kept;
   };
   let applied = 0;
-  for (const { path, before, after } of [...removals, ...placements]) {
+  for (const [place, { path, before, after }] of [...removals, ...placements].entries()) {
     const current = await findEntryAt(context.store, snapshot.tree, path, trees);
     if (current?.type === 'directory' && after?.type === 'directory') {
       if (before?.type !== 'directory') {
         applied += 1;
-        await reached();
+        await reached(place);
       }
       continue;
     }
     if (current?.type === 'directory' && before?.type === 'directory') continue;
     if (sameState(current, before)) {
-      notReached.push({ path, entries: [current, before, after] });
+      notReached.push({ path, place, entries: [current, before, after] });
       continue;
     }
     if (sameState(current, after)) {
       applied += 1;
-      await reached();
+      await reached(place);
       continue;
     }
     if (!(await isLeftOut(path, [current, before, after]))) drifted.add(path);
