@@ -267,11 +267,21 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
     let content: Buffer | { file: string };
     let descriptor: number | undefined;
     try {
-      before = lstatSync(diskPath(entry.absolute), { bigint: true });
-      if (!before.isFile())
-        throw Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
-      // Opened here, so a file that cannot be read is told apart from a store that cannot write.
-      descriptor = openSync(diskPath(entry.absolute), constants.O_RDONLY | constants.O_NOFOLLOW);
+      // Opened here, so a file that cannot be read is told apart from a store that cannot write;
+      // never through a link at its name, and without waiting should a named pipe be there now.
+      try {
+        descriptor = openSync(
+          diskPath(entry.absolute),
+          constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+        );
+      } catch (error) {
+        // A symbolic link (ELOOP) or a socket (ENXIO) there now.
+        throw isSystemError(error, 'ELOOP') || isSystemError(error, 'ENXIO')
+          ? typeChanged()
+          : error;
+      }
+      before = fstatSync(descriptor, { bigint: true });
+      if (!before.isFile()) throw typeChanged();
       // What was opened must be the file at its path: a directory on the path swapped for a link
       // to elsewhere would have a file outside the workspace stored (and later restored in it).
       if (!isOpenedAt(descriptor, entry.absolute)) {
@@ -320,6 +330,11 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
       );
     }
   }
+}
+
+/** Why a file that was listed is not read: something else is at its name now. */
+function typeChanged(): Error {
+  return Object.assign(new Error('it stopped being a regular file'), { code: 'ECHANGED' });
 }
 
 /** The error for a copy into the store that failed: the disk or the store, never the file. */

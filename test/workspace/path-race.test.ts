@@ -1,5 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, lstatSync, realpathSync, writeFileSync } from 'node:fs';
-import { mkdir, readdir, readFile, rename, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { digestBytes, WorkspaceDirectories } from '../../src/lib/index.js';
@@ -121,5 +122,27 @@ describe('paths that another process changes at the same time', () => {
     }
     await batch.commit();
     expect(await store.has(digestBytes(Buffer.from('secret from outside\n')))).toBe(false);
+  });
+
+  it('a snapshot reads no file that became a named pipe, a link or a directory after it was listed, and never waits on a pipe', async () => {
+    const { workspace, store } = await makeWorkspace({ pipe: 'a', link: 'b', dir: 'c' });
+    const root = realpathSync(workspace);
+    const entries = ['pipe', 'link', 'dir'].map((name) =>
+      fileToRead(name, name, join(root, name), lstatSync(join(root, name), { bigint: true })),
+    );
+    await rm(join(root, 'pipe'));
+    execFileSync('mkfifo', [join(root, 'pipe')]); // no writer: opening it to read would wait
+    await rm(join(root, 'link'));
+    await symlink('dir', join(root, 'link'));
+    await rm(join(root, 'dir'));
+    await mkdir(join(root, 'dir'));
+    const batch = store.batch();
+    for (const entry of entries) {
+      await expect(storeFile(entry, batch)).rejects.toMatchObject({
+        code: 'PATH_UNREADABLE',
+        message: expect.stringMatching(/stopped being a regular file/),
+      });
+    }
+    await batch.commit();
   });
 });
