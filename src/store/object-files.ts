@@ -8,6 +8,7 @@ import {
   futimesSync,
   lstatSync,
   openSync,
+  readdirSync,
   readSync,
 } from 'node:fs';
 import { type FileHandle, lstat, open, readdir, rename, stat } from 'node:fs/promises';
@@ -67,6 +68,18 @@ export type Existing = 'absent' | 'sound' | 'damaged';
 /** True for the errors of opening or reading a name that holds a link or a directory. */
 const isNotAFile = (error: unknown): boolean =>
   isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR');
+
+/**
+ * The names in the objects directory now, its fan-out directories among them: an object can be a
+ * file only in one that exists (a new store has none). Undefined when it cannot be listed.
+ */
+export function listFanoutsSync(objectsDirectory: string): Set<string> | undefined {
+  try {
+    return new Set(readdirSync(objectsDirectory));
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * Checks the object file at `file` against its content (`bytes`, else `digest` and
