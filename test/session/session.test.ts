@@ -10,6 +10,21 @@ import { dropClosingEntry, sessionOn } from '../helpers/session.js';
 import { type Layout, lay } from '../helpers/workspace.js';
 
 describe('checkpoints', () => {
+  it('counts every file and link of a first checkpoint as added, nested ones included', async () => {
+    const { session } = await sessionOn({
+      'a.txt': 'a',
+      'src/lib/b.ts': 'b',
+      'src/lib/deep/c.ts': 'c',
+      'docs/link': { link: '../a.txt' },
+    });
+    expect(await session.checkpoint('first')).toMatchObject({
+      fileCount: 4,
+      added: 4,
+      modified: 0,
+      deleted: 0,
+    });
+  });
+
   it('records checkpoints with the files changed since the previous one', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'a', 'b.txt': 'b' });
     const first = await session.checkpoint('base');

@@ -82,7 +82,10 @@ export async function appendCheckpoint(
   options: { isAutomatic: boolean; conversation: ConversationRef | undefined },
 ): Promise<LedgerEntry> {
   const previous = journal.checkpoints().at(-1);
-  const counts = countFiles(await diffTrees(context.store, previous?.tree, snapshot.tree));
+  // Against nothing, every file and link is added: no need to list them all.
+  const counts = previous
+    ? countFiles(await diffTrees(context.store, previous.tree, snapshot.tree))
+    : { added: snapshot.fileCount, modified: 0, deleted: 0 };
   const { conversation } = options;
   return journal.append(
     'checkpoint-created',
