@@ -12,7 +12,7 @@ import {
   readSync,
 } from 'node:fs';
 import { type FileHandle, lstat, open, readdir, rename, stat } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
   createDigester,
@@ -70,15 +70,18 @@ const isNotAFile = (error: unknown): boolean =>
   isSystemError(error, 'ELOOP') || isSystemError(error, 'EISDIR');
 
 /**
- * The names in the objects directory now, its fan-out directories among them: an object can be a
- * file only in one that exists (a new store has none). Undefined when it cannot be listed.
+ * Whether an object file may be at a path under `objectsDirectory`: only in a fan-out directory
+ * that exists now (a new store has none), so a batch of new objects does not look for each.
+ * Every path may, when the directory cannot be listed.
  */
-export function listFanoutsSync(objectsDirectory: string): Set<string> | undefined {
+export function looseObjectCheckSync(objectsDirectory: string): (file: string) => boolean {
+  let fanouts: Set<string>;
   try {
-    return new Set(readdirSync(objectsDirectory));
+    fanouts = new Set(readdirSync(objectsDirectory));
   } catch {
-    return undefined;
+    return () => true;
   }
+  return (file) => fanouts.has(basename(dirname(file)));
 }
 
 /**

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { constants, existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { chmod, copyFile, mkdir, open, rename, stat, unlink, utimes } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
   createDigester,
@@ -21,9 +21,9 @@ import {
   checkFanout,
   chunksOfObject,
   corrupt,
-  listFanoutsSync,
   listLooseObjects,
   listLooseTemporaries,
+  looseObjectCheckSync,
   readObjectFile,
   renameOverDamaged,
   unrepairable,
@@ -196,13 +196,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   /** Writes objects as one pack, but those stored as files already (by a smaller batch). */
   function writePack(batch: BatchState, objects: (PackInput & { bytes: Uint8Array })[]): void {
     const packed: PackInput[] = [];
-    const fanouts = listFanoutsSync(objectsDirectory);
+    const mayBeFile = looseObjectCheckSync(objectsDirectory);
     for (const object of objects) {
       const file = objectPath(objectsDirectory, object.digest);
-      const isPossible = fanouts?.has(basename(dirname(file))) !== false;
       let existing: ReturnType<typeof checkExistingSync> = 'absent';
       try {
-        if (isPossible) existing = checkExistingSync(file, object.bytes);
+        if (mayBeFile(file)) existing = checkExistingSync(file, object.bytes);
       } catch {
         // A damaged fan-out directory: the pack holds it instead.
       }
