@@ -91,6 +91,8 @@ export function ownerOf(root: string): Owner | undefined {
 /**
  * This process's file mode creation mask, as Linux shows it (`Umask:` in /proc/self/status);
  * undefined where that cannot be read (`process.umask()` would have to change it to read it).
+ * Read once per restore: a process that changes its mask while one runs (nothing in Rewind does
+ * once it serves commands) could see files created with a narrower mode.
  */
 export function currentUmask(): number | undefined {
   try {
