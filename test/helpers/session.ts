@@ -4,6 +4,7 @@ import { expect, onTestFinished } from 'vitest';
 import { init, log, openSession } from '../../src/session/index.js';
 import { createObjectStore } from '../../src/store/index.js';
 import { snapshot } from '../../src/workspace/index.js';
+import { ROOT, runNode } from './processes.js';
 import { makeTempDirectory } from './temp.js';
 import { type Layout, lay } from './workspace.js';
 
@@ -32,4 +33,17 @@ export async function dropClosingEntry(workspace: string, kind: string): Promise
   const lines = (await readFile(file, 'utf8')).trimEnd().split('\n');
   expect(lines.at(-1)).toContain(`"${kind}"`);
   await writeFile(file, `${lines.slice(0, -1).join('\n')}\n`);
+}
+
+/**
+ * Rolls `workspace` back to `label` in a process of its own that kills itself (SIGKILL) once
+ * `killAfter` paths are done: a restore cut short (see rollback-child.mjs).
+ */
+export function rollbackKilledAfter(workspace: string, label: string, killAfter: number) {
+  return runNode([
+    join(ROOT, 'test/helpers/rollback-child.mjs'),
+    workspace,
+    label,
+    String(killAfter),
+  ]);
 }

@@ -4,8 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { log, openSession } from '../../src/session/index.js';
 import { applicationOrder, diffTrees, WRITES_AT_ONCE } from '../../src/workspace/index.js';
 import { rewind } from '../helpers/cli.js';
-import { ROOT, runNode } from '../helpers/processes.js';
-import { sessionOn } from '../helpers/session.js';
+import { rollbackKilledAfter, sessionOn } from '../helpers/session.js';
 import type { Layout } from '../helpers/workspace.js';
 
 // A restore writes files WRITES_AT_ONCE at a time, so a kill can leave one set while one before it
@@ -29,12 +28,7 @@ describe('recovery of a restore that wrote files side by side', () => {
     }
     const edited = await stateOf();
     await session.close();
-    const run = await runNode([
-      join(ROOT, 'test/helpers/rollback-child.mjs'),
-      workspace,
-      'base',
-      '150',
-    ]);
+    const run = await rollbackKilledAfter(workspace, 'base', 150);
     expect(run.signal).toBe('SIGKILL');
 
     // The order the rollback wrote in, and how far it came: the last path it had set.

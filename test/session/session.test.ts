@@ -5,8 +5,7 @@ import { readLedgerFile } from '../../src/ledger/index.js';
 import { gc, log, openSession, previewWorkspace, verify } from '../../src/session/index.js';
 import { readTree } from '../../src/store/index.js';
 import { rewind } from '../helpers/cli.js';
-import { ROOT, runNode } from '../helpers/processes.js';
-import { dropClosingEntry, sessionOn } from '../helpers/session.js';
+import { dropClosingEntry, rollbackKilledAfter, sessionOn } from '../helpers/session.js';
 import { type Layout, lay } from '../helpers/workspace.js';
 
 describe('checkpoints', () => {
@@ -386,12 +385,7 @@ describe('a rollback killed midway', () => {
     );
     const edited = await stateOf();
     await session.close();
-    const run = await runNode([
-      join(ROOT, 'test/helpers/rollback-child.mjs'),
-      workspace,
-      'base',
-      String(killAfter),
-    ]);
+    const run = await rollbackKilledAfter(workspace, 'base', killAfter);
     return { workspace, base, edited, run, stateOf };
   }
 
