@@ -114,7 +114,7 @@ const READS_AHEAD = 16;
 
 /**
  * Reads the contents of the small files among `placements` ahead of their writes, so that the
- * reads wait on the store side by side while files are written one by one: `startAfter(index)`
+ * reads wait on the store side by side while files are written (8 at a time): `startAfter(index)`
  * starts the reads of the small files after `index`, up to READS_AHEAD of them (at most ~16 MiB
  * held); `take(index)` hands one over, or undefined when it was not read ahead (the first file
  * is read as before, once its parent is checked). A read not taken (its path left alone) is
