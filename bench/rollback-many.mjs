@@ -1,0 +1,86 @@
+// A rollback of many changed files (1,000 by default), in a live process without the watcher,
+// this build beside another one's in the same run (after npm run build):
+//   BENCH_COMPARE_DIST=/path/to/other/dist node bench/rollback-many.mjs [S|M|L] [N]
+// Without BENCH_COMPARE_DIST, this build alone. Before each round both workspaces are changed
+// alike: a line appended to N files, 300 ms before (outside the racy window), then an untimed
+// `sync`; medians of 9 rounds (BENCH_ROUNDS). It reports the whole rollback and, inside it, the time spent writing the files
+// (from the rollback's progress: the first path done to the last).
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateWorkspace } from './generate-workspace.mjs';
+
+const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
+const size = process.argv[2] ?? 'M';
+const changed = Number(process.argv[3] ?? 1000);
+const builds = { 'this build': await import('../dist/index.js') };
+if (process.env.BENCH_COMPARE_DIST) {
+  builds[process.env.BENCH_COMPARE_DIST] = await import(
+    join(process.env.BENCH_COMPARE_DIST, 'index.js')
+  );
+}
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const names = Object.keys(builds);
+const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
+
+// Two workspaces, each opened by every build; the builds take turns on them (round r: build i
+// rolls back workspace (r + i) % 2), since the same build measured a third faster on the
+// workspace generated second than on the first.
+const workspaces = [];
+const times = Object.fromEntries(names.map((name) => [name, { total: [], writing: [] }]));
+try {
+  for (let index = 0; index < 2; index++) {
+    const workspace = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-many-'));
+    const files = generateWorkspace(workspace, SIZES[size]).filter(
+      (path) => !path.endsWith('.bin'),
+    );
+    workspaces.push({ workspace, files, sessions: {} });
+    await builds[names[0]].init({ workspace });
+    for (const name of names) {
+      const session = await builds[name].openSession({ workspace });
+      // The same session, opened by each build: a checkpoint of its own for each.
+      await session.checkpoint(`base-${names.indexOf(name)}`);
+      workspaces[index].sessions[name] = session;
+    }
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const { workspace, files } of workspaces) {
+      for (let index = 0; index < changed; index++) {
+        const path = files[(round * 7919 + index * 104729) % files.length];
+        appendFileSync(join(workspace, path), `// ${round}\n`);
+      }
+    }
+    await sleep(300);
+    execFileSync('sync');
+    for (const [index, name] of names.entries()) {
+      const session = workspaces[(round + index) % 2].sessions[name];
+      let firstPath;
+      let lastPath;
+      const start = performance.now();
+      await session.rollback(`base-${index}`, {
+        onProgress: () => {
+          lastPath = performance.now();
+          firstPath ??= lastPath;
+        },
+      });
+      times[name].total.push(performance.now() - start);
+      times[name].writing.push((lastPath ?? start) - (firstPath ?? start));
+    }
+  }
+} finally {
+  for (const { workspace, sessions } of workspaces) {
+    for (const session of Object.values(sessions)) await session.close();
+    rmSync(workspace, { recursive: true, force: true });
+  }
+}
+
+console.log(`| workspace | build | rollback of ${changed} changed files | of which writing them |`);
+console.log('| --- | --- | --- | --- |');
+for (const name of names) {
+  const { total, writing } = times[name];
+  console.log(
+    `| ${size} | ${name} | ${median(total).toFixed(0)} ms | ${median(writing).toFixed(0)} ms |`,
+  );
+}
