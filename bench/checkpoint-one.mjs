@@ -6,17 +6,11 @@
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builds, median } from './builds.mjs';
 import { generateWorkspace } from './generate-workspace.mjs';
 
 const SIZES = { M: 10_000, L: 100_000 };
 const ROUNDS = 12;
-const builds = { 'this build': await import('../dist/index.js') };
-if (process.env.BENCH_COMPARE_DIST) {
-  builds[process.env.BENCH_COMPARE_DIST] = await import(
-    join(process.env.BENCH_COMPARE_DIST, 'index.js')
-  );
-}
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const names = Object.keys(builds);
 
 console.log('| workspace | build | checkpoint, 1 changed (median) | ratio |');

@@ -9,19 +9,13 @@ import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { builds, median } from './builds.mjs';
 import { generateWorkspace } from './generate-workspace.mjs';
 
 const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const size = process.argv[2] ?? 'M';
 const changed = Number(process.argv[3] ?? 1000);
-const builds = { 'this build': await import('../dist/index.js') };
-if (process.env.BENCH_COMPARE_DIST) {
-  builds[process.env.BENCH_COMPARE_DIST] = await import(
-    join(process.env.BENCH_COMPARE_DIST, 'index.js')
-  );
-}
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 const names = Object.keys(builds);
 const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
