@@ -27,9 +27,7 @@ export function createOrderedWindow(limit: number) {
   const running: { place: number; ended: Promise<void> }[] = [];
   let failure: { error: unknown } | undefined;
   const before = async (place: number): Promise<void> => {
-    while (running.length > 0 && (running[0] as (typeof running)[0]).place <= place - limit) {
-      await running.shift()?.ended;
-    }
+    while ((running[0]?.place ?? place) <= place - limit) await running.shift()?.ended;
     if (failure) throw failure.error;
   };
   return {

@@ -150,40 +150,34 @@ export async function writeFromStore(
   content?: Promise<Buffer>,
 ): Promise<void> {
   const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
+  // Created exclusively (never through a link) with its mode when the mask leaves it whole (a
+  // call less), else given it through the descriptor.
+  const isModeWhole =
+    owner === undefined &&
+    umask !== undefined &&
+    (entry.mode & 0o7000) === 0 &&
+    (entry.mode & ~umask) === entry.mode;
   try {
-    if (entry.sizeBytes <= SMALL_FILE_BYTES) {
-      const bytes = await (content ?? store.get(entry.digest));
-      // Created exclusively (never through a link) with its mode, when the mask leaves it whole
-      // (a call less), else given it through the descriptor.
-      const isModeWhole =
-        owner === undefined &&
-        umask !== undefined &&
-        (entry.mode & 0o7000) === 0 &&
-        (entry.mode & ~umask) === entry.mode;
-      const handle = await open(diskPath(temporary), 'wx', isModeWhole ? entry.mode : 0o600);
-      try {
-        await handle.writeFile(bytes);
-        // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
-        if (owner) await handle.chown(owner.uid, owner.gid);
-        if (!isModeWhole) await handle.chmod(entry.mode);
-      } finally {
-        await handle.close();
-      }
-      await rename(diskPath(temporary), diskPath(absolute));
-      return;
-    }
-    const handle = await open(diskPath(temporary), 'wx', 0o600);
+    // A small file comes whole (read ahead, most often); a large one is streamed.
+    const bytes =
+      entry.sizeBytes <= SMALL_FILE_BYTES ? await (content ?? store.get(entry.digest)) : undefined;
+    const handle = await open(diskPath(temporary), 'wx', isModeWhole ? entry.mode : 0o600);
     try {
-      // Blocks of zeros are skipped, not written: a sparse file (a disk image, a database) comes
-      // back sparse rather than at its full size on disk.
-      let position = 0;
-      for await (const chunk of store.read(entry.digest)) {
-        await writeSkippingZeros(handle, chunk, position);
-        position += chunk.length;
+      if (bytes) {
+        await handle.writeFile(bytes);
+      } else {
+        // Blocks of zeros are skipped, not written: a sparse file (a disk image, a database)
+        // comes back sparse rather than at its full size on disk.
+        let position = 0;
+        for await (const chunk of store.read(entry.digest)) {
+          await writeSkippingZeros(handle, chunk, position);
+          position += chunk.length;
+        }
+        await handle.truncate(position);
       }
-      await handle.truncate(position);
+      // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
       if (owner) await handle.chown(owner.uid, owner.gid);
-      await handle.chmod(entry.mode);
+      if (!isModeWhole) await handle.chmod(entry.mode);
     } finally {
       await handle.close();
     }

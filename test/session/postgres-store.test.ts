@@ -15,6 +15,7 @@ import { startUi } from '../../src/ui/server.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { startS3Server } from '../helpers/s3.js';
+import { rollbackKilledAfter } from '../helpers/session.js';
 import { readState, without } from '../helpers/state.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
@@ -205,10 +206,7 @@ describe('a store whose ledgers are in PostgreSQL', () => {
       const secondBefore = await readState(second);
 
       // The first machine's rollback is killed midway: its files are half base, half edited.
-      const run = await runNode(
-        [join(ROOT, 'test/helpers/rollback-child.mjs'), first, 'base', '40'],
-        { env: process.env },
-      );
+      const run = await rollbackKilledAfter(first, 'base', 40);
       expect(run.signal).toBe('SIGKILL');
       const intent = (await log({ workspace: first })).entries.at(-1);
       expect(intent?.kind).toBe('rollback-started');
