@@ -17,7 +17,7 @@ import { generateWorkspace } from './generate-workspace.mjs';
 import { startSpawnTimer } from './spawn-timer.mjs';
 
 const SIZES = { M: 10_000, L: 100_000 };
-const BIN = fileURLToPath(new URL('../bin/rewind.js', import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/rewind.cjs', import.meta.url));
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 /** Runs `rewind -q checkpoint LABEL` as a process, from a small one; the time it took, in ms. */

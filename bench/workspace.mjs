@@ -173,7 +173,7 @@ for (const size of selected) {
       samples.rewindCli.push(
         await spawnTimer.run(
           process.execPath,
-          [join(root, 'bin/rewind.js'), '-q', 'checkpoint', `c${round}`],
+          [join(root, 'bin/rewind.cjs'), '-q', 'checkpoint', `c${round}`],
           { cwd: workspace, env: { REWIND_DAEMON: '0' } },
         ),
       );

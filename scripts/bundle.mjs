@@ -3,7 +3,7 @@
 // page (ui/) with its libraries (preact, htm, diff2html) into dist/ui-assets/, so that nothing
 // is fetched from elsewhere at run time and the user has nothing to build. Node loads a module file by file: the CLI
 // was ~240 modules (zod ~95 of them) and spent ~120 ms loading them before doing anything. One
-// file, without the parts of zod it does not use, compiled with V8's code cache by bin/rewind.js,
+// file, without the parts of zod it does not use, compiled with V8's code cache by bin/rewind.cjs,
 // loads in about a tenth of that (docs/performance.md). The library (`rewind-agent` and its
 // adapters) stays unbundled: its importers bundle it their own way.
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -21,7 +21,7 @@ const { warnings } = await build({
   outdir: path('dist/bundle'),
   bundle: true,
   platform: 'node',
-  // CommonJS, so that bin/rewind.js can compile it with V8's code cache (vm.Script).
+  // CommonJS, so that bin/rewind.cjs can compile it with V8's code cache (vm.Script).
   format: 'cjs',
   outExtension: { '.js': '.cjs' },
   // `import()` becomes `require`: a script compiled by vm.Script has no module loader to ask.

@@ -42,7 +42,7 @@ if (only !== undefined && only !== 'cli') {
   await runExample(only);
   process.exit(0);
 }
-const bin = join(root, 'bin', 'rewind.js');
+const bin = join(root, 'bin', 'rewind.cjs');
 const workspace = mkdtempSync(join(tmpdir(), 'rewind-demo-'));
 cpSync(join(root, 'examples', 'sample-project'), workspace, { recursive: true });
 

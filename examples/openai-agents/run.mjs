@@ -128,7 +128,7 @@ export async function runOpenAiAgent({ say = console.log } = {}) {
     say(`publish waits as draft #${draft.id} (${draft.target}); a person approves it:`);
     const approved = spawnSync(
       process.execPath,
-      [join(root, 'bin', 'rewind.js'), 'approve', String(draft.id), '--yes'],
+      [join(root, 'bin', 'rewind.cjs'), 'approve', String(draft.id), '--yes'],
       {
         cwd: workspace,
         encoding: 'utf8',

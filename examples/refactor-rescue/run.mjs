@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = join(root, 'bin', 'rewind.js');
+const bin = join(root, 'bin', 'rewind.cjs');
 
 /** Runs the example in a fresh copy of the project; returns what happened, throws if it went wrong. */
 export async function runRefactorRescue({ say = console.log } = {}) {

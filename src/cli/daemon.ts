@@ -3,7 +3,7 @@
  * to it on a Unix socket (`.rewind/daemon.sock`), with their sessions kept open and watching the
  * workspace, as `rewind mcp` keeps its own. A command then costs what it costs in a live process
  * (a checkpoint after one change: what the watcher saw, no walk) plus Node's start, instead of a
- * walk of the whole workspace. The `rewind` command (bin/rewind.js) sends the commands the daemon
+ * walk of the whole workspace. The `rewind` command (bin/rewind.cjs) sends the commands the daemon
  * serves there and runs everything else itself, as it does when no daemon answers.
  *
  * The protocol, one JSON document per line: the client sends `{ v, version, argv, cwd, env,
@@ -49,7 +49,7 @@ const PROTOCOL = 1;
  * would run with the daemon's environment, not the caller's), nor what asks a person (`approve`)
  * or reads stdin (`write`, `-` for a file). A served command cannot ask: a first checkpoint over
  * its size budget fails with the way on (`--yes`) rather than asking whether to store it.
- * bin/rewind.js sends only these (it keeps the same list).
+ * bin/rewind.cjs sends only these (it keeps the same list).
  */
 const SERVED = new Set([
   'checkpoint',

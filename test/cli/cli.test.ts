@@ -168,7 +168,7 @@ describe('rewind CLI', () => {
 
   it('runs as the installed bin, with the exit codes of the contract', async () => {
     const cwd = await makeTempDirectory();
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     expect(await runNode([bin, 'init'], { cwd })).toMatchObject({ code: 0 });
     expect(await runNode([bin, 'log'], { cwd })).toMatchObject({
       code: 0,
@@ -184,7 +184,7 @@ describe('rewind CLI', () => {
 
   it('ends quietly, with its own exit code, when the reader of its output goes away early', async () => {
     const cwd = await makeTempDirectory();
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     await rewind(cwd, 'init');
     await writeFile(join(cwd, 'a.txt'), 'one');
     await rewind(cwd, 'checkpoint', 'base');
@@ -210,7 +210,7 @@ describe('rewind CLI', () => {
 
   it('lists mcp in its help, and prints the MCP usage on stdout with exit 0 when asked for', async () => {
     const cwd = await makeTempDirectory();
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     const help = await runNode([bin, '--help'], { cwd });
     expect(help).toMatchObject({ code: 0 });
     expect(help.stdout).toMatch(/\n {2}mcp +serve Rewind's tools to an agent over MCP/);

@@ -9,7 +9,7 @@ import { lay } from '../helpers/workspace.js';
 
 /** Runs the built `rewind` in a process of its own, its code cache in `cache` (or none). */
 const rewindWith = (cache: string | undefined, cwd: string, args: string[]) =>
-  runNode([join(ROOT, 'bin/rewind.js'), ...args], {
+  runNode([join(ROOT, 'bin/rewind.cjs'), ...args], {
     cwd,
     env: cache === undefined ? { REWIND_CODE_CACHE: '0' } : { XDG_CACHE_HOME: cache },
   });
@@ -83,7 +83,7 @@ describe('the `rewind` command and its code cache', () => {
     expect((await readFile(file)).equals(Buffer.alloc(good, 7))).toBe(false);
 
     const none = await makeTempDirectory();
-    const off = await runNode([join(ROOT, 'bin/rewind.js'), 'status'], {
+    const off = await runNode([join(ROOT, 'bin/rewind.cjs'), 'status'], {
       cwd: project,
       env: { REWIND_CODE_CACHE: '0', XDG_CACHE_HOME: none },
     });

@@ -11,7 +11,7 @@ import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
-const BIN = join(ROOT, 'bin/rewind.js');
+const BIN = join(ROOT, 'bin/rewind.cjs');
 
 /** Runs `rewind` as a process; `stdin` is what it reads. */
 async function rewind(

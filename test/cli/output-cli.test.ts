@@ -191,7 +191,7 @@ describe('what rewind prints', () => {
     );
 
     // The bin reads the real environment; its stdout here is a pipe.
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     const piped = await runNode([bin, 'diff', 'base'], {
       cwd,
       env: { FORCE_COLOR: '', NO_COLOR: '' },

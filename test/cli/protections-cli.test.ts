@@ -22,7 +22,7 @@ function filesHolding(text: string, directory: string): string {
 
 /** Runs the built `rewind` in a process of its own. */
 function rewindProcess(cwd: string, args: string[]) {
-  return runNode([join(ROOT, 'bin/rewind.js'), ...args], { cwd });
+  return runNode([join(ROOT, 'bin/rewind.cjs'), ...args], { cwd });
 }
 
 const idOf = (stdout: string): string => {

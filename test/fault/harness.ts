@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { ROOT } from '../helpers/processes.js';
 
 /** The built CLI and the fault injector loaded before it (see inject.mjs). */
-export const BIN = join(ROOT, 'bin/rewind.js');
+export const BIN = join(ROOT, 'bin/rewind.cjs');
 export const INJECTOR = join(ROOT, 'test/fault/inject.mjs');
 
 /** What a run of the CLI ended with. */

@@ -1,4 +1,4 @@
-// A fault injector for the built CLI, loaded before it: `node --import ./inject.mjs bin/rewind.js`.
+// A fault injector for the built CLI, loaded before it: `node --import ./inject.mjs bin/rewind.cjs`.
 //
 // It numbers, in program order, every call through `node:fs` (callback, sync and promise forms,
 // and FileHandle methods) that changes what is on disk ("change" calls: opening for writing,

@@ -22,7 +22,7 @@ import { makeTempDirectory } from '../helpers/temp.js';
  */
 
 const WORKER = join(ROOT, 'test', 'helpers', 'cli-fuzz-worker.mjs');
-const BIN = join(ROOT, 'bin', 'rewind.js');
+const BIN = join(ROOT, 'bin', 'rewind.cjs');
 
 /**
  * Commands that run a command, send a request, serve until stopped (`mcp`, `ui`, `daemon`) or reach a
@@ -366,7 +366,7 @@ describe('fuzzing the command line', () => {
 });
 
 describe('fuzzing the rewind binary', () => {
-  /** Runs bin/rewind.js as its own process (as the unprivileged user when root). */
+  /** Runs bin/rewind.cjs as its own process (as the unprivileged user when root). */
   function rewindProcess(words: readonly string[]) {
     return new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
       const child = spawn(process.execPath, [AS_NOBODY, BIN, ...words], {

@@ -210,7 +210,7 @@ beforeAll(async () => {
     command: process.execPath,
     args: [
       AS_NOBODY,
-      join(ROOT, 'bin', 'rewind.js'),
+      join(ROOT, 'bin', 'rewind.cjs'),
       'mcp',
       '--root',
       jail.workspace,

@@ -25,7 +25,7 @@ afterEach(async () => {
 async function serve(root: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}) {
   const server = spawn(
     process.execPath,
-    [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--http', '0', '--root', root, ...extra],
+    [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--http', '0', '--root', root, ...extra],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
   );
   servers.push(server);
@@ -148,7 +148,7 @@ describe('rewind mcp --http', () => {
       (await callWrite(viaEnvironment.port, 'env.txt', { authorization: `Bearer ${given}` }))
         .status,
     ).toBe(401);
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     const short = await runNode([bin, 'mcp', '--http', '0', '--token', 'short'], { cwd: root });
     expect(short.code).toBe(2);
     expect(short.stderr).toContain('at least 16 characters');

@@ -291,7 +291,7 @@ describe('the MCP server', () => {
     const root = await makeTempDirectory();
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+      args: [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
     });
     const client = new Client({ name: 'stdio-test', version: '1.0.0' });
     await client.connect(transport);
@@ -309,7 +309,7 @@ describe('the MCP server', () => {
     const root = await makeTempDirectory();
     const server = spawn(
       process.execPath,
-      [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--http', '0', '--root', root],
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--http', '0', '--root', root],
       {
         stdio: ['ignore', 'pipe', 'pipe'],
       },
@@ -367,7 +367,7 @@ describe('the MCP server', () => {
     const root = await makeTempDirectory();
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+      args: [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
     });
     const client = new Client({ name: 'leaving', version: '1.0.0' });
     await client.connect(transport);

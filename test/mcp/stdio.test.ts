@@ -9,7 +9,7 @@ describe('rewind mcp over stdio', () => {
     const root = await makeTempDirectory();
     const server = spawn(
       process.execPath,
-      [join(ROOT, 'bin', 'rewind.js'), 'mcp', '--root', root],
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
       {
         stdio: ['pipe', 'pipe', 'pipe'],
       },

@@ -124,7 +124,7 @@ describe('the package as npm packs it', () => {
   });
 
   it('ships the bin, dist, SPEC.md, README.md and LICENSE, and nothing else', () => {
-    expect(shipped).toEqual(expect.arrayContaining([...TOP_LEVEL_FILES, 'bin/rewind.js']));
+    expect(shipped).toEqual(expect.arrayContaining([...TOP_LEVEL_FILES, 'bin/rewind.cjs']));
     expect(shipped).toEqual(expect.arrayContaining(['dist/index.js', 'dist/index.d.ts']));
     expect(
       shipped.filter(

@@ -63,7 +63,7 @@ describe('a store whose ledgers are in PostgreSQL', () => {
 
   it('takes entries from several processes at once, and keeps each store apart', async () => {
     const workspace = await makeTempDirectory();
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     expect((await runNode([bin, 'init', '--ledger', server.url], { cwd: workspace })).code).toBe(0);
     const notes = await Promise.all(
       [1, 2, 3, 4].map((writer) =>
@@ -103,7 +103,7 @@ describe('a store whose ledgers are in PostgreSQL', () => {
 
       // The other machine: an empty directory, the session's id, the shared backends.
       const second = await makeTempDirectory();
-      const bin = join(ROOT, 'bin', 'rewind.js');
+      const bin = join(ROOT, 'bin', 'rewind.cjs');
       const attached = await runNode(
         [bin, 'attach', session.id, '--ledger', server.url, '--objects', objects],
         { cwd: second, env: process.env },
@@ -178,7 +178,7 @@ describe('a store whose ledgers are in PostgreSQL', () => {
     }
     // The connection pool lingers for the next use, but never keeps a command from exiting.
     const started = Date.now();
-    const logged = await runNode([join(ROOT, 'bin', 'rewind.js'), 'log'], { cwd: workspace });
+    const logged = await runNode([join(ROOT, 'bin', 'rewind.cjs'), 'log'], { cwd: workspace });
     expect(logged.stdout).toContain('written while the page watches');
     expect(Date.now() - started).toBeLessThan(4_000);
   });

@@ -44,7 +44,7 @@ let database: PostgresServer;
 let s3: S3Server;
 let objects: string;
 const saved = { ...process.env };
-const bin = join(ROOT, 'bin', 'rewind.js');
+const bin = join(ROOT, 'bin', 'rewind.cjs');
 
 beforeAll(async () => {
   [database, s3] = await Promise.all([startPostgres({ durable: false }), startS3Server()]);

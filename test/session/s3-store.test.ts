@@ -78,7 +78,7 @@ describe('a store whose objects are in a bucket', () => {
 
   it('is set by `rewind init --objects`, and never moved by a later init', async () => {
     const workspace = await makeTempDirectory();
-    const bin = join(ROOT, 'bin', 'rewind.js');
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
     const objects = `s3://${server.bucket}/cli`;
     const made = await runNode([bin, 'init', '--objects', objects], { cwd: workspace });
     expect(made.code).toBe(0);

@@ -5,7 +5,7 @@ import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { loadPage, startUiProcess } from '../helpers/ui.js';
 
-const BIN = join(ROOT, 'bin', 'rewind.js');
+const BIN = join(ROOT, 'bin', 'rewind.cjs');
 
 describe('rewind ui, the command', () => {
   it('serves the page on loopback with a token in the address, until stopped', async () => {
