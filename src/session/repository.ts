@@ -329,11 +329,7 @@ export async function status(options: WorkspaceOptions): Promise<StatusReport> {
   for (const session of await ledgers.list()) {
     sessions.push(summarize(session, await ledgers.read(session), current, location));
   }
-  const objects = { count: 0, sizeBytes: 0 };
-  for await (const object of openObjectStore(location).list()) {
-    objects.count += 1;
-    objects.sizeBytes += object.sizeBytes;
-  }
+  const objects = await openObjectStore(location).usage();
   return {
     workspace: location.workspace,
     storeDirectory: location.directory,

@@ -11,7 +11,7 @@ import {
   readdirSync,
   readSync,
 } from 'node:fs';
-import { type FileHandle, lstat, open, readdir, rename, stat } from 'node:fs/promises';
+import { type FileHandle, open, readdir, rename, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
@@ -23,7 +23,8 @@ import {
   openPlainFile,
   STREAM_CHUNK_BYTES,
 } from '../lib/index.js';
-import type { StoredObject } from './object-store.js';
+import type { ObjectStore, StoredObject } from './object-store.js';
+import type { PackSet } from './packs.js';
 
 export function notFound(digest: Digest, file: string): RewindError {
   return new RewindError(
@@ -254,11 +255,15 @@ export async function* chunksOfObject(digest: Digest, file: string): AsyncIterab
 
 const HEX_PATTERN = /^[0-9a-f]{64}$/;
 
-/** Every object file under `objects/` (its fan-out directories), in digest order. */
+/**
+ * Every object file under `objects/` (its fan-out directories), in digest order. Read with
+ * synchronous calls: a store after many checkpoints holds thousands of loose objects, and a
+ * round trip through the thread pool for each directory and file was most of `rewind status`.
+ */
 export async function* listLooseObjects(objectsDirectory: string): AsyncIterable<StoredObject> {
   let fanouts: string[];
   try {
-    fanouts = await readdir(objectsDirectory);
+    fanouts = readdirSync(objectsDirectory);
   } catch (error) {
     if (isSystemError(error, 'ENOENT')) return;
     throw error;
@@ -267,7 +272,7 @@ export async function* listLooseObjects(objectsDirectory: string): AsyncIterable
     if (!/^[0-9a-f]{2}$/.test(fanout)) continue;
     let names: string[];
     try {
-      names = await readdir(join(objectsDirectory, fanout));
+      names = readdirSync(join(objectsDirectory, fanout));
     } catch (error) {
       // A fan-out name that is not a directory (damage) holds no object; one removed meanwhile neither.
       if (isSystemError(error, 'ENOTDIR') || isSystemError(error, 'ENOENT')) continue;
@@ -277,11 +282,9 @@ export async function* listLooseObjects(objectsDirectory: string): AsyncIterable
       const hex = fanout + rest;
       if (!HEX_PATTERN.test(hex)) continue;
       const file = join(objectsDirectory, fanout, rest);
-      // The name itself: a link there is listed as what it is, never followed.
-      const stats = await lstat(file).catch((error: unknown) => {
-        if (isSystemError(error, 'ENOENT')) return undefined;
-        throw error;
-      });
+      // The name itself: a link there is listed as what it is, never followed; one removed
+      // meanwhile is not listed.
+      const stats = lstatSync(file, { throwIfNoEntry: false });
       if (stats === undefined) continue;
       yield {
         digest: `${DIGEST_PREFIX}${hex}`,
@@ -291,6 +294,49 @@ export async function* listLooseObjects(objectsDirectory: string): AsyncIterable
       };
     }
   }
+}
+
+/**
+ * Every object of a local store once ({@link ObjectStore.list}): a packed object as recent as its
+ * most recent copy, packed or loose.
+ */
+export async function* listObjects(
+  packs: PackSet,
+  objectsDirectory: string,
+): AsyncIterable<StoredObject> {
+  const packed = new Map<Digest, StoredObject>();
+  packs.refresh();
+  for (const { digest, sizeBytes, pack, modifiedAtMs } of packs.entries()) {
+    const listed = packed.get(digest);
+    if (!listed || listed.modifiedAtMs < modifiedAtMs) {
+      packed.set(digest, { digest, sizeBytes, file: pack, modifiedAtMs });
+    }
+  }
+  for await (const loose of listLooseObjects(objectsDirectory)) {
+    const copy = packed.get(loose.digest);
+    if (copy) copy.modifiedAtMs = Math.max(copy.modifiedAtMs, loose.modifiedAtMs);
+    else yield loose;
+  }
+  yield* packed.values();
+}
+
+/**
+ * How many objects a local store holds and their size ({@link ObjectStore.usage}), without a
+ * string or an object per packed object as {@link listObjects} makes: at 100,000 objects, a
+ * tenth of its time.
+ */
+export async function objectUsage(
+  packs: PackSet,
+  objectsDirectory: string,
+): Promise<{ count: number; sizeBytes: number }> {
+  packs.refresh();
+  const usage = packs.usage();
+  for await (const { digest, sizeBytes } of listLooseObjects(objectsDirectory)) {
+    if (packs.find(digest).length > 0) continue;
+    usage.count += 1;
+    usage.sizeBytes += sizeBytes;
+  }
+  return usage;
 }
 
 /** The temporary files of object writes under `objects/` (in progress, or left by a crash). */

@@ -64,6 +64,8 @@ export interface ObjectStore {
   damage(): Promise<{ file: string; damage: string }[]>;
   /** Every object present, once each, in no particular order. */
   list(): AsyncIterable<StoredObject>;
+  /** How many objects are present and their size: the sums over {@link list}, found quicker. */
+  usage(): Promise<{ count: number; sizeBytes: number }>;
   /** Temporary files older than `olderThanMs` left by writes that crashed. */
   listAbandoned(olderThanMs: number): Promise<{ file: string; sizeBytes: number }[]>;
   /** Removes a temporary file that {@link ObjectStore.listAbandoned} returned. */

@@ -21,14 +21,15 @@ import {
   checkFanout,
   chunksOfObject,
   corrupt,
-  listLooseObjects,
   listLooseTemporaries,
+  listObjects,
   looseObjectCheckSync,
+  objectUsage,
   readObjectFile,
   renameOverDamaged,
   unrepairable,
 } from './object-files.js';
-import type { ObjectInfo, ObjectSource, ObjectStore, StoredObject } from './object-store.js';
+import type { ObjectInfo, ObjectSource, ObjectStore } from './object-store.js';
 import { type PackedRead, type PackInput, PackSet } from './packs.js';
 
 interface BatchState {
@@ -541,23 +542,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       }));
     },
 
-    async *list() {
-      // A packed object is listed once, as recent as its most recent copy (packed or loose).
-      const packed = new Map<Digest, StoredObject>();
-      packs.refresh();
-      for (const { digest, sizeBytes, pack, modifiedAtMs } of packs.entries()) {
-        const listed = packed.get(digest);
-        if (!listed || listed.modifiedAtMs < modifiedAtMs) {
-          packed.set(digest, { digest, sizeBytes, file: pack, modifiedAtMs });
-        }
-      }
-      for await (const loose of listLooseObjects(objectsDirectory)) {
-        const copy = packed.get(loose.digest);
-        if (copy) copy.modifiedAtMs = Math.max(copy.modifiedAtMs, loose.modifiedAtMs);
-        else yield loose;
-      }
-      yield* packed.values();
-    },
+    list: () => listObjects(packs, objectsDirectory),
+
+    usage: () => objectUsage(packs, objectsDirectory),
 
     async listAbandoned(olderThanMs) {
       const now = Date.now();

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   closeSync,
   constants,
@@ -19,6 +19,16 @@ import { isRewindError, isSystemError, type RewindError } from '../errors.js';
 import { DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
 import { compressed } from './compress.js';
 import { damaged as damagedObject } from './object-files.js';
+import {
+  digestKey,
+  type LoadedIndex,
+  newIndex,
+  parseIndex,
+  RECORD_BYTES,
+  recordOf,
+  sealIndex,
+  setRecord,
+} from './pack-index.js';
 
 /**
  * Packs: many small objects in one file, as git packs its objects. A batch that stores many
@@ -37,10 +47,6 @@ import { damaged as damagedObject } from './object-files.js';
 const PACK_DIRECTORY = 'pack';
 
 const PACK_MAGIC = Buffer.from('RWPACK\0\x01', 'latin1');
-const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
-const RECORD_BYTES = 56;
-const HEADER_BYTES = INDEX_MAGIC.length + 4;
-const TRAILER_BYTES = 32;
 const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
 const TEMPORARY_PREFIX = '.tmp-';
 const WRITE_RUN_BYTES = 1024 * 1024;
@@ -68,22 +74,8 @@ export interface PackInput {
   stored?: Uint8Array;
 }
 
-interface LoadedIndex {
-  /** `pack-<H>`: the file names without their extension. */
-  name: string;
-  records: Buffer;
-  count: number;
-  /** For each first byte of a digest, where its records start (as git's index fan-out). */
-  fanout: Uint32Array;
-  modifiedAtMs: number;
-}
-
 // Never following a link, nor waiting on a named pipe, at a store file's name (SPEC §1).
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
-function digestKey(digest: Digest): Buffer {
-  return Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex');
-}
 
 /** Writes all of `bytes` at the descriptor's position. */
 function writeAll(descriptor: number, bytes: Uint8Array): void {
@@ -103,28 +95,6 @@ function readAt(descriptor: number, length: number, position: number): Buffer {
     done += read;
   }
   return buffer.subarray(0, done);
-}
-
-/** Parses an index, or undefined when it is damaged (torn, changed, not ours). */
-function parseIndex(name: string, bytes: Buffer, modifiedAtMs: number): LoadedIndex | undefined {
-  if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return undefined;
-  if (!bytes.subarray(0, INDEX_MAGIC.length).equals(INDEX_MAGIC)) return undefined;
-  const count = bytes.readUInt32BE(INDEX_MAGIC.length);
-  if (bytes.length !== HEADER_BYTES + count * RECORD_BYTES + TRAILER_BYTES) return undefined;
-  const body = bytes.subarray(0, bytes.length - TRAILER_BYTES);
-  const sum = createHash('sha256').update(body).digest();
-  if (!sum.equals(bytes.subarray(body.length)) || `pack-${sum.toString('hex')}` !== name) {
-    return undefined;
-  }
-  const records = bytes.subarray(HEADER_BYTES, body.length);
-  const fanout = new Uint32Array(257);
-  for (let record = 0; record < count; record++) {
-    fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
-  }
-  for (let byte = 1; byte <= 256; byte++) {
-    fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
-  }
-  return { name, records, count, fanout, modifiedAtMs };
 }
 
 /** The packs of one object store, their indexes read once and searched in memory. */
@@ -199,31 +169,44 @@ export class PackSet {
     if (!isDigest(digest)) return [];
     const key = digestKey(digest);
     const found: PackLocation[] = [];
-    const first = key[0] as number;
-    // Compared on their first four bytes in JavaScript, whole only when those are equal.
-    const prefix = key.readUInt32BE(0);
     for (const index of this.#indexes().values()) {
-      let low = index.fanout[first] as number;
-      let high = (index.fanout[first + 1] as number) - 1;
-      while (low <= high) {
-        const middle = (low + high) >>> 1;
-        const at = middle * RECORD_BYTES;
-        const other = index.records.readUInt32BE(at);
-        const order =
-          other === prefix
-            ? index.records.compare(key, 0, 32, at, at + 32)
-            : other < prefix
-              ? -1
-              : 1;
-        if (order === 0) {
-          found.push(this.#location(index, digest, at));
-          break;
-        }
-        if (order < 0) low = middle + 1;
-        else high = middle - 1;
-      }
+      const at = recordOf(index, key);
+      if (at !== -1) found.push(this.#location(index, digest, at));
     }
     return found;
+  }
+
+  /**
+   * How many objects the packs hold and their size, each object once (a merge cut short leaves
+   * one in two packs), without the string per object {@link entries} makes: `rewind status`.
+   */
+  usage(): { count: number; sizeBytes: number } {
+    const indexes = [...this.#indexes().values()];
+    const usage = { count: 0, sizeBytes: 0 };
+    const sizeAt = (records: Buffer, at: number): number =>
+      records.readUInt32BE(at + 48) * 2 ** 32 + records.readUInt32BE(at + 52);
+    // Only an object whose digest's first four bytes are another's too can be in two packs.
+    const prefixes = new Uint32Array(indexes.reduce((sum, index) => sum + index.count, 0));
+    for (const { records, count } of indexes) {
+      for (let at = 0; at < count * RECORD_BYTES; at += RECORD_BYTES) {
+        prefixes[usage.count++] = records.readUInt32BE(at);
+        usage.sizeBytes += sizeAt(records, at);
+      }
+    }
+    prefixes.sort();
+    const shared = new Set(prefixes.filter((prefix, place) => prefixes[place - 1] === prefix));
+    if (shared.size === 0) return usage;
+    indexes.forEach(({ records, count }, place) => {
+      for (let at = 0; at < count * RECORD_BYTES; at += RECORD_BYTES) {
+        if (!shared.has(records.readUInt32BE(at))) continue;
+        // Counted once, in the first pack that lists it.
+        if (indexes.slice(0, place).some((earlier) => recordOf(earlier, records, at) !== -1)) {
+          usage.count -= 1;
+          usage.sizeBytes -= sizeAt(records, at);
+        }
+      }
+    });
+    return usage;
   }
 
   #location(index: LoadedIndex, digest: Digest, at: number): PackLocation {
@@ -291,11 +274,19 @@ export class PackSet {
     throw found ? found.damaged : error;
   }
 
-  /** Every packed object, with the time its pack's index was written (or last marked used). */
-  *entries(): Iterable<PackLocation & { modifiedAtMs: number }> {
+  /**
+   * Every packed object: its size, its pack, and the time the pack's index was written (or last
+   * marked used). Lean, for a listing of the whole store (`rewind status`, gc): a record is read
+   * for nothing else.
+   */
+  *entries(): Iterable<{ digest: Digest; sizeBytes: number; pack: string; modifiedAtMs: number }> {
     for (const index of this.#indexes().values()) {
-      for (const location of this.#locations(index)) {
-        yield { ...location, modifiedAtMs: index.modifiedAtMs };
+      const pack = join(this.directory, `${index.name}.pack`);
+      const { records, modifiedAtMs } = index;
+      for (let at = 0; at < index.count * RECORD_BYTES; at += RECORD_BYTES) {
+        const digest: Digest = `${DIGEST_PREFIX}${records.toString('hex', at, at + 32)}`;
+        const sizeBytes = Number(records.readBigUInt64BE(at + 48));
+        yield { digest, sizeBytes, pack, modifiedAtMs };
       }
     }
   }
@@ -365,9 +356,7 @@ export class PackSet {
     const suffix = `${process.pid}-${randomBytes(8).toString('hex')}`;
     const temporaryPack = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.pack`);
     const temporaryIndex = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.idx`);
-    const index = Buffer.alloc(HEADER_BYTES + sorted.length * RECORD_BYTES + TRAILER_BYTES);
-    INDEX_MAGIC.copy(index, 0);
-    index.writeUInt32BE(sorted.length, INDEX_MAGIC.length);
+    const index = newIndex(sorted.length);
     try {
       const pack = openSync(temporaryPack, 'wx', 0o444);
       try {
@@ -380,7 +369,7 @@ export class PackSet {
           runBytes = 0;
         };
         let offset = PACK_MAGIC.length;
-        let at = HEADER_BYTES;
+        let place = 0;
         for (const object of sorted) {
           const { digest } = object;
           const given = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
@@ -392,22 +381,15 @@ export class PackSet {
           if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
           run.push(stored);
           runBytes += stored.byteLength;
-          digestKey(digest).copy(index, at);
-          index.writeBigUInt64BE(BigInt(offset), at + 32);
-          index.writeBigUInt64BE(BigInt(stored.byteLength), at + 40);
-          index.writeBigUInt64BE(BigInt(bytes.byteLength), at + 48);
+          setRecord(index, place++, digest, offset, stored.byteLength, bytes.byteLength);
           offset += stored.byteLength;
-          at += RECORD_BYTES;
         }
         if (runBytes > 0) flush();
         if (options.sync) fsyncSync(pack);
       } finally {
         closeSync(pack);
       }
-      const body = index.subarray(0, index.length - TRAILER_BYTES);
-      const sum = createHash('sha256').update(body).digest();
-      sum.copy(index, body.length);
-      const name = `pack-${sum.toString('hex')}`;
+      const name = sealIndex(index);
       const indexFile = openSync(temporaryIndex, 'wx', 0o444);
       try {
         writeAll(indexFile, index);

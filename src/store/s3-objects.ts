@@ -469,6 +469,16 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
       } while (token);
     },
 
+    async usage() {
+      // The bucket has no count of its own: a listing, page by page.
+      const usage = { count: 0, sizeBytes: 0 };
+      for await (const { sizeBytes } of this.list()) {
+        usage.count += 1;
+        usage.sizeBytes += sizeBytes;
+      }
+      return usage;
+    },
+
     async listAbandoned(olderThanMs) {
       const page = await send<{
         Uploads?: { Key?: string; UploadId?: string; Initiated?: Date }[];

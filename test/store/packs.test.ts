@@ -392,6 +392,42 @@ describe('packs', () => {
   });
 
   // The fast path (packs, their in-memory indexes, merges) against the obvious one: a map.
+  it('counts each object once in its usage, as its listing does, when packs and loose files hold copies', async () => {
+    // Copies come from other stores' packs and files, as a merge or a crash leaves them.
+    // 16 or more objects make a pack, fewer are files.
+    const items = fc.uniqueArray(fc.integer({ min: 0, max: 80 }), { maxLength: 40, size: 'max' });
+    await fc.assert(
+      fc.asyncProperty(fc.array(items, { minLength: 1, maxLength: 4 }), async (sets) => {
+        const target = await newStore();
+        const all = new Map<Digest, number>();
+        for (const set of sets) {
+          const other = await newStore();
+          const bytes = set.map((item) => Buffer.from(`object ${item} `.repeat(item + 1)));
+          await putInBatch(other.store, bytes);
+          for (const one of bytes) all.set(digestBytes(one), one.length);
+          execFileSync('cp', [
+            '-a',
+            `${other.directory}/objects/.`,
+            `${target.directory}/objects/`,
+          ]);
+        }
+        let count = 0;
+        let sizeBytes = 0;
+        for await (const object of target.store.list()) {
+          count += 1;
+          sizeBytes += object.sizeBytes;
+        }
+        const expected = {
+          count: all.size,
+          sizeBytes: [...all.values()].reduce((a, b) => a + b, 0),
+        };
+        expect({ count, sizeBytes }).toEqual(expected);
+        expect(await target.store.usage()).toEqual(expected);
+      }),
+      { numRuns: 30 },
+    );
+  }, 120_000);
+
   it('holds exactly what was stored and not removed, through batches, merges and other readers', async () => {
     const operation = fc.oneof(
       fc.record({
@@ -435,6 +471,10 @@ describe('packs', () => {
             store = createObjectStore(directory);
           }
           expect(await listed(store)).toEqual([...model.keys()].sort());
+          expect(await store.usage()).toEqual({
+            count: model.size,
+            sizeBytes: [...model.values()].reduce((sum, bytes) => sum + bytes.length, 0),
+          });
           for (const [digest, bytes] of model) {
             expect(await store.get(digest)).toEqual(bytes);
             expect(await reader.get(digest)).toEqual(bytes);

@@ -1,0 +1,114 @@
+import { createHash } from 'node:crypto';
+import { DIGEST_PREFIX, type Digest } from '../lib/index.js';
+
+/**
+ * A pack's index (SPEC.md §3a): `RWINDEX\x01`, a 32-bit big-endian count, then one 56-byte record
+ * per object sorted by digest (the 32 digest bytes; the offset in the pack, the bytes stored there
+ * and the object's size, 64-bit big-endian each), then the SHA-256 of everything before it, whose
+ * hex names the pack. Read whole into memory and searched there (src/store/packs.ts).
+ */
+const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
+export const RECORD_BYTES = 56;
+const HEADER_BYTES = INDEX_MAGIC.length + 4;
+const TRAILER_BYTES = 32;
+
+/** An index read and checked: its records, and where each first digest byte's records start. */
+export interface LoadedIndex {
+  /** `pack-<H>`: the file names without their extension. */
+  name: string;
+  records: Buffer;
+  count: number;
+  /** For each first byte of a digest, where its records start (as git's index fan-out). */
+  fanout: Uint32Array;
+  modifiedAtMs: number;
+}
+
+/** A digest's 32 bytes, as an index holds them. */
+export function digestKey(digest: Digest): Buffer {
+  return Buffer.from(digest.slice(DIGEST_PREFIX.length), 'hex');
+}
+
+/**
+ * Where `index` lists the object whose digest is the 32 bytes of `key` at `keyAt`: the byte
+ * offset of its record, or -1.
+ */
+export function recordOf(index: LoadedIndex, key: Buffer, keyAt = 0): number {
+  const first = key[keyAt] as number;
+  // Compared on their first four bytes in JavaScript, whole only when those are equal.
+  const prefix = key.readUInt32BE(keyAt);
+  let low = index.fanout[first] as number;
+  let high = (index.fanout[first + 1] as number) - 1;
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const at = middle * RECORD_BYTES;
+    const other = index.records.readUInt32BE(at);
+    const order =
+      other === prefix
+        ? index.records.compare(key, keyAt, keyAt + 32, at, at + 32)
+        : other < prefix
+          ? -1
+          : 1;
+    if (order === 0) return at;
+    if (order < 0) low = middle + 1;
+    else high = middle - 1;
+  }
+  return -1;
+}
+
+/** Parses an index, or undefined when it is damaged (torn, changed, not ours). */
+export function parseIndex(
+  name: string,
+  bytes: Buffer,
+  modifiedAtMs: number,
+): LoadedIndex | undefined {
+  if (bytes.length < HEADER_BYTES + TRAILER_BYTES) return undefined;
+  if (!bytes.subarray(0, INDEX_MAGIC.length).equals(INDEX_MAGIC)) return undefined;
+  const count = bytes.readUInt32BE(INDEX_MAGIC.length);
+  if (bytes.length !== HEADER_BYTES + count * RECORD_BYTES + TRAILER_BYTES) return undefined;
+  const body = bytes.subarray(0, bytes.length - TRAILER_BYTES);
+  const sum = createHash('sha256').update(body).digest();
+  if (!sum.equals(bytes.subarray(body.length)) || `pack-${sum.toString('hex')}` !== name) {
+    return undefined;
+  }
+  const records = bytes.subarray(HEADER_BYTES, body.length);
+  const fanout = new Uint32Array(257);
+  for (let record = 0; record < count; record++) {
+    fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
+  }
+  for (let byte = 1; byte <= 256; byte++) {
+    fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
+  }
+  return { name, records, count, fanout, modifiedAtMs };
+}
+
+/** A new index for `count` records, to fill with {@link setRecord} and seal with {@link sealIndex}. */
+export function newIndex(count: number): Buffer {
+  const index = Buffer.alloc(HEADER_BYTES + count * RECORD_BYTES + TRAILER_BYTES);
+  INDEX_MAGIC.copy(index, 0);
+  index.writeUInt32BE(count, INDEX_MAGIC.length);
+  return index;
+}
+
+/** Sets the record at `place` (records go in digest order). */
+export function setRecord(
+  index: Buffer,
+  place: number,
+  digest: Digest,
+  offset: number,
+  storedBytes: number,
+  sizeBytes: number,
+): void {
+  const at = HEADER_BYTES + place * RECORD_BYTES;
+  digestKey(digest).copy(index, at);
+  index.writeBigUInt64BE(BigInt(offset), at + 32);
+  index.writeBigUInt64BE(BigInt(storedBytes), at + 40);
+  index.writeBigUInt64BE(BigInt(sizeBytes), at + 48);
+}
+
+/** Writes the index's trailer (the SHA-256 of the rest) and returns the pack's name, `pack-<H>`. */
+export function sealIndex(index: Buffer): string {
+  const body = index.subarray(0, index.length - TRAILER_BYTES);
+  const sum = createHash('sha256').update(body).digest();
+  sum.copy(index, body.length);
+  return `pack-${sum.toString('hex')}`;
+}
