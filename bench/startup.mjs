@@ -92,5 +92,6 @@ export function formatStartup(rows) {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  console.log(formatStartup(measureStartup(undefined, process.argv.slice(2))));
+  const others = process.argv.slice(2).map((path) => resolve(path));
+  console.log(formatStartup(measureStartup(undefined, others)));
 }
