@@ -114,7 +114,17 @@ export function readLinkSync(path: string): string {
 
 /** Orders names as their bytes do (the order of tree entries). */
 export function compareNames(a: string, b: string): number {
-  return Buffer.compare(nameBytes(a), nameBytes(b));
+  const length = Math.min(a.length, b.length);
+  for (let index = 0; index < length; index++) {
+    const x = a.charCodeAt(index);
+    const y = b.charCodeAt(index);
+    if (x === y) continue;
+    // Below U+D800, UTF-16 code units order as their UTF-8 bytes do; past it (surrogate pairs,
+    // escaped bytes, U+E000 and up) the bytes are compared. The same units before: the same bytes.
+    if (x < 0xd800 && y < 0xd800) return x < y ? -1 : 1;
+    return Buffer.compare(nameBytes(a), nameBytes(b));
+  }
+  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1;
 }
 
 /**

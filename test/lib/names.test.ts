@@ -37,6 +37,36 @@ describe('names that are bytes', () => {
     );
   });
 
+  it('orders names as their bytes, with shared beginnings and characters on either side of U+D800', () => {
+    // Escaped bytes (U+DC80 to U+DCFF), a pair's halves and U+E000 and up order otherwise in
+    // UTF-16 than in UTF-8: the fast comparison must not be used for them.
+    const piece = fc.constantFrom(
+      'a',
+      'Z',
+      '.',
+      '~',
+      'é',
+      '\u07ff',
+      '\ud7ff',
+      '\ue000',
+      '\ufffd',
+      '😀',
+      '\u{10080}',
+      '\udc80',
+      '\udcff',
+    );
+    const text = fc.array(piece, { maxLength: 6 }).map((pieces) => pieces.join(''));
+    fc.assert(
+      fc.property(text, text, text, (shared, a, b) => {
+        const [x, y] = [`${shared}${a}`, `${shared}${b}`];
+        expect(Math.sign(compareNames(x, y))).toBe(
+          Math.sign(Buffer.compare(nameBytes(x), nameBytes(y))),
+        );
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
   it('keeps surrogate pairs (emoji) apart from escaped bytes', () => {
     // U+10080 is the pair D800 DC80: its low half is no escaped byte.
     expect(diskPath('a\u{10080}')).toBe('a\u{10080}');
