@@ -107,9 +107,12 @@ class KeptSessions implements SessionKeeper {
   readonly #kept = new Map<string, Promise<Session>>();
   readonly #own = new WeakSet<Session>();
   readonly #said = new WeakSet<Session>();
+  /** Told why when a kept session's watcher stops for good. */
+  readonly #onWatchStopped: (why: string) => void;
 
-  constructor(root: string) {
+  constructor(root: string, onWatchStopped: (why: string) => void) {
     this.#root = root;
+    this.#onWatchStopped = onWatchStopped;
   }
 
   async open(options: OpenSessionOptions): Promise<Session> {
@@ -124,7 +127,12 @@ class KeptSessions implements SessionKeeper {
     if (id === undefined) return openSession(options);
     let kept = this.#kept.get(id);
     if (kept === undefined) {
-      kept = openSession({ workspace: this.#root, session: id, watch: true });
+      kept = openSession({
+        workspace: this.#root,
+        session: id,
+        watch: true,
+        onWatchStopped: this.#onWatchStopped,
+      });
       this.#kept.set(id, kept);
       kept.then(
         (session) => this.#own.add(session),
@@ -228,7 +236,11 @@ async function serve(
   }
   // Left by a daemon that was killed: nobody answers on it.
   await rm(socketPath, { force: true });
-  const sessions = new KeptSessions(root);
+  const sessions = new KeptSessions(root, (why) =>
+    io.stderr(
+      `rewind daemon: not watching ${root} (${why}): its checkpoints look at every entry, as without the daemon.\n`,
+    ),
+  );
   let queue: Promise<void> = Promise.resolve();
   const server = createServer((socket) => {
     socket.on('error', () => {});

@@ -153,6 +153,14 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     );
     return 2;
   }
+  // Said on stderr (stdout carries the protocol): checkpoints that walk again have a reason.
+  options.session = {
+    ...options.session,
+    onWatchStopped: (why) =>
+      process.stderr.write(
+        `rewind mcp: not watching ${options.root} (${why}): its checkpoints look at every entry.\n`,
+      ),
+  };
   if (!options.http) {
     const server = createMcpServer(options);
     // A line that is not a message is answered (and said on stderr), not silently dropped.

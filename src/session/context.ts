@@ -63,6 +63,7 @@ export interface SessionSettings {
   readonly budget: { maxBytes?: number; maxFiles?: number } | undefined;
   /** Whether the session's workspace is watched while it is open (see `OpenSessionOptions`). */
   readonly watch: boolean;
+  readonly onWatchStopped?: (why: string) => void;
   /** The clock for ledger entries and automatic checkpoint labels. */
   readonly now: () => Date;
 }
@@ -95,6 +96,7 @@ export function startWatching(context: SessionContext): void {
     context.workspace,
     cacheDirectoryOf(context),
     outsideRulesOf(context),
+    context.settings.onWatchStopped,
   );
   watchers.set(context, watcher);
 }

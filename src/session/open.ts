@@ -84,6 +84,12 @@ export interface OpenSessionOptions {
    * Default false. See docs/performance.md, "A watcher in a long-lived process".
    */
   watch?: boolean;
+  /**
+   * With `watch`: told why, once, if the watcher stops for good (inotifywait is not installed,
+   * the filesystem is not one it trusts, no inotify watches are left, it lost events too often),
+   * so that a process can say why its checkpoints look at every entry again.
+   */
+  onWatchStopped?: (why: string) => void;
 }
 
 /** Options of `startIsolatedSession`. */
@@ -135,6 +141,7 @@ async function createContext(
       network: options.network ?? started.network === true,
       budget: options.budget,
       watch: options.watch === true,
+      ...(options.onWatchStopped && { onWatchStopped: options.onWatchStopped }),
       now: options.now ?? (() => new Date()),
     }),
   } satisfies SessionContext);

@@ -137,7 +137,16 @@ export class WorkspaceWatcher {
   /** Why the watcher stopped for good, when it did. */
   stoppedBecause: string | undefined;
 
-  constructor(root: string, storeDirectory: string, outside: OutsideRules) {
+  /** Told why, once, when the watcher stops for good (not when it is closed). */
+  readonly #onStopped: ((why: string) => void) | undefined;
+
+  constructor(
+    root: string,
+    storeDirectory: string,
+    outside: OutsideRules,
+    onStopped?: (why: string) => void,
+  ) {
+    this.#onStopped = onStopped;
     this.root = realRoot(root);
     this.#sentinels = join(storeDirectory, SENTINELS);
     this.#rootBytes = Buffer.from(this.root);
@@ -274,7 +283,7 @@ export class WorkspaceWatcher {
   }
 
   close(): void {
-    this.#stop('closed');
+    this.#stop('closed', false);
   }
 
   /** The top directories the ignore rules leave out: not watched (a `node_modules` churns). */
@@ -495,11 +504,13 @@ export class WorkspaceWatcher {
     } else this.#start();
   }
 
-  #stop(why: string): void {
+  #stop(why: string, isToBeTold = true): void {
+    if (this.#state === 'stopped' && this.stoppedBecause !== undefined) return;
     this.stoppedBecause = why;
     this.#state = 'stopped';
     this.#generation++;
     this.#kill();
+    if (isToBeTold) this.#onStopped?.(why);
   }
 
   /** Ends inotifywait; a drain waiting for its sentinel is answered at once. */

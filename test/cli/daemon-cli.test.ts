@@ -1,8 +1,8 @@
 // `rewind daemon` and the `rewind` command that sends it what it serves: the real bin in real
 // processes, in a git repository with what users have in one.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
-import { appendFile, readFile, writeFile } from 'node:fs/promises';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { appendFile, readFile, symlink, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -33,9 +33,13 @@ afterEach(() => {
 });
 
 /** Starts `rewind daemon` in `cwd`; resolves once it serves, with what it printed so far. */
-async function startDaemon(cwd: string): Promise<{ child: ChildProcess; log: () => string }> {
+async function startDaemon(
+  cwd: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ child: ChildProcess; log: () => string }> {
   const child = spawn(process.execPath, [BIN, 'daemon'], {
     cwd,
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   daemons.push(child);
@@ -132,6 +136,26 @@ describe('rewind daemon', () => {
     expect(daemon.child.exitCode).toBe(0);
     expect(existsSync(join(workspace, '.rewind/daemon.sock'))).toBe(false);
   }, 60_000);
+
+  it('says why it does not watch the workspace where inotifywait is missing, and still serves', async () => {
+    const workspace = await project();
+    // A PATH with a shell but no inotifywait (nor find: the checkpoints walk).
+    const bin = await makeTempDirectory();
+    await symlink('/bin/sh', join(bin, 'sh'));
+    const daemon = await startDaemon(workspace, { ...process.env, PATH: bin });
+    expect(await rewind(workspace, ['checkpoint', 'base'])).toMatchObject({ code: 0 });
+    for (let waited = 0; !daemon.log().includes('not watching'); waited += 20) {
+      if (waited > 5_000) throw new Error(`not said: ${daemon.log()}`);
+      await sleep(20);
+    }
+    expect(daemon.log()).toContain(
+      `not watching ${realpathSync(workspace)} (inotifywait is not installed)`,
+    );
+    await appendFile(join(workspace, 'src/app.ts'), '// more\n');
+    expect(await rewind(workspace, ['checkpoint', 'after'])).toMatchObject({ code: 0 });
+    expect(await labels(workspace, { REWIND_DAEMON: '0' })).toEqual(['base', 'after']);
+    expect(daemon.log().match(/not watching/g)).toHaveLength(1);
+  });
 
   it("checkpoints Claude Code's hook events in the daemon, whatever directory the hook runs from", async () => {
     const workspace = await project();

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
   Client,
@@ -303,6 +303,32 @@ describe('the MCP server', () => {
     });
     expect(textOf(result)).toContain('rewind undo');
     expect(await readFile(join(root, 'hello.txt'), 'utf8')).toBe('hi');
+  });
+
+  it('says on stderr why it does not watch the workspace where inotifywait is missing', async () => {
+    const root = await makeTempDirectory();
+    const bin = await makeTempDirectory();
+    await symlink('/bin/sh', join(bin, 'sh'));
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      env: { PATH: bin },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const client = new Client({ name: 'stdio-test', version: '1.0.0' });
+    await client.connect(transport);
+    clients.push(client);
+    const stored = await client.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    expect(textOf(stored)).toMatch(/^checkpoint base/);
+    for (let waited = 0; !stderr.includes('not watching'); waited += 20) {
+      if (waited > 5_000) throw new Error(`not said: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(stderr).toContain(`not watching ${root} (inotifywait is not installed)`);
   });
 
   it('serves two clients at once over streamable HTTP, each call journaled once, and stops cleanly', async () => {

@@ -258,7 +258,7 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
 });
 
 describe('a watcher that cannot run', () => {
-  it('answers nothing where inotifywait is missing, and snapshots stay right', async () => {
+  it('answers nothing where inotifywait is missing, says why once, and snapshots stay right', async () => {
     const bin = await makeTempDirectory();
     await symlink('/bin/sh', join(bin, 'sh'));
     const path = process.env.PATH;
@@ -266,8 +266,11 @@ describe('a watcher that cannot run', () => {
     let watcher: WorkspaceWatcher;
     const made = await makeWorkspace({ 'a.txt': 'a' });
     const workspace = realpathSync(made.workspace);
+    const told: string[] = [];
     try {
-      watcher = new WorkspaceWatcher(workspace, made.storeDirectory, NO_OUTSIDE_RULES);
+      watcher = new WorkspaceWatcher(workspace, made.storeDirectory, NO_OUTSIDE_RULES, (why) =>
+        told.push(why),
+      );
       watchers.push(watcher);
       for (let waited = 0; watcher.stoppedBecause === undefined && waited < 5_000; waited += 10) {
         await sleep(10);
@@ -276,6 +279,8 @@ describe('a watcher that cannot run', () => {
       process.env.PATH = path;
     }
     expect(watcher.stoppedBecause).toBe('inotifywait is not installed');
+    watcher.close();
+    expect(told).toEqual(['inotifywait is not installed']);
     const options = { store: made.store, storeDirectory: made.storeDirectory, watcher };
     await snapshot(workspace, options);
     await writeFile(join(workspace, 'a.txt'), 'changed');
