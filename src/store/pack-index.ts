@@ -2,10 +2,8 @@ import { createHash } from 'node:crypto';
 import { DIGEST_PREFIX, type Digest } from '../lib/index.js';
 
 /**
- * A pack's index (SPEC.md §3a): `RWINDEX\x01`, a 32-bit big-endian count, then one 56-byte record
- * per object sorted by digest (the 32 digest bytes; the offset in the pack, the bytes stored there
- * and the object's size, 64-bit big-endian each), then the SHA-256 of everything before it, whose
- * hex names the pack. Read whole into memory and searched there (src/store/packs.ts).
+ * A pack's index, as SPEC.md §3a and src/store/packs.ts give its format: made, read and searched
+ * in memory.
  */
 const INDEX_MAGIC = Buffer.from('RWINDEX\x01', 'latin1');
 export const RECORD_BYTES = 56;
