@@ -9,18 +9,13 @@
 // the racy window), then an untimed `sync`; medians of 10 rounds (BENCH_ROUNDS), rounds
 // alternating which build goes first.
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { builds, median } from './builds.mjs';
-import { generateWorkspace } from './generate-workspace.mjs';
+import { rmSync } from 'node:fs';
+import { builds, changeFiles, median, sleep, twoWorkspaces } from './builds.mjs';
 
-const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const size = process.argv[2] ?? 'M';
 const changed = Number(process.argv[3] ?? 1000);
 const names = Object.keys(builds);
-const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
 const workspaces = [];
 const times = Object.fromEntries(names.map((name) => [name, []]));
@@ -40,22 +35,10 @@ async function openSessions(half) {
   }
 }
 try {
-  for (let index = 0; index < 2; index++) {
-    const workspace = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-cmany-'));
-    const files = generateWorkspace(workspace, SIZES[size]).filter(
-      (path) => !path.endsWith('.bin'),
-    );
-    workspaces.push({ workspace, files });
-    await builds[names[0]].init({ workspace });
-  }
+  workspaces.push(...(await twoWorkspaces(size, 'rewind-bench-cmany-')));
   for (let round = 0; round < ROUNDS; round++) {
-    if (round === 0 || round === ROUNDS / 2) await openSessions(round === 0 ? 0 : 1);
-    for (const { workspace, files } of workspaces) {
-      for (let index = 0; index < changed; index++) {
-        const path = files[(round * 7919 + index * 104729) % files.length];
-        appendFileSync(join(workspace, path), `// ${round}\n`);
-      }
-    }
+    if (round === 0 || round === Math.floor(ROUNDS / 2)) await openSessions(round === 0 ? 0 : 1);
+    changeFiles(workspaces, changed, round);
     await sleep(300);
     execFileSync('sync');
     const order = round % 2 === 0 ? [...names.keys()] : [...names.keys()].reverse();

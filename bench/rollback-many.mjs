@@ -6,18 +6,13 @@
 // `sync`; medians of 9 rounds (BENCH_ROUNDS). It reports the whole rollback and, inside it, the time spent writing the files
 // (from the rollback's progress: the first path done to the last).
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { builds, median } from './builds.mjs';
-import { generateWorkspace } from './generate-workspace.mjs';
+import { rmSync } from 'node:fs';
+import { builds, changeFiles, median, sleep, twoWorkspaces } from './builds.mjs';
 
-const SIZES = { S: 1_000, M: 10_000, L: 100_000 };
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const size = process.argv[2] ?? 'M';
 const changed = Number(process.argv[3] ?? 1000);
 const names = Object.keys(builds);
-const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 
 // Two workspaces, each opened by every build; the builds take turns on them (round r: build i
 // rolls back workspace (r + i) % 2), since the same build measured a third faster on the
@@ -25,13 +20,9 @@ const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
 const workspaces = [];
 const times = Object.fromEntries(names.map((name) => [name, { total: [], writing: [] }]));
 try {
-  for (let index = 0; index < 2; index++) {
-    const workspace = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-many-'));
-    const files = generateWorkspace(workspace, SIZES[size]).filter(
-      (path) => !path.endsWith('.bin'),
-    );
-    workspaces.push({ workspace, files, sessions: {} });
-    await builds[names[0]].init({ workspace });
+  workspaces.push(...(await twoWorkspaces(size, 'rewind-bench-many-')));
+  for (const [index, { workspace }] of workspaces.entries()) {
+    workspaces[index].sessions = {};
     for (const name of names) {
       const session = await builds[name].openSession({ workspace });
       // The same session, opened by each build: a checkpoint of its own for each.
@@ -40,12 +31,7 @@ try {
     }
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const { workspace, files } of workspaces) {
-      for (let index = 0; index < changed; index++) {
-        const path = files[(round * 7919 + index * 104729) % files.length];
-        appendFileSync(join(workspace, path), `// ${round}\n`);
-      }
-    }
+    changeFiles(workspaces, changed, round);
     await sleep(300);
     execFileSync('sync');
     for (const [index, name] of names.entries()) {
@@ -64,7 +50,7 @@ try {
     }
   }
 } finally {
-  for (const { workspace, sessions } of workspaces) {
+  for (const { workspace, sessions = {} } of workspaces) {
     for (const session of Object.values(sessions)) await session.close();
     rmSync(workspace, { recursive: true, force: true });
   }

@@ -322,8 +322,8 @@ export async function* listObjects(
 
 /**
  * How many objects a local store holds and their size ({@link ObjectStore.usage}), without a
- * string or an object per packed object as {@link listObjects} makes: at 100,000 objects, a
- * tenth of its time.
+ * string or an object per packed object as {@link listObjects} makes (`rewind status` of a store
+ * of 108,000 objects in 26 packs: 20 ms, where the listing took about 500).
  */
 export async function objectUsage(
   packs: PackSet,
