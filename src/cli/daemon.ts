@@ -99,8 +99,9 @@ function refusalOf(request: Request): string | undefined {
 }
 
 /**
- * The daemon's sessions: those of its workspace, opened once, watching, and kept until it stops;
- * anything else (another workspace, protections asked for) is opened for the command alone.
+ * The daemon's session: its workspace's current one, opened once, watching, and kept while it is
+ * the current one; anything else (another session named, another workspace, protections asked
+ * for) is opened for the command alone.
  */
 class KeptSessions implements SessionKeeper {
   readonly #root: string;
@@ -123,8 +124,18 @@ class KeptSessions implements SessionKeeper {
       options.isolation === undefined;
     if (!isOurs) return openSession(options);
     // The current session may have changed since the last command: it is asked each time.
-    const id = options.session ?? (await currentSessionId({ workspace: this.#root }));
-    if (id === undefined) return openSession(options);
+    const id = await currentSessionId({ workspace: this.#root });
+    // Another session, named: opened for the command alone.
+    if (id === undefined || (options.session !== undefined && options.session !== id)) {
+      return openSession(options);
+    }
+    // Those kept while others were current go (each holds a watcher and its inotify watches);
+    // commands run one at a time, so none is in use.
+    for (const [other, session] of this.#kept) {
+      if (other === id) continue;
+      this.#kept.delete(other);
+      await (await session.catch(() => undefined))?.close();
+    }
     let kept = this.#kept.get(id);
     if (kept === undefined) {
       kept = openSession({

@@ -1,7 +1,7 @@
 // `rewind daemon` and the `rewind` command that sends it what it serves: the real bin in real
 // processes, in a git repository with what users have in one.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { appendFile, readFile, symlink, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
@@ -155,6 +155,36 @@ describe('rewind daemon', () => {
     expect(await rewind(workspace, ['checkpoint', 'after'])).toMatchObject({ code: 0 });
     expect(await labels(workspace, { REWIND_DAEMON: '0' })).toEqual(['base', 'after']);
     expect(daemon.log().match(/not watching/g)).toHaveLength(1);
+  });
+
+  it('keeps only the current session open and watching when another becomes current', async () => {
+    const workspace = await project();
+    const root = realpathSync(workspace);
+    /** The processes of watchers of this workspace (inotifywait, and the shell that starts it). */
+    const watching = () =>
+      readdirSync('/proc')
+        .filter((name) => /^\d+$/.test(name))
+        .map((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+          } catch {
+            return '';
+          }
+        })
+        .filter((line) => line.includes('inotifywait') && line.includes(root)).length;
+    const settled = async (count: number) => {
+      for (let waited = 0; watching() !== count && waited < 5_000; waited += 20) await sleep(20);
+      return watching();
+    };
+    await startDaemon(workspace);
+    expect(await rewind(workspace, ['checkpoint', 'first'])).toMatchObject({ code: 0 });
+    const one = watching();
+    expect(one).toBeGreaterThan(0);
+    expect(await rewind(workspace, ['session', 'new'])).toMatchObject({ code: 0 });
+    expect(await rewind(workspace, ['checkpoint', 'second'])).toMatchObject({ code: 0 });
+    // The first session's watcher went when the second one's came.
+    expect(await settled(one)).toBe(one);
+    expect(await labels(workspace, { REWIND_DAEMON: '0' })).toEqual(['second']);
   });
 
   it("checkpoints Claude Code's hook events in the daemon, whatever directory the hook runs from", async () => {
