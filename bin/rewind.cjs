@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// CommonJS, not a module: Node starts a CommonJS entry point without its ES module loader, 4 to 8
-// ms sooner on every command (docs/performance.md). The modules only the bundle's loading needs
+// CommonJS, not a module: Node starts a CommonJS entry point without its ES module loader, about
+// 4 ms sooner on every command (docs/performance.md). The modules only the bundle's loading needs
 // are required there, after the daemon was asked.
 const { createRequire } = require('node:module');
 const { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
