@@ -1,5 +1,15 @@
 import { execFile } from 'node:child_process';
-import { chmod, cp, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  cp,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import fc from 'fast-check';
@@ -166,6 +176,9 @@ async function damageStore(store: string, change: Damage): Promise<void> {
   }
   if (change.type === 'directory-replaced') {
     const directory = join(store, change.directory);
+    // Its parent replaced before (`objects` by a link, then `objects/ba`): left as it is, since
+    // replacing it would write through that link.
+    if (!(await lstat(dirname(directory))).isDirectory()) return;
     await rm(directory, { recursive: true, force: true });
     if (change.by === 'file') await writeFile(directory, 'not a directory');
     else await symlink(targetOf(store, ELSEWHERE), directory);
@@ -217,6 +230,14 @@ async function expectNothingElsewhere(workspace: string): Promise<void> {
 }
 
 describe('fuzzing the golden store of SPEC.md', () => {
+  it('damages a store without writing through a link it made there (its own check)', async () => {
+    const workspace = await damagedCopy([
+      { type: 'directory-replaced', directory: 'objects', by: 'link' },
+      { type: 'directory-replaced', directory: 'objects/ba', by: 'file' },
+    ]);
+    await expectNothingElsewhere(workspace);
+  });
+
   it('every reader of a store answers for the store damaged in any way, or refuses it with a documented error', async () => {
     await fc.assert(
       fc.asyncProperty(
