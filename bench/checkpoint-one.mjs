@@ -6,10 +6,9 @@
 import { appendFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { builds, median } from './builds.mjs';
+import { builds, median, SIZES } from './builds.mjs';
 import { generateWorkspace } from './generate-workspace.mjs';
 
-const SIZES = { M: 10_000, L: 100_000 };
 const ROUNDS = 12;
 const names = Object.keys(builds);
 

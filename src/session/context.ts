@@ -63,6 +63,7 @@ export interface SessionSettings {
   readonly budget: { maxBytes?: number; maxFiles?: number } | undefined;
   /** Whether the session's workspace is watched while it is open (see `OpenSessionOptions`). */
   readonly watch: boolean;
+  /** Told why the watcher stopped for good, when it does (see `OpenSessionOptions`). */
   readonly onWatchStopped?: (why: string) => void;
   /** The clock for ledger entries and automatic checkpoint labels. */
   readonly now: () => Date;

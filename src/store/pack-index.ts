@@ -53,6 +53,11 @@ export function recordOf(index: LoadedIndex, key: Buffer, keyAt = 0): number {
   return -1;
 }
 
+/** The size of the object whose record starts at `at` of an index's `records`. */
+export function sizeAt(records: Buffer, at: number): number {
+  return records.readUInt32BE(at + 48) * 2 ** 32 + records.readUInt32BE(at + 52);
+}
+
 /** Parses an index, or undefined when it is damaged (torn, changed, not ours). */
 export function parseIndex(
   name: string,

@@ -28,6 +28,7 @@ import {
   recordOf,
   sealIndex,
   setRecord,
+  sizeAt,
 } from './pack-index.js';
 
 /**
@@ -183,8 +184,6 @@ export class PackSet {
   usage(): { count: number; sizeBytes: number } {
     const indexes = [...this.#indexes().values()];
     const usage = { count: 0, sizeBytes: 0 };
-    const sizeAt = (records: Buffer, at: number): number =>
-      records.readUInt32BE(at + 48) * 2 ** 32 + records.readUInt32BE(at + 52);
     // Only an object whose digest's first four bytes are another's too can be in two packs.
     const prefixes = new Uint32Array(indexes.reduce((sum, index) => sum + index.count, 0));
     for (const { records, count } of indexes) {
@@ -216,7 +215,7 @@ export class PackSet {
       index: join(this.directory, `${index.name}.idx`),
       offset: Number(index.records.readBigUInt64BE(at + 32)),
       storedBytes: Number(index.records.readBigUInt64BE(at + 40)),
-      sizeBytes: Number(index.records.readBigUInt64BE(at + 48)),
+      sizeBytes: sizeAt(index.records, at),
     };
   }
 
@@ -285,8 +284,7 @@ export class PackSet {
       const { records, modifiedAtMs } = index;
       for (let at = 0; at < index.count * RECORD_BYTES; at += RECORD_BYTES) {
         const digest: Digest = `${DIGEST_PREFIX}${records.toString('hex', at, at + 32)}`;
-        const sizeBytes = Number(records.readBigUInt64BE(at + 48));
-        yield { digest, sizeBytes, pack, modifiedAtMs };
+        yield { digest, sizeBytes: sizeAt(records, at), pack, modifiedAtMs };
       }
     }
   }
