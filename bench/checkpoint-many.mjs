@@ -10,7 +10,9 @@
 // alternating which build goes first.
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { builds, changeFiles, median, sleep, twoWorkspaces } from './builds.mjs';
+import { describeFilesystem } from './filesystem.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const size = process.argv[2] ?? 'M';
@@ -53,6 +55,7 @@ try {
   for (const { workspace } of workspaces) rmSync(workspace, { recursive: true, force: true });
 }
 
+console.log(`${describeFilesystem(process.env.BENCH_DIR ?? tmpdir())}\n`);
 console.log(`| workspace | build | checkpoint of ${changed} changed files, watching |`);
 console.log('| --- | --- | --- |');
 for (const name of names) {

@@ -7,7 +7,9 @@
 // (from the rollback's progress: the first path done to the last).
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { builds, changeFiles, median, sleep, twoWorkspaces } from './builds.mjs';
+import { describeFilesystem } from './filesystem.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 9);
 const size = process.argv[2] ?? 'M';
@@ -56,6 +58,7 @@ try {
   }
 }
 
+console.log(`${describeFilesystem(process.env.BENCH_DIR ?? tmpdir())}\n`);
 console.log(`| workspace | build | rollback of ${changed} changed files | of which writing them |`);
 console.log('| --- | --- | --- | --- |');
 for (const name of names) {

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
 import { formatCheckpointCount, measureCheckpointCount } from './checkpoint-count.mjs';
+import { describeFilesystem } from './filesystem.mjs';
 import { formatLedgerGrowth, measureLedgerGrowth } from './ledger-growth.mjs';
 import { formatStartup, measureStartup } from './startup.mjs';
 
@@ -17,6 +18,7 @@ const APPENDS = Number(process.env.BENCH_APPENDS ?? 2000);
 const SMALL_COUNT = Number(process.env.BENCH_SMALL_COUNT ?? 2000);
 const LARGE_BYTES = Number(process.env.BENCH_LARGE_MIB ?? 256) * 1024 * 1024;
 const base = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-'));
+const filesystem = describeFilesystem(base);
 
 const now = () => process.hrtime.bigint();
 const ms = (start) => Number(now() - start) / 1e6;
@@ -224,6 +226,7 @@ row(
 );
 
 rmSync(base, { recursive: true, force: true });
+console.log(`${filesystem}\n`);
 console.log(
   '| measurement | value | unit | ratio: time of put ÷ time of this, or rate ÷ raw rate |',
 );

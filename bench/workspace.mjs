@@ -31,6 +31,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { init, openSession } from '../dist/index.js';
+import { describeFilesystem } from './filesystem.mjs';
 import { generateWorkspace, random } from './generate-workspace.mjs';
 import { startSpawnTimer } from './spawn-timer.mjs';
 
@@ -277,6 +278,7 @@ spawnTimer.close();
 
 const fmt = (value) => (value >= 100 ? value.toFixed(0) : value.toFixed(1));
 const ratio = (a, b) => `${(a / b).toFixed(2)}×`;
+console.log(`${describeFilesystem(base)}\n`);
 console.log('### First checkpoint\n');
 console.log('| workspace | rewind | shadow git | cp -a | rewind store | git store |');
 console.log('|---|---|---|---|---|---|');

@@ -1,13 +1,10 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { promisify } from 'node:util';
 import { forEachConcurrently } from './concurrency.js';
 import { diskPath } from './names.js';
-
-const execFileAsync = promisify(execFile);
+import { runProgram } from './programs.js';
 
 /**
  * fsyncs a file or a directory (for a directory: makes its entries, such as a create, a rename or
@@ -75,12 +72,8 @@ export async function writeFileAtomic(
  * not available (no coreutils `sync -f`); the caller then fsyncs file by file.
  */
 async function syncFileSystem(path: string): Promise<boolean> {
-  try {
-    await execFileAsync('sync', ['-f', path]);
-    return true;
-  } catch {
-    return false;
-  }
+  const { isStarted, status } = await runProgram('sync', ['-f', path]);
+  return isStarted && status === 0;
 }
 
 /**

@@ -65,6 +65,7 @@ export {
   readPlainFile,
   readPlainFileSync,
 } from './plain-file.js';
+export { type ProgramResult, runProgram } from './programs.js';
 export {
   createRedactor,
   REDACTED,

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { type Dirent, readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { lstat, mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
@@ -10,6 +9,7 @@ import {
   digestBytes,
   isDigest,
   readPlainFileSync,
+  runProgram,
   writeFileAtomic,
 } from '../lib/index.js';
 import { isAlwaysExcluded } from './ignore-rules.js';
@@ -327,30 +327,17 @@ function topDirectories(root: string): string[] {
  * Runs GNU find with `args`, its `-printf` ending each record with a NUL, and returns the records;
  * undefined when find is missing or fails.
  */
-export function findRecords(args: string[]): Promise<Buffer[] | undefined> {
-  return new Promise((resolve) => {
-    const child = spawn('find', args, { stdio: ['ignore', 'pipe', 'ignore'] });
-    const chunks: Buffer[] = [];
-    child.stdout.on('data', (chunk: Buffer) => chunks.push(chunk));
-    child.on('error', () => {
-      isFindUsable = false;
-      resolve(undefined);
-    });
-    child.on('close', (code) => {
-      if (code !== 0) {
-        resolve(undefined);
-        return;
-      }
-      const output = Buffer.concat(chunks);
-      const records: Buffer[] = [];
-      for (let start = 0; start < output.length; ) {
-        const end = output.indexOf(0, start);
-        records.push(output.subarray(start, end === -1 ? output.length : end));
-        start = end === -1 ? output.length : end + 1;
-      }
-      resolve(records);
-    });
-  });
+export async function findRecords(args: string[]): Promise<Buffer[] | undefined> {
+  const { isStarted, status, stdout } = await runProgram('find', args);
+  if (!isStarted) isFindUsable = false;
+  if (!isStarted || status !== 0) return undefined;
+  const records: Buffer[] = [];
+  for (let start = 0; start < stdout.length; ) {
+    const end = stdout.indexOf(0, start);
+    records.push(stdout.subarray(start, end === -1 ? stdout.length : end));
+    start = end === -1 ? stdout.length : end + 1;
+  }
+  return records;
 }
 
 /**

@@ -6,7 +6,7 @@ import {
   fstatSync,
   lstatSync,
   openSync,
-  readFileSync,
+  readSync,
 } from 'node:fs';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import {
@@ -250,6 +250,22 @@ export function fileToRead(
   };
 }
 
+/**
+ * The first `size` bytes of an open file (fewer when it is shorter now), in one read where it
+ * is as long as its stat said: not readFileSync, which stats it again and reads once more to
+ * find its end. Whether it changed meanwhile is for the stat after the read to tell.
+ */
+function readKnownSize(descriptor: number, size: number): Buffer {
+  const buffer = Buffer.allocUnsafe(size);
+  let read = 0;
+  while (read < size) {
+    const count = readSync(descriptor, buffer, read, size - read, read);
+    if (count === 0) break;
+    read += count;
+  }
+  return read === size ? buffer : buffer.subarray(0, read);
+}
+
 function sameStats(a: BigIntStats, b: BigIntStats): boolean {
   return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
 }
@@ -293,7 +309,7 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
       // A large one is copied by the store through the open descriptor, never by its path again.
       content =
         before.size <= SMALL_FILE_BYTES
-          ? readFileSync(descriptor)
+          ? readKnownSize(descriptor, Number(before.size))
           : { file: pathOfDescriptor(descriptor, entry.absolute) };
       after = fstatSync(descriptor, { bigint: true });
     } catch (error) {
