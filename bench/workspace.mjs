@@ -65,6 +65,11 @@ const duBytes = (path) => Number(execFileSync('du', ['-sb', path]).toString().sp
 const devNull = openSync('/dev/null', 'w');
 let trashCount = 0;
 const moveToTrash = (path) => renameSync(path, join(trash, String(trashCount++)));
+/** Deletes what was moved aside (untimed): at L, keeping it all to the end took over 40 GB. */
+const emptyTrash = () => {
+  rmSync(trash, { recursive: true, force: true });
+  mkdirSync(trash);
+};
 
 /** Appends a line to each of `chosen` (paths relative to `root`). */
 function appendChange(root, chosen, round) {
@@ -253,6 +258,7 @@ for (const size of selected) {
       // tool calls.
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
+    emptyTrash();
     const m = Object.fromEntries(
       Object.entries(samples).map(([key, values]) => [key, median(values)]),
     );
