@@ -26,7 +26,10 @@ const MOST_SHELLS = 4;
 /** The status a POSIX shell gives a command it cannot find (127) or cannot execute (126). */
 const NOT_STARTED = new Set([126, 127]);
 
-/** Runs `file` with `args` (stdin empty, stderr dropped) and collects its stdout. */
+/**
+ * Runs `file` with `args` (stdin empty, stderr dropped) and collects its stdout. A program whose
+ * shell dies under it is run again directly, so it must be one that can run twice (find, sync).
+ */
 export async function runProgram(file: string, args: readonly string[]): Promise<ProgramResult> {
   const shell = usesShells([file, ...args]) ? takeShell() : undefined;
   if (shell) {
