@@ -1,5 +1,7 @@
 // Benchmarks (not tests): `npm run bench`. Every number is measured in this run, beside the
 // alternative it is compared with, on the same disk, and reported as a ratio.
+// Files go under BENCH_DIR (else the system's temporary directory); which filesystem that is
+// matters (bench/filesystem.mjs), and each part says it.
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -253,5 +255,13 @@ console.log(formatStartup(measureStartup()));
 // when run by itself).
 console.log('\n### The daemon\n');
 execFileSync(process.execPath, [fileURLToPath(new URL('./daemon.mjs', import.meta.url)), 'M'], {
+  stdio: ['ignore', 'inherit', 'inherit'],
+});
+
+// Checkpoints and rollbacks beside shadow git, `cp -a` and the `find` walk, at S, M and L
+// (bench/workspace.mjs; BENCH_SIZES=S,M picks sizes): the longest part, 10 to 20 minutes for all
+// three, and L needs about 40 GB free under BENCH_DIR.
+console.log('\n### Checkpoints and rollback\n');
+execFileSync(process.execPath, [fileURLToPath(new URL('./workspace.mjs', import.meta.url))], {
   stdio: ['ignore', 'inherit', 'inherit'],
 });
