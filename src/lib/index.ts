@@ -13,6 +13,7 @@ export {
   MAX_TIMER_MS,
   timerDelayOf,
 } from './concurrency.js';
+export { readAt, writeAll } from './descriptor-io.js';
 export {
   createDigester,
   DIGEST_PREFIX,

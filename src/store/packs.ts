@@ -8,15 +8,20 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  readSync,
   renameSync,
   unlinkSync,
-  writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
 import { inflateRawSync } from 'node:zlib';
 import { isRewindError, isSystemError, type RewindError } from '../errors.js';
-import { DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
+import {
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  isDigest,
+  readAt,
+  writeAll,
+} from '../lib/index.js';
 import { compressed } from './compress.js';
 import { damaged as damagedObject } from './object-files.js';
 import {
@@ -77,26 +82,6 @@ export interface PackInput {
 
 // Never following a link, nor waiting on a named pipe, at a store file's name (SPEC §1).
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
-
-/** Writes all of `bytes` at the descriptor's position. */
-function writeAll(descriptor: number, bytes: Uint8Array): void {
-  let written = 0;
-  while (written < bytes.byteLength) {
-    written += writeSync(descriptor, bytes, written, bytes.byteLength - written);
-  }
-}
-
-/** Reads `length` bytes at `position`, or fewer when the file ends first. */
-function readAt(descriptor: number, length: number, position: number): Buffer {
-  const buffer = Buffer.allocUnsafe(length);
-  let done = 0;
-  while (done < length) {
-    const read = readSync(descriptor, buffer, done, length - done, position + done);
-    if (read === 0) break;
-    done += read;
-  }
-  return buffer.subarray(0, done);
-}
 
 /** The packs of one object store, their indexes read once and searched in memory. */
 export class PackSet {

@@ -1,18 +1,10 @@
 // Writing one file of a restore from the store: beside its place, then renamed over it, never
 // torn; and what a restore creates belongs to the workspace's owner.
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  fchmodSync,
-  fchownSync,
-  lstatSync,
-  openSync,
-  readFileSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, fchmodSync, fchownSync, lstatSync, openSync, readFileSync } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { digestFile, diskPath, nameBytes } from '../lib/index.js';
+import { digestFile, diskPath, nameBytes, writeAll } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
 
@@ -174,9 +166,7 @@ export async function writeFromStore(
       const bytes = await (content ?? store.get(entry.digest));
       const descriptor = openSync(diskPath(temporary), 'wx', isModeWhole ? entry.mode : 0o600);
       try {
-        for (let written = 0; written < bytes.length; ) {
-          written += writeSync(descriptor, bytes, written, bytes.length - written);
-        }
+        writeAll(descriptor, bytes);
         // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
         if (owner) fchownSync(descriptor, owner.uid, owner.gid);
         if (!isModeWhole) fchmodSync(descriptor, entry.mode);

@@ -1,13 +1,5 @@
 // The full walk of a snapshot: scanning every entry, storing changed files, building trees.
-import {
-  type BigIntStats,
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  openSync,
-  readSync,
-} from 'node:fs';
+import { type BigIntStats, closeSync, constants, fstatSync, lstatSync, openSync } from 'node:fs';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import {
   type Digest,
@@ -15,6 +7,7 @@ import {
   forEachConcurrently,
   isOpenedAt,
   pathOfDescriptor,
+  readAt,
   readLinkSync,
   readNamesSync,
 } from '../lib/index.js';
@@ -250,22 +243,6 @@ export function fileToRead(
   };
 }
 
-/**
- * The first `size` bytes of an open file (fewer when it is shorter now), in one read where it
- * is as long as its stat said: not readFileSync, which stats it again and reads once more to
- * find its end. Whether it changed meanwhile is for the stat after the read to tell.
- */
-function readKnownSize(descriptor: number, size: number): Buffer {
-  const buffer = Buffer.allocUnsafe(size);
-  let read = 0;
-  while (read < size) {
-    const count = readSync(descriptor, buffer, read, size - read, read);
-    if (count === 0) break;
-    read += count;
-  }
-  return read === size ? buffer : buffer.subarray(0, read);
-}
-
 function sameStats(a: BigIntStats, b: BigIntStats): boolean {
   return a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs && a.ino === b.ino;
 }
@@ -305,11 +282,13 @@ export async function storeFile(entry: ScannedEntry, batch: ObjectBatch): Promis
           code: 'EMOVED',
         });
       }
-      // Small files are read synchronously: a thread-pool round trip costs more than the read.
-      // A large one is copied by the store through the open descriptor, never by its path again.
+      // Small files are read synchronously: a thread-pool round trip costs more than the read
+      // (one read of the size fstat gave: readFileSync would stat again and read once more to find
+      // the end; the stat after tells whether it changed). A large one is copied by the store
+      // through the open descriptor, never by its path again.
       content =
         before.size <= SMALL_FILE_BYTES
-          ? readKnownSize(descriptor, Number(before.size))
+          ? readAt(descriptor, Number(before.size), 0)
           : { file: pathOfDescriptor(descriptor, entry.absolute) };
       after = fstatSync(descriptor, { bigint: true });
     } catch (error) {
