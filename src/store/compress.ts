@@ -36,18 +36,44 @@ export function compressed(bytes: Uint8Array): Uint8Array {
   );
 }
 
-// The worker only deflates; which form is kept is decided here, by `chosen`.
+/** Many objects in one buffer, and where each ends in it. */
+function joined(objects: readonly Uint8Array[]): { buffer: ArrayBuffer; ends: number[] } {
+  let size = 0;
+  for (const bytes of objects) size += bytes.byteLength;
+  const buffer = new ArrayBuffer(size);
+  const view = new Uint8Array(buffer);
+  const ends: number[] = [];
+  let at = 0;
+  for (const bytes of objects) {
+    view.set(bytes, at);
+    at += bytes.byteLength;
+    ends.push(at);
+  }
+  return { buffer, ends };
+}
+
+// The worker only deflates; which form is kept is decided here, by `chosen`. Objects go to it
+// and come back in one buffer each way, moved rather than copied: cloning a message of many small
+// buffers cost the sending thread a millisecond or more per few hundred kilobytes, a tenth of a
+// checkpoint of 1,000 files. `ends[i]` is where object i ends in its buffer; an object the
+// worker left as it is ends where the one before it does.
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { deflateRawSync } = require('node:zlib');
 ${windowBitsOf}
-parentPort.on('message', ({ id, objects }) => {
+parentPort.on('message', ({ id, buffer, ends }) => {
   try {
-    const out = objects.map((bytes) =>
-      bytes.byteLength < ${COMPRESS_MIN_BYTES}
-        ? undefined
+    const outputs = [];
+    let start = 0;
+    for (const end of ends) {
+      const bytes = new Uint8Array(buffer, start, end - start);
+      start = end;
+      outputs.push(bytes.byteLength < ${COMPRESS_MIN_BYTES}
+        ? new Uint8Array(0)
         : deflateRawSync(bytes, { level: ${LEVEL}, windowBits: windowBitsOf(bytes.byteLength) }));
-    parentPort.postMessage({ id, out });
+    }
+    const { buffer: out, ends: outEnds } = ${joined}(outputs);
+    parentPort.postMessage({ id, buffer: out, ends: outEnds }, [out]);
   } catch (error) {
     parentPort.postMessage({ id, error: String(error) });
   }
@@ -74,10 +100,18 @@ function startCompressor(): Compressor | undefined {
       for (const resolve of started.waiting.values()) resolve(undefined);
       started.waiting.clear();
     };
-    worker.on('message', ({ id, out, error }) => {
+    worker.on('message', ({ id, buffer, ends, error }) => {
       const resolve = started.waiting.get(id);
       started.waiting.delete(id);
-      resolve?.(error === undefined ? out : undefined);
+      if (error !== undefined) return resolve?.(undefined);
+      let start = 0;
+      resolve?.(
+        (ends as number[]).map((end) => {
+          const out = end > start ? new Uint8Array(buffer, start, end - start) : undefined;
+          start = end;
+          return out;
+        }),
+      );
     });
     worker.on('error', fail);
     worker.on('exit', fail);
@@ -101,7 +135,8 @@ export async function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8A
       const id = current.next++;
       current.waiting.set(id, resolve);
       current.worker.ref();
-      current.worker.postMessage({ id, objects });
+      const { buffer, ends } = joined(objects);
+      current.worker.postMessage({ id, buffer, ends }, [buffer]);
     });
     if (current.waiting.size === 0) current.worker.unref();
   }
