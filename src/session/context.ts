@@ -102,6 +102,11 @@ export function startWatching(context: SessionContext): void {
   watchers.set(context, watcher);
 }
 
+/** The watcher of the session's workspace, while it has one. */
+export function watcherOf(context: SessionContext): WorkspaceWatcher | undefined {
+  return watchers.get(context);
+}
+
 /** Closes what a session holds open: its watcher, its ledger. */
 export async function closeContext(context: SessionContext): Promise<void> {
   watchers.get(context)?.close();

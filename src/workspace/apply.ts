@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync } from 'node:fs';
+import { type BigIntStats, chmodSync, lstatSync } from 'node:fs';
 import { lchown, mkdir, readlink, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
@@ -20,6 +20,8 @@ import { currentUmask, holdsFile, ownerOf, readAhead, writeFromStore } from './r
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
+import { fingerprintOf } from './walk.js';
+import type { WorkspaceWatcher } from './watcher.js';
 
 /** Progress of {@link applyChanges}, reported after each path. */
 export interface ApplyProgress {
@@ -221,6 +223,37 @@ export interface ApplyOptions {
    * not read (see `SnapshotResult.unreadable`), whose content nothing holds.
    */
   leaveAlone?: readonly string[];
+  /**
+   * The watcher of the workspace kept by this process: told of each file written (see
+   * {@link WorkspaceWatcher.wrote}), so that the next snapshot need not read it again.
+   */
+  watcher?: WorkspaceWatcher;
+}
+
+/**
+ * Tells the watcher the file just renamed into place at `absolute` (reached as `at`) holds
+ * `entry`, when it is still the file written (`written`: its stat before the rename).
+ */
+function noteWritten(
+  watcher: WorkspaceWatcher,
+  at: string,
+  path: string,
+  written: BigIntStats,
+  entry: TreeEntry & { type: 'file' },
+): void {
+  let stats: BigIntStats;
+  try {
+    stats = lstatSync(diskPath(at), { bigint: true });
+  } catch {
+    return;
+  }
+  if (
+    stats.ino === written.ino &&
+    stats.size === written.size &&
+    stats.mtimeNs === written.mtimeNs
+  ) {
+    watcher.wrote(path, fingerprintOf(stats), entry);
+  }
 }
 
 /**
@@ -293,6 +326,7 @@ async function applyWithin(
   const owner = ownerOf(root);
   const umask = currentUmask();
   const leaveAlone = options.leaveAlone ?? [];
+  const watcher = options.watcher?.root === root ? options.watcher : undefined;
   const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
     isAtOrUnder(path, leaveAlone) ||
     isIgnoredNow(path, isDirectory) ||
@@ -412,7 +446,8 @@ async function applyWithin(
         }
         const location = at;
         await writes.start(index, async () => {
-          await writeFromStore(store, location, after, { owner, umask }, content);
+          const stats = await writeFromStore(store, location, after, { owner, umask }, content);
+          if (watcher) noteWritten(watcher, location, change.path, stats, after);
           written.push(real);
           if (type === undefined) result.created += 1;
           else result.written += 1;

@@ -27,6 +27,7 @@ import {
   CONCURRENCY,
   directoryIdentityOf,
   fileToRead,
+  fingerprintOf,
   lstatEntry,
   type ScanContext,
   type ScannedEntry,
@@ -36,6 +37,7 @@ import {
   summarize,
   unreadable,
 } from './walk.js';
+import type { WrittenFile } from './watcher.js';
 
 /** Reads, stores and lists one directory and everything under it, as a first snapshot does. */
 async function snapshotSubtree(
@@ -84,6 +86,8 @@ interface IncrementalState {
   treeReads: Map<Digest, Promise<readonly TreeEntry[]>>;
   /** The gate that bounds those reads. */
   gate: Limiter;
+  /** Files a restore of this process wrote, known to hold what it wrote: see `WorkspaceWatcher.wrote`. */
+  written: ReadonlyMap<string, WrittenFile>;
 }
 
 /**
@@ -236,7 +240,17 @@ async function rebuildDirectory(
       entries.push({ name, type: 'symlink', target });
       delta.fileCount += 1;
     } else if (stats.isFile()) {
-      toRead.push(fileToRead(name, childRelative, childAbsolute, stats));
+      const written = state.written.get(childRelative);
+      if (
+        written !== undefined &&
+        written.fingerprint === fingerprintOf(stats) &&
+        written.entry.sizeBytes === Number(stats.size)
+      ) {
+        const { digest, sizeBytes } = written.entry;
+        entries.push({ name, type: 'file', mode, sizeBytes, digest });
+        delta.fileCount += 1;
+        delta.sizeBytes += sizeBytes;
+      } else toRead.push(fileToRead(name, childRelative, childAbsolute, stats));
     } else {
       state.warnings.push(
         `${childRelative} is not a file, directory or symbolic link (a socket or device?); it was left out`,
@@ -300,7 +314,8 @@ export function findChanges(
 /**
  * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
  * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
- * directory), as find or a watcher reports them. Undefined when the record's tree is gone from
+ * directory), as find or a watcher reports them; `written`, files among them a restore of this
+ * process wrote (from the watcher), are taken as written rather than read. Undefined when the record's tree is gone from
  * the store or the ignore rules changed; the caller then looks at every file.
  */
 export async function snapshotChanges(
@@ -310,6 +325,7 @@ export async function snapshotChanges(
   changes: readonly string[],
   store: ObjectStore,
   batch: ObjectBatch,
+  written: ReadonlyMap<string, WrittenFile> = new Map(),
 ): Promise<ChangedSinceResult | undefined> {
   if (!(await store.has(record.tree))) return undefined;
   const state: IncrementalState = {
@@ -325,6 +341,7 @@ export async function snapshotChanges(
     recordDirectories: record.directories,
     treeReads: new Map(),
     gate: createLimiter(TREE_READS_AHEAD),
+    written,
   };
   // The workspace directory itself replaced: nothing of the old tree can be trusted.
   if (state.directories.get('') !== directoryIdentityOf(statSync(root, { bigint: true }))) {

@@ -1,12 +1,22 @@
 // Writing one file of a restore from the store: beside its place, then renamed over it, never
 // torn; and what a restore creates belongs to the workspace's owner.
 import { randomBytes } from 'node:crypto';
-import { closeSync, fchmodSync, fchownSync, lstatSync, openSync, readFileSync } from 'node:fs';
+import {
+  type BigIntStats,
+  closeSync,
+  fchmodSync,
+  fchownSync,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+} from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { digestFile, diskPath, nameBytes, writeAll } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
+import type { WorkspaceWatcher } from './watcher.js';
 
 /** Ends the name of a file being restored; one left by a crash is removed on recovery. */
 const TEMPORARY_SUFFIX = '.rewind-tmp';
@@ -142,13 +152,18 @@ export function readAhead(store: ObjectStore, placements: readonly TreeChange[])
   };
 }
 
+/**
+ * Writes the entry's file at `absolute`: beside it, then renamed over what is there. Returns the
+ * stat of the file as written, taken through its descriptor before the rename (see
+ * {@link WorkspaceWatcher.wrote}).
+ */
 export async function writeFromStore(
   store: ObjectStore,
   absolute: string,
   entry: TreeEntry & { type: 'file' },
   { owner, umask }: Creation,
   content?: Promise<Buffer>,
-): Promise<void> {
+): Promise<BigIntStats> {
   const temporary = `${posix.dirname(absolute)}/${temporaryName(posix.basename(absolute))}`;
   // Created exclusively (never through a link) with its mode when the mask leaves it whole (a
   // call less), else given it through the descriptor.
@@ -157,6 +172,7 @@ export async function writeFromStore(
     umask !== undefined &&
     (entry.mode & 0o7000) === 0 &&
     (entry.mode & ~umask) === entry.mode;
+  let written: BigIntStats;
   try {
     if (entry.sizeBytes <= SMALL_FILE_BYTES) {
       // A small file comes whole (read ahead, most often) and is written with synchronous calls:
@@ -170,6 +186,7 @@ export async function writeFromStore(
         // Before the mode: a change of owner clears the set-user-id and set-group-id bits.
         if (owner) fchownSync(descriptor, owner.uid, owner.gid);
         if (!isModeWhole) fchmodSync(descriptor, entry.mode);
+        written = fstatSync(descriptor, { bigint: true });
       } finally {
         closeSync(descriptor);
       }
@@ -186,11 +203,13 @@ export async function writeFromStore(
         await handle.truncate(position);
         if (owner) await handle.chown(owner.uid, owner.gid);
         if (!isModeWhole) await handle.chmod(entry.mode);
+        written = await handle.stat({ bigint: true });
       } finally {
         await handle.close();
       }
     }
     await rename(diskPath(temporary), diskPath(absolute));
+    return written;
   } catch (error) {
     await unlink(diskPath(temporary)).catch(() => {});
     throw error;

@@ -217,8 +217,10 @@ export async function snapshot(
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
       const changes = base ? drained?.paths : await findChanges(root, record, clock, windowNs);
+      const written = base ? drained?.written : undefined;
       result =
-        changes && (await snapshotChanges(root, outside, record, changes, options.store, batch));
+        changes &&
+        (await snapshotChanges(root, outside, record, changes, options.store, batch, written));
     } catch (error) {
       // A path the shortcut cannot read: the full walk below lists it with the others.
       if (!isRewindError(error, 'PATH_UNREADABLE')) throw error;

@@ -39,7 +39,8 @@ export interface ScannedEntry {
   children: ScannedEntry[] | undefined;
 }
 
-function fingerprintOf(stats: BigIntStats): string {
+/** What a file's stat says of it: a change to it (or another file in its place) changes this. */
+export function fingerprintOf(stats: BigIntStats): string {
   return `${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}:${stats.ino}:${stats.mode}`;
 }
 

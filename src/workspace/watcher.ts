@@ -6,6 +6,7 @@ import { lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync 
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, diskPath } from '../lib/index.js';
+import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
 import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
@@ -48,7 +49,30 @@ const ESTABLISHED = Buffer.from('Watches established.\n');
 interface Drained {
   changed: Set<string>;
   made: Set<string>;
+  touched: Set<string>;
+  written: Map<string, WrittenFile>;
   isWhole: boolean;
+}
+
+/** A file this process wrote and moved into place: its stat's fingerprint after, its entry. */
+export interface WrittenFile {
+  fingerprint: string;
+  entry: TreeEntry & { type: 'file' };
+}
+
+/** What {@link WorkspaceWatcher.drain} answers. */
+export interface DrainResult {
+  /** The paths that changed since the previous drain; undefined when that may not be whole. */
+  paths: string[] | undefined;
+  /** The record of the snapshot taken after the previous drain (see {@link WorkspaceWatcher.setBase}). */
+  base: ChangeRecord | undefined;
+  token: number;
+  /**
+   * Files among `paths` this process wrote (see {@link WorkspaceWatcher.wrote}) to which nothing
+   * happened since but being moved into place: still holding what was written if their stat
+   * still has the fingerprint.
+   */
+  written: ReadonlyMap<string, WrittenFile>;
 }
 
 /** Starts again at most this many times (something that keeps losing events is left to find). */
@@ -122,6 +146,10 @@ export class WorkspaceWatcher {
   #pending: Buffer = Buffer.alloc(0);
   #changed = new Set<string>();
   #made = new Set<string>();
+  /** Paths with an event other than a file moved to them, since the last drain. */
+  #touched = new Set<string>();
+  /** Files this process wrote since the last drain: see {@link wrote}. */
+  #written = new Map<string, WrittenFile>();
   /** The watcher was live, and checked, at the last drain, and nothing went unseen since. */
   #wasLiveAtDrain = false;
   /** Files with more than one link, by path, and their ctime at the last drain. */
@@ -185,16 +213,35 @@ export class WorkspaceWatcher {
    * taken after the previous drain, which they update (see {@link setBase}); and this drain's
    * token.
    */
-  drain(): Promise<{ paths: string[] | undefined; base: ChangeRecord | undefined; token: number }> {
+  drain(): Promise<DrainResult> {
     return this.#oneAtATime(async () => {
       const token = ++this.#drains;
       const base = this.#base;
       this.#base = undefined;
-      return { paths: await this.#drain(), base, token };
+      const drained = await this.#drain();
+      const written = new Map<string, WrittenFile>();
+      if (drained) {
+        for (const [path, file] of drained.written) {
+          if (drained.changed.has(path) && !drained.touched.has(path)) written.set(path, file);
+        }
+      }
+      return { paths: drained && [...drained.changed], base, token, written };
     });
   }
 
-  async #drain(): Promise<string[] | undefined> {
+  /**
+   * Told by a restore of this process that it wrote the file at `path` (relative) beside its
+   * place and renamed it there, where its stat has `fingerprint` now. The next drain hands it on
+   * when the only event at that path since the previous drain is a file moved to it: nothing
+   * wrote to it since, so if its stat still has the fingerprint (the same file, not replaced) it
+   * holds what was written, and the snapshot need not read it again. A write that follows within
+   * the same tick of the filesystem's clock could leave the stat as it was, but not the events.
+   */
+  wrote(path: string, fingerprint: string, entry: TreeEntry & { type: 'file' }): void {
+    if (this.#state === 'live') this.#written.set(path, { fingerprint, entry });
+  }
+
+  async #drain(): Promise<Drained | undefined> {
     if (this.#state !== 'live') {
       this.#resetDrain(false);
       return undefined;
@@ -204,12 +251,14 @@ export class WorkspaceWatcher {
       drained = {
         changed: this.#changed,
         made: this.#made,
+        touched: this.#touched,
+        written: this.#written,
         isWhole: this.#wasLiveAtDrain,
       };
       this.#resetDrain(true);
     });
     if (!hasArrived || drained === undefined) return undefined;
-    const { changed, made, isWhole } = drained;
+    const { changed, made, touched, isWhole } = drained;
     // Directories made or moved in got their watches by a walk that may have missed some; the
     // files in them with several links are compared by ctime from now on, as below.
     if (made.size > 0) {
@@ -231,6 +280,7 @@ export class WorkspaceWatcher {
       const now = this.#ctimeOf(path) ?? -1n;
       if (now !== ctime) {
         changed.add(path);
+        touched.add(path);
         changed.add(parentOf(path));
         this.#linked.set(path, now);
       }
@@ -240,7 +290,7 @@ export class WorkspaceWatcher {
       this.#lose('a file has another link now', false);
       return undefined;
     }
-    return isWhole ? [...changed] : undefined;
+    return isWhole ? drained : undefined;
   }
 
   /**
@@ -471,6 +521,7 @@ export class WorkspaceWatcher {
       this.#made.add(relative);
     }
     this.#changed.add(relative);
+    if (events.length !== 1 || events[0] !== 'MOVED_TO') this.#touched.add(relative);
     // Only a name made, removed or moved changes what its directory lists (a write does not).
     if (relative !== '' && events.some((event) => RENAMING_EVENTS.has(event))) {
       this.#changed.add(parentOf(relative));
@@ -480,6 +531,8 @@ export class WorkspaceWatcher {
   #resetDrain(isLive: boolean): void {
     this.#changed = new Set();
     this.#made = new Set();
+    this.#touched = new Set();
+    this.#written = new Map();
     this.#wasLiveAtDrain = isLive;
   }
 

@@ -79,6 +79,49 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     expect(watchersOf(workspace)).toEqual([]);
   });
 
+  it('does not read again what its rollback or undo wrote, but does what was edited right after', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(
+      workspace,
+      Object.fromEntries(
+        Array.from({ length: 30 }, (_, index) => [`src/f${index}.ts`, `${index}\n`]),
+      ),
+    );
+    await init({ workspace });
+    const session = await openSession({ workspace, watch: true });
+    try {
+      await session.checkpoint('start');
+      // Until the watch is live and a snapshot has given it a base, checkpoints ask find.
+      for (let round = 0; round < 40; round++) {
+        await sleep(150);
+        if ((await session.checkpoint(`settle-${round}`)).readCount === 0 && round > 1) break;
+      }
+      for (let index = 0; index < 20; index++) {
+        await appendFile(join(workspace, `src/f${index}.ts`), 'broken\n');
+      }
+      await sleep(150);
+      const rollback = await session.rollback('start');
+      expect(rollback.applied?.written).toBe(20);
+      // The 20 files the rollback wrote are taken from it: none is read.
+      const next = await session.checkpoint('after-rollback');
+      expect(next.readCount).toBe(0);
+      expect(next.tree).toBe(await referenceTree(workspace));
+      // Undone: the broken files come back, and are not read either.
+      await session.undo(rollback.id as number);
+      const undone = await session.checkpoint('after-undo');
+      expect(undone.readCount).toBe(0);
+      expect(undone.tree).toBe(await referenceTree(workspace));
+      // An edit made right after a rollback, with the file's size kept, is read and kept.
+      await session.rollback('start');
+      await writeFile(join(workspace, 'src/f3.ts'), 'X\n');
+      const edited = await session.checkpoint('edited');
+      expect(edited.readCount).toBe(1);
+      expect(edited.tree).toBe(await referenceTree(workspace));
+    } finally {
+      await session.close();
+    }
+  });
+
   it('leaves no watcher behind a process killed with its session open', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'a.txt': 'a' });

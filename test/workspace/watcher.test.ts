@@ -1,11 +1,28 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, realpathSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { appendFile, link, mkdir, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Digest } from '../../src/lib/index.js';
 import { loadChangeRecord } from '../../src/workspace/changes.js';
-import { NO_OUTSIDE_RULES, snapshot, WorkspaceWatcher } from '../../src/workspace/index.js';
+import {
+  applyChanges,
+  diffTrees,
+  NO_OUTSIDE_RULES,
+  snapshot,
+  WorkspaceWatcher,
+} from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { random, randomEdit, referenceTree } from '../helpers/trees.js';
 import { makeWorkspace } from '../helpers/workspace.js';
@@ -139,6 +156,64 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     // Most rounds took the watcher's word; the others (a directory moved out, a new hard link)
     // asked find.
     expect(strategies.watched ?? 0).toBeGreaterThan(15);
+  });
+
+  it('takes what a restore wrote from it, and reads again what was written to, replaced or moved right after', async () => {
+    const next = random(20261203);
+    const { workspace, store, watcher, take } = await watched(
+      Object.fromEntries(
+        Array.from({ length: 60 }, (_, index) => [
+          `d${index % 3}/e${index % 4}/f${index}`,
+          `f${index}`,
+        ]),
+      ),
+    );
+    await take();
+    await settle(take, watcher);
+    const trees: Digest[] = [];
+    let restores = 0;
+    let takenFromRestore = 0;
+    for (let round = 0; round < 40; round++) {
+      for (let step = 0; step < 2; step++) await randomEdit(workspace, next, `${round}:${step}`);
+      const current = await take();
+      expect(current.tree, `round ${round} before`).toBe(await referenceTree(workspace));
+      trees.push(current.tree);
+      if (trees.length < 2) continue;
+      // A restore to an earlier snapshot, as a rollback or an undo makes one.
+      const earlier = trees[Math.floor(next() * (trees.length - 1))] as Digest;
+      const changes = await diffTrees(store, current.tree, earlier);
+      await applyChanges(workspace, store, changes, { watcher });
+      restores += 1;
+      const written = changes
+        .filter((change) => change.after?.type === 'file')
+        .map((change) => change.path);
+      // Right after it, before the next snapshot: one of the files it wrote written in place
+      // with its size kept, replaced by another file, re-moded, or left as it is.
+      const victim = written[Math.floor(next() * written.length)];
+      const choice = next();
+      if (victim !== undefined && choice < 0.6) {
+        const path = join(workspace, victim);
+        if (choice < 0.3) {
+          const size = readFileSync(path).length;
+          const descriptor = openSync(path, 'r+');
+          writeSync(descriptor, Buffer.alloc(Math.max(size, 1), 'Z'), 0, Math.max(size, 1), 0);
+          closeSync(descriptor);
+        } else if (choice < 0.45) {
+          writeFileSync(`${path}.new`, readFileSync(path).fill(0x59));
+          renameSync(`${path}.new`, path);
+        } else chmodSync(path, 0o700);
+      }
+      const after = await take();
+      expect(after.tree, `round ${round} after a restore (${after.strategy})`).toBe(
+        await referenceTree(workspace),
+      );
+      if (after.strategy === 'watched') takenFromRestore += written.length - after.readCount;
+      trees.push(after.tree);
+      await untilLive(watcher);
+    }
+    expect(restores).toBeGreaterThan(30);
+    // Most files the restores wrote were not read again.
+    expect(takenFromRestore).toBeGreaterThan(20);
   });
 
   it('asks find when events were lost (the queue overflowed), and takes the watcher again after', async () => {

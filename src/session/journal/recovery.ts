@@ -25,6 +25,7 @@ import {
   type SessionContext,
   snapshotHost,
   snapshotWorkspace,
+  watcherOf,
   workspaceFor,
 } from '../context.js';
 import { type Effect, isRecorded } from './action-records.js';
@@ -108,10 +109,12 @@ export async function applyAnnounced(
   const name = kind === 'action' ? String(started.body.action) : kind;
   let applied: ApplyResult;
   try {
+    const watcher = watcherOf(context);
     applied = await applyChanges(target, context.store, changes, {
       isRecovery: options.isRecovery,
       ...rules,
       ...(options.onProgress && { onProgress: options.onProgress }),
+      ...(watcher && { watcher }),
     });
   } catch (error) {
     let isReverted = false;
