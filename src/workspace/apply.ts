@@ -1,4 +1,4 @@
-import { type BigIntStats, chmodSync, lstatSync } from 'node:fs';
+import { chmodSync, lstatSync } from 'node:fs';
 import { lchown, mkdir, readlink, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
@@ -20,7 +20,7 @@ import { currentUmask, holdsFile, ownerOf, readAhead, writeFromStore } from './r
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
-import { fingerprintOf } from './walk.js';
+import { contentStatOf } from './walk.js';
 import type { WorkspaceWatcher } from './watcher.js';
 
 /** Progress of {@link applyChanges}, reported after each path. */
@@ -231,32 +231,6 @@ export interface ApplyOptions {
 }
 
 /**
- * Tells the watcher the file just renamed into place at `absolute` (reached as `at`) holds
- * `entry`, when it is still the file written (`written`: its stat before the rename).
- */
-function noteWritten(
-  watcher: WorkspaceWatcher,
-  at: string,
-  path: string,
-  written: BigIntStats,
-  entry: TreeEntry & { type: 'file' },
-): void {
-  let stats: BigIntStats;
-  try {
-    stats = lstatSync(diskPath(at), { bigint: true });
-  } catch {
-    return;
-  }
-  if (
-    stats.ino === written.ino &&
-    stats.size === written.size &&
-    stats.mtimeNs === written.mtimeNs
-  ) {
-    watcher.wrote(path, fingerprintOf(stats), entry);
-  }
-}
-
-/**
  * The directories that hold a changed path and that this process may not write in but owns, made
  * writable (with their modes before), so that a read-only folder does not block a restore.
  */
@@ -447,7 +421,7 @@ async function applyWithin(
         const location = at;
         await writes.start(index, async () => {
           const stats = await writeFromStore(store, location, after, { owner, umask }, content);
-          if (watcher) noteWritten(watcher, location, change.path, stats, after);
+          watcher?.wrote(change.path, contentStatOf(stats), after);
           written.push(real);
           if (type === undefined) result.created += 1;
           else result.written += 1;

@@ -25,9 +25,9 @@ import { holdsIgnoreFile, IGNORE_FILES, IgnoreRules, type OutsideRules } from '.
 import { StatCache } from './stat-cache.js';
 import {
   CONCURRENCY,
+  contentStatOf,
   directoryIdentityOf,
   fileToRead,
-  fingerprintOf,
   lstatEntry,
   type ScanContext,
   type ScannedEntry,
@@ -243,7 +243,7 @@ async function rebuildDirectory(
       const written = state.written.get(childRelative);
       if (
         written !== undefined &&
-        written.fingerprint === fingerprintOf(stats) &&
+        written.contentStat === contentStatOf(stats) &&
         written.entry.sizeBytes === Number(stats.size)
       ) {
         const { digest, sizeBytes } = written.entry;

@@ -154,7 +154,7 @@ export function readAhead(store: ObjectStore, placements: readonly TreeChange[])
 
 /**
  * Writes the entry's file at `absolute`: beside it, then renamed over what is there. Returns the
- * stat of the file as written, taken through its descriptor before the rename (see
+ * stat of the file as written, taken through its descriptor before the rename (for
  * {@link WorkspaceWatcher.wrote}).
  */
 export async function writeFromStore(

@@ -39,8 +39,15 @@ export interface ScannedEntry {
   children: ScannedEntry[] | undefined;
 }
 
-/** What a file's stat says of it: a change to it (or another file in its place) changes this. */
-export function fingerprintOf(stats: BigIntStats): string {
+/**
+ * What a file's stat says of its content, its ctime left out: what a restore knew of a file it
+ * wrote before renaming it into place (the rename changes the ctime). See `WorkspaceWatcher.wrote`.
+ */
+export function contentStatOf(stats: BigIntStats): string {
+  return `${stats.size}:${stats.mtimeNs}:${stats.ino}:${stats.mode}`;
+}
+
+function fingerprintOf(stats: BigIntStats): string {
   return `${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}:${stats.ino}:${stats.mode}`;
 }
 

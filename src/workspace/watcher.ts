@@ -54,9 +54,9 @@ interface Drained {
   isWhole: boolean;
 }
 
-/** A file this process wrote and moved into place: its stat's fingerprint after, its entry. */
+/** A file this process wrote and moved into place: what its stat said of it (`contentStatOf`), its entry. */
 export interface WrittenFile {
-  fingerprint: string;
+  contentStat: string;
   entry: TreeEntry & { type: 'file' };
 }
 
@@ -70,7 +70,7 @@ export interface DrainResult {
   /**
    * Files among `paths` this process wrote (see {@link WorkspaceWatcher.wrote}) to which nothing
    * happened since but being moved into place: still holding what was written if their stat
-   * still has the fingerprint.
+   * still says what it said (the same file, not another renamed over it).
    */
   written: ReadonlyMap<string, WrittenFile>;
 }
@@ -230,15 +230,16 @@ export class WorkspaceWatcher {
   }
 
   /**
-   * Told by a restore of this process that it wrote the file at `path` (relative) beside its
-   * place and renamed it there, where its stat has `fingerprint` now. The next drain hands it on
-   * when the only event at that path since the previous drain is a file moved to it: nothing
-   * wrote to it since, so if its stat still has the fingerprint (the same file, not replaced) it
-   * holds what was written, and the snapshot need not read it again. A write that follows within
-   * the same tick of the filesystem's clock could leave the stat as it was, but not the events.
+   * Told by a restore of this process that it wrote `entry`'s file beside `path` (relative) and
+   * renamed it there, its stat before the rename saying `contentStat` (see `contentStatOf`). The
+   * next drain hands it on when the only event at that path since the previous drain is a file
+   * moved to it: nothing wrote to it or changed its mode since, so if its stat still says the
+   * same (the same file, not another renamed over it) it holds what was written, and the
+   * snapshot need not read it again. A write within the same tick of the filesystem's clock could
+   * leave the stat as it was, but not the events.
    */
-  wrote(path: string, fingerprint: string, entry: TreeEntry & { type: 'file' }): void {
-    if (this.#state === 'live') this.#written.set(path, { fingerprint, entry });
+  wrote(path: string, contentStat: string, entry: TreeEntry & { type: 'file' }): void {
+    if (this.#state === 'live') this.#written.set(path, { contentStat, entry });
   }
 
   async #drain(): Promise<Drained | undefined> {
