@@ -86,7 +86,7 @@ interface IncrementalState {
   treeReads: Map<Digest, Promise<readonly TreeEntry[]>>;
   /** The gate that bounds those reads. */
   gate: Limiter;
-  /** Files a restore of this process wrote, known to hold what it wrote: see `WorkspaceWatcher.wrote`. */
+  /** Files a restore of this process wrote, as it wrote them: see `WorkspaceWatcher.wrote`. */
   written: ReadonlyMap<string, WrittenFile>;
 }
 
@@ -315,8 +315,9 @@ export function findChanges(
  * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
  * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
  * directory), as find or a watcher reports them; `written`, files among them a restore of this
- * process wrote (from the watcher), are taken as written rather than read. Undefined when the record's tree is gone from
- * the store or the ignore rules changed; the caller then looks at every file.
+ * process wrote (from the watcher), are taken as written rather than read. Undefined when the
+ * record's tree is gone from the store or the ignore rules changed; the caller then looks at
+ * every file.
  */
 export async function snapshotChanges(
   root: string,

@@ -54,7 +54,7 @@ interface Drained {
   isWhole: boolean;
 }
 
-/** A file this process wrote and moved into place: what its stat said of it (`contentStatOf`), its entry. */
+/** A file this process wrote and moved into place: its stat then (`contentStatOf`), its entry. */
 export interface WrittenFile {
   contentStat: string;
   entry: TreeEntry & { type: 'file' };
@@ -64,7 +64,7 @@ export interface WrittenFile {
 export interface DrainResult {
   /** The paths that changed since the previous drain; undefined when that may not be whole. */
   paths: string[] | undefined;
-  /** The record of the snapshot taken after the previous drain (see {@link WorkspaceWatcher.setBase}). */
+  /** The record of the snapshot taken after the previous drain (see `setBase`). */
   base: ChangeRecord | undefined;
   token: number;
   /**
