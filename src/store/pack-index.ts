@@ -18,6 +18,11 @@ export interface LoadedIndex {
   count: number;
   /** For each first byte of a digest, where its records start (as git's index fan-out). */
   fanout: Uint32Array;
+  /**
+   * Each record's first four digest bytes, in record order: searched without reading the records,
+   * which a lookup of an object no pack holds (most objects a checkpoint stores) does in every pack.
+   */
+  prefixes: Uint32Array;
   modifiedAtMs: number;
 }
 
@@ -32,23 +37,21 @@ export function digestKey(digest: Digest): Buffer {
  */
 export function recordOf(index: LoadedIndex, key: Buffer, keyAt = 0): number {
   const first = key[keyAt] as number;
-  // Compared on their first four bytes in JavaScript, whole only when those are equal.
   const prefix = key.readUInt32BE(keyAt);
+  const { prefixes, records } = index;
+  const end = index.fanout[first + 1] as number;
+  // The first record of the digest's first byte whose first four bytes are not below the key's.
   let low = index.fanout[first] as number;
-  let high = (index.fanout[first + 1] as number) - 1;
-  while (low <= high) {
+  let high = end;
+  while (low < high) {
     const middle = (low + high) >>> 1;
-    const at = middle * RECORD_BYTES;
-    const other = index.records.readUInt32BE(at);
-    const order =
-      other === prefix
-        ? index.records.compare(key, keyAt, keyAt + 32, at, at + 32)
-        : other < prefix
-          ? -1
-          : 1;
-    if (order === 0) return at;
-    if (order < 0) low = middle + 1;
-    else high = middle - 1;
+    if ((prefixes[middle] as number) < prefix) low = middle + 1;
+    else high = middle;
+  }
+  // Compared whole only where the first four bytes are equal.
+  for (let place = low; place < end && prefixes[place] === prefix; place++) {
+    const at = place * RECORD_BYTES;
+    if (records.compare(key, keyAt, keyAt + 32, at, at + 32) === 0) return at;
   }
   return -1;
 }
@@ -75,13 +78,15 @@ export function parseIndex(
   }
   const records = bytes.subarray(HEADER_BYTES, body.length);
   const fanout = new Uint32Array(257);
+  const prefixes = new Uint32Array(count);
   for (let record = 0; record < count; record++) {
     fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
+    prefixes[record] = records.readUInt32BE(record * RECORD_BYTES);
   }
   for (let byte = 1; byte <= 256; byte++) {
     fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
   }
-  return { name, records, count, fanout, modifiedAtMs };
+  return { name, records, count, fanout, prefixes, modifiedAtMs };
 }
 
 /** A new index for `count` records, to fill with {@link setRecord} and seal with {@link sealIndex}. */
