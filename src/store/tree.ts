@@ -229,8 +229,12 @@ export async function putTree(store: ObjectStore, entries: readonly TreeEntry[])
  */
 const decodedTrees = new WeakMap<ObjectStore, { trees: Map<Digest, Tree>; entryCount: number }>();
 
-/** How many entries the decoded trees of one store may hold in all (about 20 MB). */
-const MAX_CACHED_ENTRIES = 100_000;
+/**
+ * How many entries the decoded trees of one store may hold in all (about 40 MB): the whole tree
+ * of a workspace of 100,000 files and 8,000 directories (a first snapshot keeps what it stores),
+ * and what later snapshots add.
+ */
+const MAX_CACHED_ENTRIES = 200_000;
 
 /**
  * Reads and decodes a tree object. The tree returned is frozen (it may be shared with other

@@ -57,7 +57,9 @@ async function snapshotSubtree(
   };
   const entries = scanDirectory(absolute, relative, rules, context);
   if (context.ignoreDirectories.length > 0) state.ignoreRulesChanged = true;
-  const { digest, readCount } = await storeScannedTree(relative, mode, entries, cache, batch);
+  const { digest, readCount } = await storeScannedTree(relative, mode, entries, cache, batch, {
+    store: state.store,
+  });
   state.readCount += readCount;
   const totals = summarize(entries);
   return { digest, totals: { ...totals, directoryCount: totals.directoryCount + 1 } };

@@ -288,15 +288,11 @@ export async function snapshot(
   let readCount: number;
   try {
     await storeRules(batch);
-    ({ digest, readCount } = await storeScannedTree(
-      '',
-      0,
-      entries,
-      cache,
-      batch,
-      options.onProgress,
-      unreadable,
-    ));
+    ({ digest, readCount } = await storeScannedTree('', 0, entries, cache, batch, {
+      store: options.store,
+      onProgress: options.onProgress,
+      unreadablePaths: unreadable,
+    }));
   } finally {
     await batch.commit();
   }

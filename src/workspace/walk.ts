@@ -11,7 +11,13 @@ import {
   readLinkSync,
   readNamesSync,
 } from '../lib/index.js';
-import { encodeTree, type ObjectBatch, type TreeEntry } from '../store/index.js';
+import {
+  encodeTree,
+  type ObjectBatch,
+  type ObjectStore,
+  putTreeIn,
+  type TreeEntry,
+} from '../store/index.js';
 import { holdsIgnoreFile, type IgnoreRules } from './ignore-rules.js';
 import type { StatCache } from './stat-cache.js';
 
@@ -365,13 +371,14 @@ async function buildTree(
   entries: readonly ScannedEntry[],
   cache: StatCache,
   batch: ObjectBatch,
+  store: ObjectStore | undefined,
 ): Promise<{ digest: Digest; isUnchanged: boolean }> {
   let isUnchanged = true;
   const kept = entries.filter((entry) => !entry.isUnreadable);
   if (kept.length !== entries.length) isUnchanged = false;
   for (const entry of kept) {
     if (entry.children) {
-      const sub = await buildTree(entry.relative, entry.mode, entry.children, cache, batch);
+      const sub = await buildTree(entry.relative, entry.mode, entry.children, cache, batch, store);
       entry.payload = sub.digest;
       entry.isUnchanged = sub.isUnchanged;
     } else {
@@ -407,7 +414,10 @@ async function buildTree(
     }
     return { name: entry.name, type: 'symlink', target: entry.payload as string };
   });
-  const { digest } = await batch.put(encodeTree(tree));
+  // Kept decoded too, with the store: the next snapshots rebuild from these trees.
+  const digest = store
+    ? await putTreeIn(store, batch, tree)
+    : (await batch.put(encodeTree(tree))).digest;
   cache.record(key, fingerprint, digest);
   return { digest, isUnchanged: cached === digest };
 }
@@ -422,7 +432,8 @@ export interface SnapshotProgress {
 
 /**
  * Reads and stores the files of a scan that the stat cache could not vouch for, then builds the
- * tree objects. Returns the tree's digest and how many files were read.
+ * tree objects (kept decoded as well when `store`, the batch's, is given: see `readTree`).
+ * Returns the tree's digest and how many files were read.
  */
 export async function storeScannedTree(
   relative: string,
@@ -430,8 +441,15 @@ export async function storeScannedTree(
   entries: readonly ScannedEntry[],
   cache: StatCache,
   batch: ObjectBatch,
-  onProgress?: (progress: SnapshotProgress) => void,
-  unreadablePaths?: { path: string; reason: string }[],
+  {
+    store,
+    onProgress,
+    unreadablePaths,
+  }: {
+    store?: ObjectStore;
+    onProgress?: ((progress: SnapshotProgress) => void) | undefined;
+    unreadablePaths?: { path: string; reason: string }[];
+  } = {},
 ): Promise<{ digest: Digest; readCount: number }> {
   const toRead: ScannedEntry[] = [];
   collectFilesToRead(entries, toRead);
@@ -454,7 +472,7 @@ export async function storeScannedTree(
     progress.bytesRead += entry.sizeBytes;
     onProgress({ ...progress });
   });
-  const { digest } = await buildTree(relative, mode, entries, cache, batch);
+  const { digest } = await buildTree(relative, mode, entries, cache, batch, store);
   return { digest, readCount: toRead.length };
 }
 
