@@ -158,7 +158,7 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     expect(strategies.watched ?? 0).toBeGreaterThan(15);
   });
 
-  it('takes what a restore wrote from it, and reads again what was written to, replaced or moved right after', async () => {
+  it('takes what a restore wrote from it, and reads again what was written to, replaced or re-moded right after', async () => {
     const next = random(20261203);
     const { workspace, store, watcher, take } = await watched(
       Object.fromEntries(
