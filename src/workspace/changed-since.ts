@@ -243,11 +243,7 @@ async function rebuildDirectory(
       delta.fileCount += 1;
     } else if (stats.isFile()) {
       const written = state.written.get(childRelative);
-      if (
-        written !== undefined &&
-        written.contentStat === contentStatOf(stats) &&
-        written.entry.sizeBytes === Number(stats.size)
-      ) {
+      if (written !== undefined && written.contentStat === contentStatOf(stats)) {
         const { digest, sizeBytes } = written.entry;
         entries.push({ name, type: 'file', mode, sizeBytes, digest });
         delta.fileCount += 1;

@@ -16,7 +16,6 @@ import { posix } from 'node:path';
 import { digestFile, diskPath, nameBytes, writeAll } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
-import type { WorkspaceWatcher } from './watcher.js';
 
 /** Ends the name of a file being restored; one left by a crash is removed on recovery. */
 const TEMPORARY_SUFFIX = '.rewind-tmp';
@@ -155,7 +154,7 @@ export function readAhead(store: ObjectStore, placements: readonly TreeChange[])
 /**
  * Writes the entry's file at `absolute`: beside it, then renamed over what is there. Returns the
  * stat of the file as written, taken through its descriptor before the rename (for
- * {@link WorkspaceWatcher.wrote}).
+ * `WorkspaceWatcher.wrote`).
  */
 export async function writeFromStore(
   store: ObjectStore,
