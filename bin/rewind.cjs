@@ -107,15 +107,25 @@ let readStdin;
 /** Bundles compiled in this run whose code cache is still to be written. */
 const uncached = [];
 
+/** The SHA-256 of a bundle's `source`, in hexadecimal: from its `.sha256` file when that holds one. */
+function contentKey(file, source) {
+  try {
+    const written = readFileSync(`${file}.sha256`, 'latin1').trim();
+    if (/^[0-9a-f]{64}$/.test(written)) return written;
+  } catch {}
+  return require('node:crypto').createHash('sha256').update(source).digest('hex');
+}
+
 /**
  * Loads `dist/bundle/NAME.cjs` (scripts/bundle.mjs), with V8's code cache for it when an earlier
  * run left one: compiling the bundle is most of what the command would otherwise spend starting.
  * The cache lives in $XDG_CACHE_HOME/rewind-agent (else ~/.cache/rewind-agent), one file per
  * bundle content and Node version, so an upgrade never runs against a stale cache; V8 checks it
- * again and ignores one it cannot use. Set REWIND_CODE_CACHE=0 to go without.
+ * again and ignores one it cannot use. The content is named by the SHA-256 that scripts/bundle.mjs
+ * wrote beside the bundle (`NAME.cjs.sha256`), else hashed here: reading 64 characters spares
+ * every command loading node:crypto and hashing 0.7 MB. Set REWIND_CODE_CACHE=0 to go without.
  */
 function loadBundle(name) {
-  const { createHash } = require('node:crypto');
   const { homedir } = require('node:os');
   const { Script } = require('node:vm');
   const file = join(__dirname, '..', 'dist', 'bundle', `${name}.cjs`);
@@ -123,9 +133,9 @@ function loadBundle(name) {
   let cacheFile;
   let cachedData;
   if (process.env.REWIND_CODE_CACHE !== '0') {
-    const key = createHash('sha256').update(process.version).update(source).digest('hex');
     const base = process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
-    cacheFile = join(base, 'rewind-agent', `${name}-${key.slice(0, 32)}.v8`);
+    const key = `${contentKey(file, source).slice(0, 32)}-${process.version}`;
+    cacheFile = join(base, 'rewind-agent', `${name}-${key}.v8`);
     try {
       cachedData = readFileSync(cacheFile);
     } catch {}

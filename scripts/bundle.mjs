@@ -6,6 +6,7 @@
 // file, without the parts of zod it does not use, compiled with V8's code cache by bin/rewind.cjs,
 // loads in about a tenth of that (docs/performance.md). The library (`rewind-agent` and its
 // adapters) stays unbundled: its importers bundle it their own way.
+import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -36,6 +37,15 @@ const { warnings } = await build({
   minifySyntax: true,
   logLevel: 'warning',
 });
+// Each bundle's SHA-256 beside it: bin/rewind.cjs names the bundle's code cache by it, without
+// loading node:crypto and hashing the bundle on every command.
+for (const name of ['cli', 'mcp', 'ui']) {
+  const file = path(`dist/bundle/${name}.cjs`);
+  writeFileSync(
+    `${file}.sha256`,
+    `${createHash('sha256').update(readFileSync(file)).digest('hex')}\n`,
+  );
+}
 const page = await build({
   entryPoints: { app: path('ui/app.js') },
   outdir: path('dist/ui-assets'),

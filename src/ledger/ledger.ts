@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { fstatSync, writeSync } from 'node:fs';
 import { mkdir, open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import {
   createLimiter,
+  nodeCrypto,
   parseJsonLines,
   syncPath,
   type UnreadableLine,
@@ -64,7 +64,7 @@ const TAIL_WINDOW_BYTES = 64 * 1024;
 
 /** A new random session id: 10 characters of lowercase Crockford base 32. */
 export function generateSessionId(): string {
-  return [...randomBytes(10)].map((byte) => ID_ALPHABET[byte % 32]).join('');
+  return [...nodeCrypto().randomBytes(10)].map((byte) => ID_ALPHABET[byte % 32]).join('');
 }
 
 /** The session file of `stem` (`<date>_<id>`) in a store, or undefined when the name is not one. */

@@ -1,7 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { nodeCrypto } from './builtins.js';
 import { forEachConcurrently } from './concurrency.js';
 import { diskPath } from './names.js';
 import { runProgram } from './programs.js';
@@ -33,7 +33,7 @@ export async function syncPath(path: string, options: { noFollow?: boolean } = {
 export function temporaryPathBeside(target: string): string {
   return join(
     dirname(target),
-    `.${basename(target)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`,
+    `.${basename(target)}.${process.pid}.${nodeCrypto().randomBytes(6).toString('hex')}.tmp`,
   );
 }
 

@@ -1,9 +1,12 @@
-import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
+import { nodeCrypto } from './builtins.js';
 import { diskPath } from './names.js';
 
 /** The algorithm prefix of every digest Rewind writes. */
 export const DIGEST_PREFIX = 'sha256:';
+
+/** How many characters a digest has: the prefix and 64 hexadecimal digits. */
+export const DIGEST_LENGTH = DIGEST_PREFIX.length + 64;
 
 /** A content digest as Rewind writes it: `sha256:` followed by 64 lowercase hex digits. */
 export type Digest = `sha256:${string}`;
@@ -17,12 +20,12 @@ export function isDigest(value: unknown): value is Digest {
 
 /** The SHA-256 digest of `content` (a string is hashed as UTF-8). */
 export function digestBytes(content: string | Uint8Array): Digest {
-  return `${DIGEST_PREFIX}${createHash('sha256').update(content).digest('hex')}`;
+  return `${DIGEST_PREFIX}${nodeCrypto().createHash('sha256').update(content).digest('hex')}`;
 }
 
 /** A running SHA-256 over chunks fed to `update`; `digest()` returns the result once. */
 export function createDigester(): { update(chunk: Uint8Array): void; digest(): Digest } {
-  const hash = createHash('sha256');
+  const hash = nodeCrypto().createHash('sha256');
   return {
     update: (chunk) => {
       hash.update(chunk);

@@ -4,6 +4,7 @@ export {
   temporaryPathBeside,
   writeFileAtomic,
 } from './atomic-write.js';
+export { nodeCrypto, nodeZlib, workerThreads } from './builtins.js';
 export { canonicalJson, type JsonValue } from './canonical-json.js';
 export {
   createLimiter,
@@ -16,6 +17,7 @@ export {
 export { readAt, writeAll } from './descriptor-io.js';
 export {
   createDigester,
+  DIGEST_LENGTH,
   DIGEST_PREFIX,
   type Digest,
   digestBytes,

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { readdir, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
@@ -6,6 +5,7 @@ import { basename, dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isSystemError, RewindError } from '../errors.js';
 import { temporaryPathBeside } from './atomic-write.js';
+import { nodeCrypto } from './builtins.js';
 import { readPlainFileSync } from './plain-file.js';
 
 /** Who holds a lock, as written in the lock file. */
@@ -200,7 +200,7 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
     pid: process.pid,
     host: hostname(),
     acquiredAt: new Date().toISOString(),
-    token: randomBytes(12).toString('hex'),
+    token: nodeCrypto().randomBytes(12).toString('hex'),
   };
   const processStart = ownProcessStart();
   if (processStart !== undefined) holder.processStart = processStart;

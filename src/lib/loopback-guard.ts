@@ -4,13 +4,13 @@
  * request must name the server's own address in `Host`, carry no foreign `Origin`, and present
  * the launch's token, before anything else is read.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { isIP } from 'node:net';
+import { nodeCrypto } from './builtins.js';
 
 /** A fresh token for one launch: 256 random bits, URL-safe. */
 export function generateToken(): string {
-  return randomBytes(32).toString('base64url');
+  return nodeCrypto().randomBytes(32).toString('base64url');
 }
 
 /** Where the server listens and the token its clients must present. */
@@ -105,8 +105,8 @@ function presentedToken(
 
 /** Compares two tokens in time that does not depend on where they differ. */
 function isSameToken(presented: string, expected: string): boolean {
-  const digest = (text: string) => createHash('sha256').update(text).digest();
-  return timingSafeEqual(digest(presented), digest(expected));
+  const digest = (text: string) => nodeCrypto().createHash('sha256').update(text).digest();
+  return nodeCrypto().timingSafeEqual(digest(presented), digest(expected));
 }
 
 /**

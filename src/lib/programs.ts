@@ -6,7 +6,7 @@
 // shells of its own instead (`sh -s`, reading commands from a pipe), started once each, which
 // fork cheaply: about 2 ms a program at any size of the parent.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { nodeCrypto } from './builtins.js';
 
 /** What a program did. */
 export interface ProgramResult {
@@ -123,7 +123,7 @@ class Shell {
         resolve(undefined);
         return;
       }
-      const token = randomBytes(16).toString('hex');
+      const token = nodeCrypto().randomBytes(16).toString('hex');
       this.#request = { token, resolve };
       this.#setKeepsAlive(true);
       const command = [file, ...args].map(quoted).join(' ');

@@ -1,6 +1,5 @@
 // Sessions across machines: resuming one from the shared backends (`rewind attach`), and
 // copying one between a local store and the shared backends (`rewind push`, `rewind pull`).
-import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { isRewindError, RewindError } from '../errors.js';
@@ -20,7 +19,7 @@ import {
   sharedPrefixOf,
   storeOfSharedSession,
 } from '../ledger/index.js';
-import { type Digest, withoutUrlPasswords } from '../lib/index.js';
+import { type Digest, nodeCrypto, withoutUrlPasswords } from '../lib/index.js';
 import {
   createObjectStore,
   createS3ObjectStore,
@@ -183,7 +182,10 @@ export interface CopyResult {
  * workspace belongs to one store there (and `rewind attach` of one lists them all).
  */
 export function pushedStoreId(location: StoreLocation): string {
-  const hex = createHash('sha256').update(`${hostname()}\0${location.directory}`).digest('hex');
+  const hex = nodeCrypto()
+    .createHash('sha256')
+    .update(`${hostname()}\0${location.directory}`)
+    .digest('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 

@@ -1,5 +1,5 @@
-import { Worker } from 'node:worker_threads';
-import { deflateRawSync } from 'node:zlib';
+import type { Worker } from 'node:worker_threads';
+import { nodeZlib, workerThreads } from '../lib/index.js';
 
 /** Objects smaller than this are stored as they are: compressing them does not pay. */
 const COMPRESS_MIN_BYTES = 256;
@@ -32,7 +32,7 @@ export function compressed(bytes: Uint8Array): Uint8Array {
   if (bytes.byteLength < COMPRESS_MIN_BYTES) return bytes;
   return chosen(
     bytes,
-    deflateRawSync(bytes, { level: LEVEL, windowBits: windowBitsOf(bytes.byteLength) }),
+    nodeZlib().deflateRawSync(bytes, { level: LEVEL, windowBits: windowBitsOf(bytes.byteLength) }),
   );
 }
 
@@ -90,7 +90,7 @@ let compressor: Compressor | undefined;
 
 function startCompressor(): Compressor | undefined {
   try {
-    const worker = new Worker(WORKER_SOURCE, { eval: true });
+    const worker = new (workerThreads().Worker)(WORKER_SOURCE, { eval: true });
     // Never keeps the process alive: a process that is done exits, and what it waited for
     // falls back to compressing here (see `compressedElsewhere`).
     worker.unref();

@@ -1,8 +1,13 @@
-import { randomUUID } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { kindOf, readPlainFile, withoutUrlPasswords, writeFileAtomic } from '../lib/index.js';
+import {
+  kindOf,
+  nodeCrypto,
+  readPlainFile,
+  withoutUrlPasswords,
+  writeFileAtomic,
+} from '../lib/index.js';
 import { parseS3Url } from './s3-objects.js';
 
 /** The name of the store directory at a workspace root, like `.git`. */
@@ -293,8 +298,8 @@ export async function initStore(
       ...(options.objects !== undefined && { objects: options.objects }),
       ...(options.ledger !== undefined && {
         ledger: options.ledger,
-        store: options.store ?? randomUUID(),
-        workspaceId: randomUUID(),
+        store: options.store ?? nodeCrypto().randomUUID(),
+        workspaceId: nodeCrypto().randomUUID(),
       }),
     };
     await writeFileAtomic(
@@ -312,7 +317,7 @@ export async function initStore(
           ...(settings.objects !== undefined && { objects: settings.objects }),
           ledger: settings.ledger.url,
           store: settings.ledger.store,
-          workspaceId: randomUUID(),
+          workspaceId: nodeCrypto().randomUUID(),
         },
         null,
         2,

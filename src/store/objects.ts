@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { constants, existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
 import { chmod, copyFile, mkdir, open, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -11,6 +10,7 @@ import {
   digestFile,
   diskPath,
   isDigest,
+  nodeCrypto,
   syncPath,
   syncPaths,
 } from '../lib/index.js';
@@ -228,7 +228,10 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   function temporaryPath(): string {
-    return join(objectsDirectory, `.put-${process.pid}-${randomBytes(8).toString('hex')}.tmp`);
+    return join(
+      objectsDirectory,
+      `.put-${process.pid}-${nodeCrypto().randomBytes(8).toString('hex')}.tmp`,
+    );
   }
 
   /**

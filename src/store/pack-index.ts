@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto';
-import { DIGEST_PREFIX, type Digest } from '../lib/index.js';
+import { DIGEST_PREFIX, type Digest, nodeCrypto } from '../lib/index.js';
 
 /**
  * A pack's index, as SPEC.md §3a and src/store/packs.ts give its format: made, read and searched
@@ -72,7 +71,7 @@ export function parseIndex(
   const count = bytes.readUInt32BE(INDEX_MAGIC.length);
   if (bytes.length !== HEADER_BYTES + count * RECORD_BYTES + TRAILER_BYTES) return undefined;
   const body = bytes.subarray(0, bytes.length - TRAILER_BYTES);
-  const sum = createHash('sha256').update(body).digest();
+  const sum = nodeCrypto().createHash('sha256').update(body).digest();
   if (!sum.equals(bytes.subarray(body.length)) || `pack-${sum.toString('hex')}` !== name) {
     return undefined;
   }
@@ -116,7 +115,7 @@ export function setRecord(
 /** Writes the index's trailer (the SHA-256 of the rest) and returns the pack's name, `pack-<H>`. */
 export function sealIndex(index: Buffer): string {
   const body = index.subarray(0, index.length - TRAILER_BYTES);
-  const sum = createHash('sha256').update(body).digest();
+  const sum = nodeCrypto().createHash('sha256').update(body).digest();
   sum.copy(index, body.length);
   return `pack-${sum.toString('hex')}`;
 }

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   closeSync,
   constants,
@@ -12,13 +11,14 @@ import {
   unlinkSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { inflateRawSync } from 'node:zlib';
 import { isRewindError, isSystemError, type RewindError } from '../errors.js';
 import {
   DIGEST_PREFIX,
   type Digest,
   digestBytes,
   isDigest,
+  nodeCrypto,
+  nodeZlib,
   readAt,
   writeAll,
 } from '../lib/index.js';
@@ -298,7 +298,7 @@ export class PackSet {
   #inflate(location: PackLocation, stored: Buffer): Buffer {
     if (location.storedBytes >= location.sizeBytes) return stored;
     try {
-      return inflateRawSync(stored, { maxOutputLength: location.sizeBytes });
+      return nodeZlib().inflateRawSync(stored, { maxOutputLength: location.sizeBytes });
     } catch {
       // Damaged compressed bytes: what they hold is unknown, and hashes to nothing sound.
       return Buffer.alloc(0);
@@ -336,7 +336,7 @@ export class PackSet {
     } catch (error) {
       if (!isSystemError(error, 'EEXIST')) throw error;
     }
-    const suffix = `${process.pid}-${randomBytes(8).toString('hex')}`;
+    const suffix = `${process.pid}-${nodeCrypto().randomBytes(8).toString('hex')}`;
     const temporaryPack = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.pack`);
     const temporaryIndex = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.idx`);
     const index = newIndex(sorted.length);

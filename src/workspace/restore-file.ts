@@ -1,6 +1,5 @@
 // Writing one file of a restore from the store: beside its place, then renamed over it, never
 // torn; and what a restore creates belongs to the workspace's owner.
-import { randomBytes } from 'node:crypto';
 import {
   type BigIntStats,
   closeSync,
@@ -13,7 +12,7 @@ import {
 } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { digestFile, diskPath, nameBytes, writeAll } from '../lib/index.js';
+import { digestFile, diskPath, nameBytes, nodeCrypto, writeAll } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
 
@@ -28,7 +27,7 @@ const MAX_NAME_BYTES = 255;
  * suffix, with NAME cut short (at a character boundary) when the whole would pass NAME_MAX.
  */
 function temporaryName(name: string): string {
-  const tail = `.rewind-${randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
+  const tail = `.rewind-${nodeCrypto().randomBytes(6).toString('hex')}${TEMPORARY_SUFFIX}`;
   let kept = name;
   while (kept.length > 1 && nameBytes(`.${kept}${tail}`).length > MAX_NAME_BYTES) {
     kept = kept.slice(0, Math.max(1, kept.length - 8));

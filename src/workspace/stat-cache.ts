@@ -3,6 +3,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError } from '../errors.js';
 import {
+  DIGEST_LENGTH,
   type Digest,
   digestBytes,
   isDigest,
@@ -17,7 +18,7 @@ const HEADER = 'rewind-snapshot-cache 1';
 const RECORD_SEPARATOR = '\0\n';
 /** The last record: `end`, NUL, and the digest of every byte before it. */
 const END = 'end\0';
-const END_BYTES = END.length + digestBytes('').length;
+const END_BYTES = END.length + DIGEST_LENGTH;
 
 /** The cache file's text: the header, the records, and the digest that vouches for them. */
 function encodeCache(header: string, records: Iterable<string>): string {

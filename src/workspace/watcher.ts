@@ -1,11 +1,10 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { createLimiter, decodeName, diskPath } from '../lib/index.js';
+import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js';
 import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
 import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
@@ -134,7 +133,7 @@ export class WorkspaceWatcher {
   /** The root's and the sentinel directory's bytes, as event paths begin with them. */
   readonly #rootBytes: Buffer;
   readonly #sentinelsBytes: Buffer;
-  readonly #token = randomBytes(6).toString('hex');
+  readonly #token = nodeCrypto().randomBytes(6).toString('hex');
   #outside: OutsideRules;
   /** The top directories left unwatched (by name), as of the last start. */
   #excluded = new Set<string>();

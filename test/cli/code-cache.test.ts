@@ -1,4 +1,5 @@
-import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { cp, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -60,7 +61,11 @@ describe('the `rewind` command and its code cache', () => {
     expect(answers[3]?.stdout).toContain('served');
     expect(answers[10]?.code).toBe(2);
     const files = await cacheFiles(cache);
-    expect(files).toEqual([expect.stringMatching(/^cli-[0-9a-f]{32}\.v8$/)]);
+    // Named by the bundle's content (the SHA-256 written beside it) and Node's version.
+    const digest = createHash('sha256')
+      .update(await readFile(join(ROOT, 'dist/bundle/cli.cjs')))
+      .digest('hex');
+    expect(files).toEqual([`cli-${digest.slice(0, 32)}-${process.version}.v8`]);
     // A cache V8 takes is not written again.
     const file = join(cache, 'rewind-agent', files[0] as string);
     const written = (await stat(file)).mtimeMs;
@@ -89,5 +94,48 @@ describe('the `rewind` command and its code cache', () => {
     });
     expect(off.code).toBe(0);
     expect(await readdir(none)).toEqual([]);
+  });
+
+  it('names its cache by the bundle without its .sha256 file too, hashing it then', async () => {
+    // A copy of the command without the file that scripts/bundle.mjs writes beside the bundle.
+    const installed = await makeTempDirectory();
+    await mkdir(join(installed, 'dist/bundle'), { recursive: true });
+    await cp(join(ROOT, 'bin'), join(installed, 'bin'), { recursive: true });
+    await cp(join(ROOT, 'package.json'), join(installed, 'package.json'));
+    await cp(join(ROOT, 'dist/bundle/cli.cjs'), join(installed, 'dist/bundle/cli.cjs'));
+    const project = await makeTempDirectory();
+    const cache = await makeTempDirectory();
+    const run = (args: string[]) =>
+      runNode([join(installed, 'bin/rewind.cjs'), ...args], {
+        cwd: project,
+        env: { XDG_CACHE_HOME: cache },
+      });
+    expect((await run(['init'])).code).toBe(0);
+    const expected = `cli-${(await readFile(join(ROOT, 'dist/bundle/cli.cjs.sha256'), 'latin1')).slice(0, 32)}-${process.version}.v8`;
+    expect(await cacheFiles(cache)).toEqual([expected]);
+    // A file that does not hold a digest is not trusted either.
+    await writeFile(join(installed, 'dist/bundle/cli.cjs.sha256'), 'not a digest\n');
+    expect((await run(['status'])).code).toBe(0);
+    expect(await cacheFiles(cache)).toEqual([expected]);
+  });
+
+  it('starts `status` and `log` without loading node:crypto, zlib or worker threads', async () => {
+    // Each costs every command ~1-3 ms to load (docs/performance.md); they load on first use.
+    const project = await makeTempDirectory();
+    expect((await rewindWith(undefined, project, ['init'])).code).toBe(0);
+    const probe = join(await makeTempDirectory(), 'probe.cjs');
+    const loaded = `process.moduleLoadList.filter((name) => /^NativeModule (crypto|zlib|worker_threads)$/.test(name))`;
+    await writeFile(
+      probe,
+      `process.on('exit', () => process.stderr.write('\\nLOADED ' + ${loaded}.join(',') + '\\n'));\n`,
+    );
+    for (const command of ['status', 'log']) {
+      const { code, stderr } = await runNode(
+        ['--require', probe, join(ROOT, 'bin/rewind.cjs'), command],
+        { cwd: project, env: { REWIND_DAEMON: '0' } },
+      );
+      expect(code).toBe(0);
+      expect(stderr.split('\n').find((line) => line.startsWith('LOADED'))).toBe('LOADED ');
+    }
   });
 });
