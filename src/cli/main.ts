@@ -1,5 +1,5 @@
 /** The `rewind` command line: the program built from the operation table, and its exit codes. */
-import { Command, CommanderError, Option } from 'commander';
+import { Command, CommanderError, Help, Option } from 'commander';
 import { displayPath, REWIND_VERSION } from '../index.js';
 import { registerActionCommands } from './commands/actions.js';
 import { registerApprovalCommands } from './commands/approval.js';
@@ -14,7 +14,7 @@ import { addDaemonCommand } from './daemon.js';
 import { describeError, errorDocument, UsageError, usageDocument } from './errors.js';
 import { LISTED_AT_MOST } from './format.js';
 import { addHookCommand } from './hook.js';
-import { outsideTable, repeatable } from './options.js';
+import { giveChoices, outsideTable, repeatable } from './options.js';
 
 export type { CliIo } from './context.js';
 
@@ -58,7 +58,19 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
     )
     .showHelpAfterError('(run `rewind --help` for usage)')
     .exitOverride()
-    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr });
+    .configureOutput({ writeOut: io.stdout, writeErr: io.stderr })
+    // A command's choices come from its operation's schema, made only for the command whose help
+    // is shown or that is about to parse its arguments (the hooks below): see giveChoices.
+    .configureHelp({
+      visibleArguments(command) {
+        giveChoices(command);
+        return Help.prototype.visibleArguments.call(this, command);
+      },
+      visibleOptions(command) {
+        giveChoices(command);
+        return Help.prototype.visibleOptions.call(this, command);
+      },
+    });
   const cli = createCliContext(io, state);
   registerStoreCommands(program, cli);
   registerHistoryCommands(program, cli);
@@ -72,6 +84,12 @@ export function createProgram(io: CliIo, state = { exitCode: EXIT_OK }): Command
   addUiCommand(program);
   addHookCommand(program, io, state);
   addDaemonCommand(program, io, state, runCli);
+  const beforeSubcommands = (command: Command): void => {
+    if (command.commands.length === 0) return;
+    command.hook('preSubcommand', (_command, subcommand) => giveChoices(subcommand));
+    for (const subcommand of command.commands) beforeSubcommands(subcommand);
+  };
+  beforeSubcommands(program);
   return program;
 }
 

@@ -83,18 +83,38 @@ function registered(command: Command) {
 
 /**
  * Adds `input` (an argument or an option) to `command` as what feeds `key` of its operation's
- * input; its choices come from the operation. Throws for a key the operation does not take, or one
- * already fed: mistakes in the CLI's code.
+ * input; its choices come from the operation, once the command is about to parse or show its help
+ * (see {@link giveChoices}). Throws for a key already fed: a mistake in the CLI's code (as is a key
+ * the operation does not take, which the drift test finds: checking it here would make every
+ * operation's schema as the command starts).
  */
 export function feed(command: Command, key: string, input: CommandInput): Command {
   const { operation, feeders } = registered(command);
-  if (!(key in operation.input.shape) || feeders.has(key)) {
+  if (feeders.has(key)) {
     throw new Error(`The command ${command.name()} cannot feed "${key}" to ${operation.name}.`);
   }
-  const choices = choicesOf(operation, key);
-  if (choices) input.choices(choices);
   feeders.set(key, input);
   return input instanceof Option ? command.addOption(input) : command.addArgument(input);
+}
+
+/** Commands whose arguments and options have their choices already. */
+const WITH_CHOICES = new WeakSet<Command>();
+
+/**
+ * Gives the arguments and options of `command` the choices its operation's schema allows (an
+ * enum's values): commander then refuses any other value, and the help lists them. Called for the
+ * command about to parse (a `preSubcommand` hook) and for the one whose help is shown, so that a
+ * command makes only its own operation's schema (see defineOperation). Does nothing for a command
+ * built from no operation, or given its choices already.
+ */
+export function giveChoices(command: Command): void {
+  const inputs = REGISTRY.get(command);
+  if (!inputs || WITH_CHOICES.has(command)) return;
+  WITH_CHOICES.add(command);
+  for (const [key, input] of inputs.feeders) {
+    const choices = choicesOf(inputs.operation, key);
+    if (choices) input.choices(choices);
+  }
 }
 
 /** Adds an argument or option that feeds no input (a presentation flag, a prompt's answer), saying why. */

@@ -19,15 +19,18 @@ export const execOperation = defineOperation({
     'run a command in the workspace, journaled with the files it created, modified and deleted (undoable)',
   description:
     'Run a command in the workspace: a string runs through /bin/sh -c, an array of words as is. The files it creates, modifies and deletes are recorded and can be undone. With draft: true it is only journaled, and a person approves it.',
-  input: z.object({
-    command: z
-      .union([z.string(), z.array(z.string())])
-      .describe('A shell command (run by /bin/sh -c), or a program and its arguments.'),
-    timeout: seconds
-      .optional()
-      .describe('End the command and everything it started after this many seconds (default 120).'),
-    draft: draft.describe('Journal it for a person to approve instead of running it.'),
-  }),
+  input: () =>
+    z.object({
+      command: z
+        .union([z.string(), z.array(z.string())])
+        .describe('A shell command (run by /bin/sh -c), or a program and its arguments.'),
+      timeout: seconds
+        .optional()
+        .describe(
+          'End the command and everything it started after this many seconds (default 120).',
+        ),
+      draft: draft.describe('Journal it for a person to approve instead of running it.'),
+    }),
   scope: 'session',
   isToolCall: true,
   annotations: { destructive: true, openWorld: true },
@@ -48,17 +51,18 @@ export const httpOperation = defineOperation({
     'send an HTTP request, journaled with its response (irreversible unless a compensation is declared)',
   description:
     'Send an HTTP request. Cloud metadata, link-local and reserved addresses are refused. It cannot be undone: declare a compensation (a command or a request that offsets it) to make it compensable, or use draft: true so that a person approves it first.',
-  input: z
-    .object({
-      method: z.string().describe('GET, POST, ...'),
-      url: z.string().describe('An absolute http:// or https:// URL.'),
-      headers: z.record(z.string(), z.string()).optional(),
-      body: z.string().optional(),
-      timeout: seconds.optional().describe('Give up after this many seconds (default 30).'),
-      ...compensationInputs,
-      draft: draft.describe('Journal it for a person to approve instead of sending it.'),
-    })
-    .refine(hasOneCompensation, ONE_COMPENSATION),
+  input: () =>
+    z
+      .object({
+        method: z.string().describe('GET, POST, ...'),
+        url: z.string().describe('An absolute http:// or https:// URL.'),
+        headers: z.record(z.string(), z.string()).optional(),
+        body: z.string().optional(),
+        timeout: seconds.optional().describe('Give up after this many seconds (default 30).'),
+        ...compensationInputs,
+        draft: draft.describe('Journal it for a person to approve instead of sending it.'),
+      })
+      .refine(hasOneCompensation, ONE_COMPENSATION),
   scope: 'session',
   isToolCall: true,
   annotations: { destructive: true, openWorld: true },
@@ -89,19 +93,20 @@ export const recordOperation = defineOperation({
     'journal an external action before doing it (kind x.NAME); close it with `rewind report`',
   description:
     'Journal something you are about to do outside the workspace (a deploy, an email), with what would offset it if there is one. Report its outcome with the report tool.',
-  input: z
-    .object({
-      name: z.string().describe('What it is, such as deploy or send-email.'),
-      class: z
-        .enum(['compensable', 'irreversible'])
-        .optional()
-        .describe('Default: compensable when a compensation is declared, else irreversible.'),
-      ...compensationInputs,
-      target: z.string().optional().describe('What it acts on, for people (default: the name).'),
-      detail: z.string().optional(),
-      draft: draft.describe('Journal it for a person to approve first.'),
-    })
-    .refine(hasOneCompensation, ONE_COMPENSATION),
+  input: () =>
+    z
+      .object({
+        name: z.string().describe('What it is, such as deploy or send-email.'),
+        class: z
+          .enum(['compensable', 'irreversible'])
+          .optional()
+          .describe('Default: compensable when a compensation is declared, else irreversible.'),
+        ...compensationInputs,
+        target: z.string().optional().describe('What it acts on, for people (default: the name).'),
+        detail: z.string().optional(),
+        draft: draft.describe('Journal it for a person to approve first.'),
+      })
+      .refine(hasOneCompensation, ONE_COMPENSATION),
   scope: 'session',
   annotations: { openWorld: true },
   run: async (target, input) => {
@@ -121,11 +126,12 @@ export const reportOperation = defineOperation({
   title: 'Report the outcome of a recorded action',
   summary: 'close a recorded external action with its outcome',
   description: 'Close an action journaled with record: did it succeed?',
-  input: z.object({
-    id: actionId,
-    ok: z.boolean().describe('Whether it succeeded.'),
-    detail: z.string().optional().describe('What happened.'),
-  }),
+  input: () =>
+    z.object({
+      id: actionId,
+      ok: z.boolean().describe('Whether it succeeded.'),
+      detail: z.string().optional().describe('What happened.'),
+    }),
   scope: 'session',
   annotations: {},
   run: async (target, { id, ok, detail }) =>
@@ -139,7 +145,7 @@ export const showOperation = defineOperation({
     "show what an action stored: a command's output and how it ended, a request and its response",
   description:
     "What an action stored, as stored (redacted where the session redacts): a command's exit status, stdout and stderr; a request's method, URL, headers and body and the response's status, headers and body; for any other action, its ledger entries. Changes nothing.",
-  input: z.object({ id: actionId }),
+  input: () => z.object({ id: actionId }),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { id }) => (await target.session()).show(id),

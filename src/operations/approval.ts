@@ -16,14 +16,15 @@ export const approveOperation = defineOperation({
   summary: 'show exactly what a draft will run, and run it once confirmed',
   description:
     'Run a draft exactly as it was journaled. With digest, only if its content still has that digest; with dryRun: true, only show what it will run.',
-  input: z.object({
-    id: actionId,
-    digest: z
-      .string()
-      .optional()
-      .describe('Run it only if its content has this digest (as a dry run shows it).'),
-    dryRun: z.boolean().optional().describe('Show exactly what it will run, and run nothing.'),
-  }),
+  input: () =>
+    z.object({
+      id: actionId,
+      digest: z
+        .string()
+        .optional()
+        .describe('Run it only if its content has this digest (as a dry run shows it).'),
+      dryRun: z.boolean().optional().describe('Show exactly what it will run, and run nothing.'),
+    }),
   scope: 'session',
   annotations: { destructive: true, openWorld: true },
   excludedFrom: { mcp: A_PERSON_DECIDES },
@@ -40,7 +41,7 @@ export const discardOperation = defineOperation({
   title: 'Discard a draft',
   summary: 'discard a draft, visibly and for good',
   description: 'Discard a draft, visibly (it stays in the ledger) and for good: it never runs.',
-  input: z.object({ id: actionId }),
+  input: () => z.object({ id: actionId }),
   scope: 'session',
   annotations: {},
   excludedFrom: { mcp: A_PERSON_DECIDES },
@@ -53,10 +54,11 @@ export const compensateOperation = defineOperation({
   summary: 'show the compensation a compensable action declared, and run it once confirmed',
   description:
     'Run the compensation a compensable action declared, as an action of its own. With dryRun: true, only show it.',
-  input: z.object({
-    id: actionId,
-    dryRun: z.boolean().optional().describe('Show the compensation, and run nothing.'),
-  }),
+  input: () =>
+    z.object({
+      id: actionId,
+      dryRun: z.boolean().optional().describe('Show the compensation, and run nothing.'),
+    }),
   scope: 'session',
   annotations: { destructive: true, openWorld: true },
   excludedFrom: { mcp: A_PERSON_DECIDES },

@@ -10,7 +10,7 @@ export const conversationSyncOperation = defineOperation({
   summary: 'record the current conversation (a JSON array of messages; - reads stdin)',
   description:
     "Record your conversation (a JSON array of messages in your provider's format) so checkpoints and rollbacks include it. Only new messages are stored; an unchanged conversation records nothing.",
-  input: z.object({ messages: messagesInput, format: formatInput }),
+  input: () => z.object({ messages: messagesInput, format: formatInput }),
   scope: 'session',
   annotations: { idempotent: true },
   run: async (target, { messages, format }) =>
@@ -24,10 +24,11 @@ export const conversationShowOperation = defineOperation({
     'print the conversation at a checkpoint, repaired as a rollback would restore it (default: the current one)',
   description:
     'The conversation as recorded now, or at a checkpoint (give its label) as a rollback would restore it: repaired for its provider, with the resume note.',
-  input: z.object({
-    label: z.string().optional().describe('A checkpoint label, or "latest".'),
-    patchNote: z.string().optional().describe('The patch note a rollback would pass.'),
-  }),
+  input: () =>
+    z.object({
+      label: z.string().optional().describe('A checkpoint label, or "latest".'),
+      patchNote: z.string().optional().describe('The patch note a rollback would pass.'),
+    }),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { label, patchNote }): Promise<{ format: Format; messages: Message[] }> => {

@@ -109,17 +109,40 @@ export type OperationOn<O extends AnyOperation, S extends Surface> =
       : O
     : never;
 
+/** What {@link defineOperation} takes: an operation whose input schema is made by a function. */
+export type OperationDefinition<
+  Name extends string,
+  Input extends z.ZodObject,
+  Output,
+  Excluded extends Exclusions,
+> = Omit<Operation<Name, Input, Output, Excluded>, 'input'> & {
+  /** Makes the input's shape: called once, the first time a surface asks for it. */
+  input(): Input;
+};
+
 /**
- * Declares an operation. An identity function that exists for inference: the name, the input
- * and the output types, and which surfaces leave it out, are kept in the row's type.
+ * Declares an operation. The name, the input and the output types, and which surfaces leave it
+ * out, are kept in the row's type. Its input schema is made the first time it is asked for, not
+ * as the table loads: a `rewind` command uses one operation's, and making every operation's zod
+ * schemas cost each command a few milliseconds as it started (docs/performance.md).
  */
 export function defineOperation<
   const Name extends string,
   Input extends z.ZodObject,
   Output,
   const Excluded extends Exclusions = Record<never, never>,
->(operation: Operation<Name, Input, Output, Excluded>): Operation<Name, Input, Output, Excluded> {
-  return operation;
+>(
+  definition: OperationDefinition<Name, Input, Output, Excluded>,
+): Operation<Name, Input, Output, Excluded> {
+  const { input: make, ...operation } = definition;
+  let input: Input | undefined;
+  return {
+    ...operation,
+    get input() {
+      input ??= make();
+      return input;
+    },
+  };
 }
 
 /** The first thing wrong with an input: the input key it is about (none for a rule across keys) and what is wrong. */

@@ -44,21 +44,22 @@ export const checkpointOperation = defineOperation({
   summary: 'record the workspace under a label',
   description:
     'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later. A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
-  input: z.object({
-    label,
-    messages: messagesInput.optional(),
-    format: formatInput,
-    maxSize: z
-      .string({ error: UNLIMITED_OR_SIZE })
-      .refine(
-        (text) => text.trim().toLowerCase() === 'unlimited' || parseSize(text) !== undefined,
-        { error: UNLIMITED_OR_SIZE },
-      )
-      .optional()
-      .describe(
-        'The most a first checkpoint may store, such as "2GiB", or "unlimited" (default: 1 GiB or 100,000 files).',
-      ),
-  }),
+  input: () =>
+    z.object({
+      label,
+      messages: messagesInput.optional(),
+      format: formatInput,
+      maxSize: z
+        .string({ error: UNLIMITED_OR_SIZE })
+        .refine(
+          (text) => text.trim().toLowerCase() === 'unlimited' || parseSize(text) !== undefined,
+          { error: UNLIMITED_OR_SIZE },
+        )
+        .optional()
+        .describe(
+          'The most a first checkpoint may store, such as "2GiB", or "unlimited" (default: 1 GiB or 100,000 files).',
+        ),
+    }),
   scope: 'session',
   annotations: {},
   run: async (target, { label: name, messages, format, maxSize }) => {
@@ -82,7 +83,7 @@ export const checkpointsOperation = defineOperation({
   summary: 'list the checkpoints of a session',
   description:
     'The checkpoints of the session, oldest first: label, time, how many files each added, modified and deleted since the previous one, and how many lines of text it added and removed.',
-  input: z.object({}),
+  input: () => z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target) => (await target.session()).checkpoints({ withLines: true }),
@@ -95,30 +96,31 @@ export const rollbackOperation = defineOperation({
     'restore the workspace (and the conversation, if the checkpoint has one), or only some paths, to a checkpoint; the current state is saved first',
   description:
     "Restore the workspace (and the conversation, if the checkpoint has one) to a checkpoint; with scope, only the files or only the conversation; with paths, only those files or directories (the rest of the workspace and the conversation stay). The current state is saved first, so the rollback can be undone. Returns the restored conversation when there is one: the person's current request stays at its end. With dryRun: true, lists what would change and changes nothing.",
-  input: z.object({
-    label: z.string().describe('The checkpoint label, or "latest".'),
-    dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
-    patchNote: z
-      .string()
-      .optional()
-      .describe('What changed since the checkpoint, told to the model in the resume note.'),
-    paths: z
-      .array(workspacePath)
-      .optional()
-      .describe('Restore only these files or directories (default: the whole workspace).'),
-    scope: z
-      .enum(['both', 'files', 'conversation'])
-      .optional()
-      .describe(
-        'What to restore: both (default) the files and the conversation, only the files, or only the conversation.',
-      ),
-    keepRequest: z
-      .boolean()
-      .optional()
-      .describe(
-        "Keep the person's current request at the end of the restored conversation when the checkpoint lacks it (default true).",
-      ),
-  }),
+  input: () =>
+    z.object({
+      label: z.string().describe('The checkpoint label, or "latest".'),
+      dryRun: z.boolean().optional().describe('List what would change; change nothing.'),
+      patchNote: z
+        .string()
+        .optional()
+        .describe('What changed since the checkpoint, told to the model in the resume note.'),
+      paths: z
+        .array(workspacePath)
+        .optional()
+        .describe('Restore only these files or directories (default: the whole workspace).'),
+      scope: z
+        .enum(['both', 'files', 'conversation'])
+        .optional()
+        .describe(
+          'What to restore: both (default) the files and the conversation, only the files, or only the conversation.',
+        ),
+      keepRequest: z
+        .boolean()
+        .optional()
+        .describe(
+          "Keep the person's current request at the end of the restored conversation when the checkpoint lacks it (default true).",
+        ),
+    }),
   scope: 'session',
   annotations: { destructive: true },
   run: async (target, { label: name, dryRun, patchNote, paths, scope, keepRequest }) => {
@@ -143,17 +145,18 @@ export const undoOperation = defineOperation({
     'undo an action (file action, command, rollback, undo) unless later edits would be trampled',
   description:
     'Undo a reversible action: give its id, or last: true for the most recent one that can still be undone. Refused, with each path listed, when a later edit would be overwritten. An undo is an action too: undoing it redoes.',
-  input: z
-    .object({
-      id: actionId.optional(),
-      last: z
-        .boolean()
-        .optional()
-        .describe('The most recent action that can still be undone, instead of an id.'),
-    })
-    .refine((input) => (input.id === undefined) === (input.last === true), {
-      error: 'Give either an action `id` or `last`.',
-    }),
+  input: () =>
+    z
+      .object({
+        id: actionId.optional(),
+        last: z
+          .boolean()
+          .optional()
+          .describe('The most recent action that can still be undone, instead of an id.'),
+      })
+      .refine((input) => (input.id === undefined) === (input.last === true), {
+        error: 'Give either an action `id` or `last`.',
+      }),
   scope: 'session',
   annotations: { destructive: true },
   run: async (target, { id, last }) =>
@@ -167,15 +170,16 @@ export const diffOperation = defineOperation({
     'show what changed between two states (checkpoint labels, action ids, or the working tree)',
   description:
     'What an action changed (give its id), or what changed since a checkpoint (give its label), or between two states.',
-  input: z.object({
-    from: z
-      .string()
-      .describe('A checkpoint label, "latest", or an action id (alone: the changes it made).'),
-    to: z
-      .string()
-      .optional()
-      .describe('A checkpoint label or an action id (default: the working tree).'),
-  }),
+  input: () =>
+    z.object({
+      from: z
+        .string()
+        .describe('A checkpoint label, "latest", or an action id (alone: the changes it made).'),
+      to: z
+        .string()
+        .optional()
+        .describe('A checkpoint label or an action id (default: the working tree).'),
+    }),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { from, to }) => (await target.session()).diff(from, to),
@@ -188,26 +192,29 @@ export const pruneOperation = defineOperation({
     'drop checkpoints by count, age or size (never the newest); `rewind gc` then frees their space',
   description:
     'Drop checkpoints: all but the newest keepLast, those older than olderThan, or the oldest beyond maxSize of distinct files (any criterion selects). The newest checkpoint, and the one an automatic rollback aims at, are always kept. Nothing undoes it. With dryRun: true, only lists them.',
-  input: z
-    .object({
-      keepLast: wholeNumber(1).optional().describe('Keep the newest this many, drop the rest.'),
-      olderThan: durationText
-        .optional()
-        .describe('Drop those recorded longer ago than this, such as "30m", "12h", "7d" or "2w".'),
-      maxSize: sizeText
-        .optional()
-        .describe(
-          'Keep the newest checkpoints whose files (each counted once) fit in this, such as "500MB" or "2GiB"; drop the older ones.',
-        ),
-      dryRun: z.boolean().optional().describe('Only list what would be dropped.'),
-    })
-    .refine(
-      (input) =>
-        input.keepLast !== undefined ||
-        input.olderThan !== undefined ||
-        input.maxSize !== undefined,
-      { error: 'Say which checkpoints to drop: `keepLast`, `olderThan` or `maxSize`.' },
-    ),
+  input: () =>
+    z
+      .object({
+        keepLast: wholeNumber(1).optional().describe('Keep the newest this many, drop the rest.'),
+        olderThan: durationText
+          .optional()
+          .describe(
+            'Drop those recorded longer ago than this, such as "30m", "12h", "7d" or "2w".',
+          ),
+        maxSize: sizeText
+          .optional()
+          .describe(
+            'Keep the newest checkpoints whose files (each counted once) fit in this, such as "500MB" or "2GiB"; drop the older ones.',
+          ),
+        dryRun: z.boolean().optional().describe('Only list what would be dropped.'),
+      })
+      .refine(
+        (input) =>
+          input.keepLast !== undefined ||
+          input.olderThan !== undefined ||
+          input.maxSize !== undefined,
+        { error: 'Say which checkpoints to drop: `keepLast`, `olderThan` or `maxSize`.' },
+      ),
   scope: 'session',
   annotations: { destructive: true },
   excludedFrom: {

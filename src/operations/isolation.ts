@@ -9,12 +9,13 @@ export const commitOperation = defineOperation({
     "apply an isolated session's changes to the workspace, refusing when the workspace changed the same paths",
   description:
     "Apply the isolated session's changes to the real workspace; refused, listing conflicts, when the workspace changed the same files. With dryRun: true, lists what would change and every conflict.",
-  input: z.object({
-    dryRun: z
-      .boolean()
-      .optional()
-      .describe('List what would be written, created and deleted, and every conflict.'),
-  }),
+  input: () =>
+    z.object({
+      dryRun: z
+        .boolean()
+        .optional()
+        .describe('List what would be written, created and deleted, and every conflict.'),
+    }),
   scope: 'session',
   annotations: { destructive: true },
   run: async (target, { dryRun }) => {
@@ -34,9 +35,10 @@ export const destroyOperation = defineOperation({
   summary: "remove an isolated session's view (refused while it holds uncommitted changes)",
   description:
     "Remove an isolated session's view; refused while it holds uncommitted changes unless forced (they stay in the store).",
-  input: z.object({
-    force: z.boolean().optional().describe('Drop uncommitted changes (they stay in the store).'),
-  }),
+  input: () =>
+    z.object({
+      force: z.boolean().optional().describe('Drop uncommitted changes (they stay in the store).'),
+    }),
   scope: 'session',
   annotations: { destructive: true },
   excludedFrom: {

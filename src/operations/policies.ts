@@ -14,7 +14,7 @@ export const policyShowOperation = defineOperation({
   summary: "show the session's automatic checkpoint and rollback policies",
   description:
     'The policies on now: autoCheckpoint (a checkpoint before each call that changes something, keeping the last keepLast) and autoRollback (on a failed call or a failed verdict, roll back to a checkpoint; its verifier), or null for one that is off.',
-  input: z.object({}),
+  input: () => z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
   excludedFrom: { cli: WHY_NOT_ON_THE_CLI },
@@ -27,40 +27,43 @@ export const policySetOperation = defineOperation({
   summary: "turn the session's automatic checkpoint and rollback policies on or off",
   description:
     'Turn policies on (an object) or off (false); a policy left out stays as it is. autoCheckpoint: a checkpoint before each write, delete, move, mkdir, exec and http call, keeping the newest keepLast automatic ones. autoRollback: when such a call fails (on "exception") or the test tool gets a fail verdict (on "test-failure"), files and conversation roll back to "to" (default "latest": the newest checkpoint not already broken), and the answer says so; verifier is the command the test tool then runs. Returns the policies now.',
-  input: z.object({
-    autoCheckpoint: z
-      .union([
-        z.literal(false),
-        z.object({
-          keepLast: wholeNumber(1)
-            .optional()
-            .describe('Keep the newest this many automatic checkpoints (default: all).'),
-        }),
-      ])
-      .optional()
-      .describe('On (an object) or off (false).'),
-    autoRollback: z
-      .union([
-        z.literal(false),
-        z.object({
-          on: z
-            .array(z.enum(['exception', 'test-failure']))
-            .optional()
-            .describe('When to roll back (default: both).'),
-          to: z
-            .string()
-            .optional()
-            .describe('A checkpoint label, or "latest" (default): the newest not already broken.'),
-          scope: z
-            .enum(['both', 'files', 'conversation'])
-            .optional()
-            .describe('What to restore (default: both).'),
-          ...verifierInputs,
-        }),
-      ])
-      .optional()
-      .describe('On (an object) or off (false).'),
-  }),
+  input: () =>
+    z.object({
+      autoCheckpoint: z
+        .union([
+          z.literal(false),
+          z.object({
+            keepLast: wholeNumber(1)
+              .optional()
+              .describe('Keep the newest this many automatic checkpoints (default: all).'),
+          }),
+        ])
+        .optional()
+        .describe('On (an object) or off (false).'),
+      autoRollback: z
+        .union([
+          z.literal(false),
+          z.object({
+            on: z
+              .array(z.enum(['exception', 'test-failure']))
+              .optional()
+              .describe('When to roll back (default: both).'),
+            to: z
+              .string()
+              .optional()
+              .describe(
+                'A checkpoint label, or "latest" (default): the newest not already broken.',
+              ),
+            scope: z
+              .enum(['both', 'files', 'conversation'])
+              .optional()
+              .describe('What to restore (default: both).'),
+            ...verifierInputs,
+          }),
+        ])
+        .optional()
+        .describe('On (an object) or off (false).'),
+    }),
   scope: 'session',
   annotations: { idempotent: true },
   excludedFrom: { cli: WHY_NOT_ON_THE_CLI },

@@ -117,25 +117,26 @@ export const initOperation = defineOperation({
   summary: 'create .rewind/ in a directory and start a session',
   description:
     'Create the store (.rewind/) in the workspace and start its first session; on a workspace that has one, change nothing.',
-  input: z.object({
-    ...sessionInputs,
-    isolated: z
-      .boolean()
-      .optional()
-      .describe('Start an isolated session: it works on a private view of the workspace.'),
-    objects: z
-      .string()
-      .optional()
-      .describe(
-        'Keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects).',
-      ),
-    ledger: z
-      .string()
-      .optional()
-      .describe(
-        'Keep the ledgers in PostgreSQL, postgres://USER@HOST/DB (default: REWIND_LEDGER, else .rewind/sessions).',
-      ),
-  }),
+  input: () =>
+    z.object({
+      ...sessionInputs,
+      isolated: z
+        .boolean()
+        .optional()
+        .describe('Start an isolated session: it works on a private view of the workspace.'),
+      objects: z
+        .string()
+        .optional()
+        .describe(
+          'Keep the objects in an S3-compatible bucket, s3://BUCKET/PREFIX (default: REWIND_OBJECTS, else .rewind/objects).',
+        ),
+      ledger: z
+        .string()
+        .optional()
+        .describe(
+          'Keep the ledgers in PostgreSQL, postgres://USER@HOST/DB (default: REWIND_LEDGER, else .rewind/sessions).',
+        ),
+    }),
   scope: 'workspace',
   annotations: {},
   excludedFrom: {
@@ -211,13 +212,14 @@ export const sessionNewOperation = defineOperation({
   summary: 'start a new session on the store (its own ledger) and make it the current one',
   description:
     'Start a new session on the store, with its own ledger, and make it the current one unless switch is false. The other sessions stay as they are.',
-  input: z.object({
-    ...sessionInputs,
-    switch: z
-      .boolean()
-      .optional()
-      .describe('Make it the current session (default: true); false leaves the current one.'),
-  }),
+  input: () =>
+    z.object({
+      ...sessionInputs,
+      switch: z
+        .boolean()
+        .optional()
+        .describe('Make it the current session (default: true); false leaves the current one.'),
+    }),
   scope: 'workspace',
   annotations: {},
   excludedFrom: {
@@ -254,7 +256,7 @@ export const sessionListOperation = defineOperation({
   summary: 'list the sessions of the store, the current one marked',
   description:
     'Every session of the store, oldest first: its id, start time, entry count, isolation, sandbox and network, and which one is current.',
-  input: z.object({}),
+  input: () => z.object({}),
   scope: 'workspace',
   annotations: { readOnly: true },
   run: async ({ workspace }): Promise<SessionListOutput> => {
@@ -269,13 +271,14 @@ export const sessionUseOperation = defineOperation({
   summary: 'make a session the current one: the one commands work in when none is named',
   description:
     'Make a session the current one (its id, a unique prefix of four characters or more, or its ledger file name): the one every later command works in when none is named.',
-  input: z.object({
-    id: z
-      .string()
-      .describe(
-        'The session: its id, a unique prefix of four characters or more, or its ledger file name.',
-      ),
-  }),
+  input: () =>
+    z.object({
+      id: z
+        .string()
+        .describe(
+          'The session: its id, a unique prefix of four characters or more, or its ledger file name.',
+        ),
+    }),
   scope: 'workspace',
   annotations: { idempotent: true },
   excludedFrom: {
@@ -293,16 +296,17 @@ export const attachOperation = defineOperation({
     'resume on this machine a session whose ledger is in PostgreSQL (and objects in a bucket): its last checkpoint is restored',
   description:
     "Make a store in an empty directory on the shared backends of a session started elsewhere (its ledger's PostgreSQL URL, its objects' bucket), make that session current, and restore its last checkpoint with a rollback journaled in the shared ledger.",
-  input: z.object({
-    session: z
-      .string()
-      .describe("The session's id, or a unique prefix of four characters or more."),
-    ledger: z.string().describe('The PostgreSQL URL its ledger is in: postgres://USER@HOST/DB.'),
-    objects: z
-      .string()
-      .optional()
-      .describe('The bucket its objects are in: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
-  }),
+  input: () =>
+    z.object({
+      session: z
+        .string()
+        .describe("The session's id, or a unique prefix of four characters or more."),
+      ledger: z.string().describe('The PostgreSQL URL its ledger is in: postgres://USER@HOST/DB.'),
+      objects: z
+        .string()
+        .optional()
+        .describe('The bucket its objects are in: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
+    }),
   scope: 'workspace',
   annotations: {},
   excludedFrom: {
@@ -331,14 +335,15 @@ export const sessionFindOperation = defineOperation({
   summary: 'list the sessions in a shared PostgreSQL ledger, of every store, to attach or pull one',
   description:
     'The sessions in a shared ledger database, of every store, most recently written first: all, or those whose id starts with the query or whose host or workspace holds it. Each with its store, start and last write, entry count, and the host and workspace it started in.',
-  input: z.object({
-    query: z
-      .string()
-      .optional()
-      .describe('An id prefix, or part of a host name or workspace path (case ignored).'),
-    ledger: sharedBackendsInput.ledger,
-    last: wholeNumber(1).optional().describe('At most this many (default 20).'),
-  }),
+  input: () =>
+    z.object({
+      query: z
+        .string()
+        .optional()
+        .describe('An id prefix, or part of a host name or workspace path (case ignored).'),
+      ledger: sharedBackendsInput.ledger,
+      last: wholeNumber(1).optional().describe('At most this many (default 20).'),
+    }),
   scope: 'workspace',
   annotations: { readOnly: true },
   excludedFrom: {
@@ -362,9 +367,10 @@ export const pushOperation = defineOperation({
     'copy a local session (its entries and objects) to a shared PostgreSQL ledger and bucket',
   description:
     'Copy a session of this store to the shared backends: the objects its entries reach go up to the bucket first, then the entries the shared ledger lacks are inserted exactly as they are (same seq, times, hash chain). Pushing again sends only what was added. Refused, with nothing written, when the shared copy went on with other entries.',
-  input: z.object({
-    ...sharedBackendsInput,
-  }),
+  input: () =>
+    z.object({
+      ...sharedBackendsInput,
+    }),
   scope: 'session',
   annotations: { idempotent: true },
   excludedFrom: {
@@ -388,12 +394,13 @@ export const pullOperation = defineOperation({
     'copy a session (its entries and objects) from a shared PostgreSQL ledger and bucket into this store',
   description:
     "Copy a session from the shared backends into this workspace's store (made when there is none): the objects its entries reach come down first, verified, then the entries this store lacks are appended exactly as they are. The workspace's files are left alone; a rollback brings a checkpoint's. The session becomes current when the store has none.",
-  input: z.object({
-    session: z
-      .string()
-      .describe("The session's id, or a unique prefix of four characters or more."),
-    ...sharedBackendsInput,
-  }),
+  input: () =>
+    z.object({
+      session: z
+        .string()
+        .describe("The session's id, or a unique prefix of four characters or more."),
+      ...sharedBackendsInput,
+    }),
   scope: 'workspace',
   annotations: { idempotent: true },
   excludedFrom: {
@@ -418,7 +425,7 @@ export const statusOperation = defineOperation({
     'show sessions, the current session, and the size of the store; for an isolated session, what a commit would do',
   description:
     'The store at a glance: every session (isolation, sandbox, network, entry count), the current one, the objects stored; and for an isolated session, what a commit would write, create and delete now, and any conflict.',
-  input: z.object({}),
+  input: () => z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target): Promise<StatusOutput> => {
@@ -447,14 +454,17 @@ export const logOperation = defineOperation({
   summary: 'show the timeline of a session, one line per ledger entry',
   description:
     "The timeline of what was done, with each action's id, class and state. Filter by kind (action, verification...), by checkpoint, and keep the last entries.",
-  input: z.object({
-    kind: z
-      .string()
-      .optional()
-      .describe('Only entries of this kind or family (verification, action, rollback...).'),
-    checkpoint: z.string().optional().describe('Only entries about this checkpoint.'),
-    last: wholeNumber(1).optional().describe('Only the last this many entries (after filtering).'),
-  }),
+  input: () =>
+    z.object({
+      kind: z
+        .string()
+        .optional()
+        .describe('Only entries of this kind or family (verification, action, rollback...).'),
+      checkpoint: z.string().optional().describe('Only entries about this checkpoint.'),
+      last: wholeNumber(1)
+        .optional()
+        .describe('Only the last this many entries (after filtering).'),
+    }),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { kind, checkpoint, last }): Promise<LogReport> => {
@@ -475,10 +485,11 @@ export const noteOperation = defineOperation({
   summary: 'add a note to the session timeline, with files attached',
   description:
     'Add a note to the session timeline, for the people who will read it: what you tried, why you stopped. Attached files (paths relative to the workspace) are stored with it.',
-  input: z.object({
-    text: z.string().describe('The note.'),
-    attachments: z.array(z.string()).optional().describe('Files to attach.'),
-  }),
+  input: () =>
+    z.object({
+      text: z.string().describe('The note.'),
+      attachments: z.array(z.string()).optional().describe('Files to attach.'),
+    }),
   scope: 'session',
   annotations: {},
   run: async (target, { text, attachments }) => {
@@ -500,7 +511,7 @@ export const verifyOperation = defineOperation({
   summary: 're-hash every referenced object and check every hash chain; exit 1 on any problem',
   description:
     'Check the whole store: every ledger entry in order, every hash chain, every referenced object re-hashed. Lists each problem found.',
-  input: z.object({}),
+  input: () => z.object({}),
   scope: 'workspace',
   annotations: { readOnly: true },
   run: ({ workspace }) => verify({ workspace }),
@@ -512,12 +523,13 @@ export const gcOperation = defineOperation({
   summary: 'remove objects that no ledger references, directly or through trees',
   description:
     'Remove the objects that no ledger references, and temporary files left by crashed writes; recent objects are spared.',
-  input: z.object({
-    dryRun: z.boolean().optional().describe('Only list what would be removed.'),
-    graceSeconds: wholeNumber(0)
-      .optional()
-      .describe('Spare unreferenced objects younger than this (default 3600).'),
-  }),
+  input: () =>
+    z.object({
+      dryRun: z.boolean().optional().describe('Only list what would be removed.'),
+      graceSeconds: wholeNumber(0)
+        .optional()
+        .describe('Spare unreferenced objects younger than this (default 3600).'),
+    }),
   scope: 'workspace',
   annotations: { destructive: true },
   excludedFrom: {

@@ -35,7 +35,7 @@ export const testOperation = defineOperation({
     "run the session's verifier, print its verdict in words, journal it; exit 0 pass, 1 fail, 3 unknown",
   description:
     "Run the workspace's verifier (tests) and get its verdict: pass, fail or unknown; the verdict is journaled. Give verifier to run another command than the configured one; retries and timeout apply to it. Under a rollback policy on test failures (policy-set), the policy's verifier runs and a fail rolls files and conversation back, which the answer says.",
-  input: z.object(verifierInputs),
+  input: () => z.object(verifierInputs),
   scope: 'session',
   // Not read-only: the verifier is a command, and whatever it does happens.
   annotations: {},

@@ -134,6 +134,29 @@ describe('rewind CLI', () => {
     );
   });
 
+  it("refuses a value outside an input's choices, and lists them in every help, top-level and nested", async () => {
+    // The choices come from the operation's schema, made only for the command that runs.
+    const cwd = await makeTempDirectory();
+    const refused = await rewind(cwd, 'rollback', 'x', '--scope', 'bogus');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(
+      "option '--scope <what>' argument 'bogus' is invalid. Allowed choices are both, files, conversation.",
+    );
+    const nested = await rewind(cwd, 'session', 'new', '--sandbox', 'docker');
+    expect(nested.code).toBe(2);
+    expect(nested.stderr).toContain('Allowed choices are');
+    for (const asked of [
+      ['help', 'rollback'],
+      ['rollback', '--help'],
+    ]) {
+      const help = await rewind(cwd, ...asked);
+      expect(help.code, asked.join(' ')).toBe(0);
+      expect(help.stdout.replace(/\s+/g, ' '), asked.join(' ')).toContain(
+        '(choices: "both", "files", "conversation"',
+      );
+    }
+  });
+
   it('adds the stack and cause chain with --debug', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, 'init');
