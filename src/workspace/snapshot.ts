@@ -314,8 +314,9 @@ export async function snapshot(
     await saveChangeRecord(options.storeDirectory, next);
     if (drained) watcher?.setBase(next, drained.token);
   }
-  // A walk follows rules that changed, or paths that could not be read: the watch starts again.
-  watcher?.startAgain(outside);
+  // A walk follows rules that changed (or none kept): the watch starts again if what it leaves
+  // unwatched may have changed.
+  watcher?.startAgain(outside, unreadable.length > 0);
   return {
     tree: digest,
     ...totals,

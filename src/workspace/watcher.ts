@@ -323,13 +323,20 @@ export class WorkspaceWatcher {
   }
 
   /**
-   * Starts the watch again: called after a snapshot that had to look at every entry, since what
-   * the watch could not see may have changed (ignore rules that leave top directories unwatched,
-   * a directory it could not read).
+   * Called after a snapshot that had to look at every entry (the first one, rules that changed):
+   * starts the watch again when what it leaves unwatched may have changed: the ignore rules now
+   * leave out other top directories than those it left out when it started, or the walk could not
+   * read some paths. Otherwise the watch goes on: starting it again would cost the next two
+   * snapshots their watch (the first after a start must ask find: see {@link drain}), a find
+   * each over every entry.
    */
-  startAgain(outside: OutsideRules): void {
+  startAgain(outside: OutsideRules, couldNotRead = false): void {
     this.#outside = outside;
-    if (this.#state !== 'stopped') this.#lose('a snapshot looked at every entry', false);
+    if (this.#state === 'stopped') return;
+    const excluded = this.#excludedDirectories();
+    const isSame =
+      excluded.length === this.#excluded.size && excluded.every((name) => this.#excluded.has(name));
+    if (couldNotRead || !isSame) this.#lose('a snapshot looked at every entry', false);
   }
 
   close(): void {

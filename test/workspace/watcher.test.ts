@@ -53,7 +53,7 @@ async function untilLive(watcher: WorkspaceWatcher): Promise<void> {
 }
 
 /**
- * Snapshots until one was taken with the watch live and did not walk (a walk starts the watch
+ * Snapshots until one was taken with the watch live and did not walk (a walk may start the watch
  * again), then one more: after them, the next snapshot can take the watcher's word. Edits within
  * the change window before a snapshot are listed by find again, and an ignore file among them
  * makes it walk: each try waits past it.
@@ -308,6 +308,23 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     for (const directory of made) writeFileSync(join(workspace, directory, 'f.txt'), directory);
     const result = await take();
     expect(result.tree).toBe(await referenceTree(workspace));
+  });
+
+  it('goes on watching after a walk that leaves the same top directories out: the next snapshot takes its word', async () => {
+    const { workspace, watcher, take } = await watched({
+      '.gitignore': 'node_modules/\n',
+      'node_modules/pkg/index.js': 'module',
+      'src/a.js': 'a',
+    });
+    await untilLive(watcher);
+    const pid = watcher.pid;
+    // The first snapshot walks (there is no record to start from), with the watch live.
+    expect((await take()).strategy).toBe('walk');
+    await appendFile(join(workspace, 'src/a.js'), '!');
+    const next = await take();
+    expect(next).toMatchObject({ strategy: 'watched', readCount: 1 });
+    expect(next.tree).toBe(await referenceTree(workspace));
+    expect(watcher.pid).toBe(pid);
   });
 
   it('leaves unwatched the top directories the ignore rules leave out, and watches again when they change', async () => {
