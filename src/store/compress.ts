@@ -52,16 +52,31 @@ function joined(objects: readonly Uint8Array[]): { buffer: ArrayBuffer; ends: nu
   return { buffer, ends };
 }
 
+/**
+ * Who compresses each job sent to the worker, by `id % CLAIM_SLOTS`: 0 nobody yet, 1 the worker,
+ * 2 this thread. Whoever claims a job first (an atomic exchange) does it; the other leaves it.
+ */
+const CLAIM_SLOTS = 1 << 16;
+const UNCLAIMED = 0;
+const BY_WORKER = 1;
+const BY_THIS_THREAD = 2;
+
 // The worker only deflates; which form is kept is decided here, by `chosen`. Objects go to it
 // and come back in one buffer each way, moved rather than copied: cloning a message of many small
 // buffers cost the sending thread a millisecond or more per few hundred kilobytes, a tenth of a
 // checkpoint of 1,000 files. `ends[i]` is where object i ends in its buffer; an object the
-// worker left as it is ends where the one before it does.
+// worker left as it is ends where the one before it does. A job this thread claimed first (see
+// `compressWaitingHere`) is answered as skipped.
 const WORKER_SOURCE = `
-const { parentPort } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 const { deflateRawSync } = require('node:zlib');
+const claims = new Int32Array(workerData.claims);
 ${windowBitsOf}
 parentPort.on('message', ({ id, buffer, ends }) => {
+  if (Atomics.compareExchange(claims, id % ${CLAIM_SLOTS}, ${UNCLAIMED}, ${BY_WORKER}) !== ${UNCLAIMED}) {
+    parentPort.postMessage({ id, skipped: true });
+    return;
+  }
   try {
     const outputs = [];
     let start = 0;
@@ -80,36 +95,62 @@ parentPort.on('message', ({ id, buffer, ends }) => {
 });
 `;
 
+/** Objects to compress elsewhere, and who waits for their stored forms. */
+interface Job {
+  id: number;
+  objects: Uint8Array[];
+  resolve: (stored: Uint8Array[]) => void;
+}
+
 interface Compressor {
   worker: Worker;
+  claims: Int32Array;
   next: number;
-  waiting: Map<number, (out: (Uint8Array | undefined)[] | undefined) => void>;
+  /** The jobs sent and not answered, by id, oldest first. */
+  sent: Map<number, Job>;
 }
 
 let compressor: Compressor | undefined;
 
+/** A job done on this thread: what the worker would have made, compressed here. */
+function compressHere(job: Job): void {
+  job.resolve(job.objects.map(compressed));
+}
+
 function startCompressor(): Compressor | undefined {
   try {
-    const worker = new (workerThreads().Worker)(WORKER_SOURCE, { eval: true });
+    const claims = new Int32Array(new SharedArrayBuffer(CLAIM_SLOTS * 4));
+    const worker = new (workerThreads().Worker)(WORKER_SOURCE, {
+      eval: true,
+      workerData: { claims: claims.buffer },
+    });
     // Never keeps the process alive: a process that is done exits, and what it waited for
     // falls back to compressing here (see `compressedElsewhere`).
     worker.unref();
-    const started: Compressor = { worker, next: 0, waiting: new Map() };
+    const started: Compressor = { worker, claims, next: 0, sent: new Map() };
     const fail = (): void => {
       if (compressor === started) compressor = undefined;
-      for (const resolve of started.waiting.values()) resolve(undefined);
-      started.waiting.clear();
+      const lost = [...started.sent.values()];
+      started.sent.clear();
+      worker.unref();
+      for (const job of lost) compressHere(job);
     };
-    worker.on('message', ({ id, buffer, ends, error }) => {
-      const resolve = started.waiting.get(id);
-      started.waiting.delete(id);
-      if (error !== undefined) return resolve?.(undefined);
+    worker.on('message', ({ id, buffer, ends, error, skipped }) => {
+      const job = started.sent.get(id);
+      started.sent.delete(id);
+      if (started.sent.size === 0) worker.unref();
+      // Skipped: this thread claimed it, and has resolved it already.
+      if (job === undefined || skipped) return;
+      if (error !== undefined) {
+        compressHere(job);
+        return;
+      }
       let start = 0;
-      resolve?.(
-        (ends as number[]).map((end) => {
+      job.resolve(
+        (ends as number[]).map((end, index) => {
           const out = end > start ? new Uint8Array(buffer, start, end - start) : undefined;
           start = end;
-          return out;
+          return chosen(job.objects[index] as Uint8Array, out);
         }),
       );
     });
@@ -126,20 +167,39 @@ function startCompressor(): Compressor | undefined {
  * use) while this one goes on: for the large batches of a first snapshot, where compressing
  * costs as much as reading and hashing. Falls back to compressing here if the worker fails.
  */
-export async function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8Array[]> {
-  compressor ??= startCompressor();
+export function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8Array[]> {
+  return new Promise((resolve) => {
+    compressor ??= startCompressor();
+    const current = compressor;
+    const job: Job = { id: current?.next ?? 0, objects, resolve };
+    if (!current) {
+      compressHere(job);
+      return;
+    }
+    current.next += 1;
+    Atomics.store(current.claims, job.id % CLAIM_SLOTS, UNCLAIMED);
+    current.sent.set(job.id, job);
+    current.worker.ref();
+    const { buffer, ends } = joined(objects);
+    current.worker.postMessage({ id: job.id, buffer, ends }, [buffer]);
+  });
+}
+
+/**
+ * Compresses here the jobs sent to the worker that it has not begun, newest first (it takes
+ * the oldest), letting its answers in between: for a thread that would otherwise wait for them
+ * (a batch's commit), so that both threads finish what is left.
+ */
+export async function compressWaitingHere(): Promise<void> {
   const current = compressor;
-  let out: (Uint8Array | undefined)[] | undefined;
-  if (current) {
-    out = await new Promise((resolve) => {
-      const id = current.next++;
-      current.waiting.set(id, resolve);
-      current.worker.ref();
-      const { buffer, ends } = joined(objects);
-      current.worker.postMessage({ id, buffer, ends }, [buffer]);
-    });
-    if (current.waiting.size === 0) current.worker.unref();
+  if (!current) return;
+  for (const job of [...current.sent.values()].reverse()) {
+    const slot = job.id % CLAIM_SLOTS;
+    // The worker has begun this one, so it has begun every older one: none is left to take.
+    if (Atomics.compareExchange(current.claims, slot, UNCLAIMED, BY_THIS_THREAD) !== UNCLAIMED) {
+      return;
+    }
+    compressHere(job);
+    await new Promise((next) => setImmediate(next));
   }
-  if (!out) return objects.map(compressed);
-  return objects.map((bytes, index) => chosen(bytes, out[index]));
 }

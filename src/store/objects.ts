@@ -14,7 +14,7 @@ import {
   syncPath,
   syncPaths,
 } from '../lib/index.js';
-import { compressedElsewhere } from './compress.js';
+import { compressedElsewhere, compressWaitingHere } from './compress.js';
 import {
   checkExisting,
   checkExistingSync,
@@ -462,6 +462,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         put: (source) => putSource(source, state),
         async commit() {
           try {
+            // What the worker has not begun is compressed here meanwhile, not waited for.
+            if (state.compressions.length > 0) await compressWaitingHere();
             await Promise.all([...state.flushes.splice(0), ...state.compressions.splice(0)]);
             writePending(state, state.pending.size >= PACK_MIN_OBJECTS);
             // Made durable first: a merge removes packs only once its own pack is durable.

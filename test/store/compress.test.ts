@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { inflateRawSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { compressed, compressedElsewhere } from '../../src/store/compress.js';
+import { compressed, compressedElsewhere, compressWaitingHere } from '../../src/store/compress.js';
 
 /** Objects of many sizes and kinds: empty, tiny, incompressible, repetitive, views into others. */
 function objects(seed: number): Uint8Array[] {
@@ -54,5 +54,30 @@ describe('compressing on another thread', () => {
       }
     }
     expect(await compressedElsewhere([])).toEqual([]);
+  });
+
+  it('lets a thread that would wait take the jobs the worker has not begun, newest first', async () => {
+    // 24 jobs of 1 MB each, slow to compress (random letters): the worker takes them oldest
+    // first, this thread newest first.
+    const batches = Array.from({ length: 24 }, () => [
+      Buffer.from(randomBytes(768 * 1024).toString('base64')),
+    ]);
+    const settled = new Set<number>();
+    const answers = batches.map((batch, index) =>
+      compressedElsewhere(batch).then((out) => {
+        settled.add(index);
+        return out;
+      }),
+    );
+    await compressWaitingHere();
+    // What was left when it returned, the worker had begun: the newest were done here.
+    expect(settled.has(batches.length - 1)).toBe(true);
+    expect(settled.size).toBeGreaterThan(batches.length / 4);
+    for (const [index, answer] of (await Promise.all(answers)).entries()) {
+      const bytes = (batches[index] as Buffer[])[0] as Buffer;
+      expect(Buffer.from(answer[0] as Uint8Array).equals(Buffer.from(compressed(bytes)))).toBe(
+        true,
+      );
+    }
   });
 });
