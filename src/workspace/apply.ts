@@ -75,7 +75,7 @@ export function isAtOrUnder(path: string, roots: readonly string[]): boolean {
 
 function depth(path: string): number {
   let count = 0;
-  for (const character of path) if (character === '/') count += 1;
+  for (let at = path.indexOf('/'); at !== -1; at = path.indexOf('/', at + 1)) count += 1;
   return count;
 }
 
@@ -96,18 +96,20 @@ function createIgnoreCheck(
     rulesByDirectory.set(directory, rules);
     return rules;
   };
-  return (path, isDirectory) => {
-    const parts = path.split('/');
-    let directory = '';
-    for (let index = 0; index < parts.length; index++) {
-      const name = parts[index] as string;
-      const relative = directory === '' ? name : `${directory}/${name}`;
-      const isLast = index === parts.length - 1;
-      if (rulesFor(directory).isIgnored(relative, name, isLast ? isDirectory : true)) return true;
-      directory = relative;
-    }
-    return false;
+  // Whether a directory is left out, itself or by one above it: known once asked.
+  const leftOutDirectories = new Map<string, boolean>([['', false]]);
+  const isLeftOut = (path: string, isDirectory: boolean): boolean => {
+    const known = isDirectory ? leftOutDirectories.get(path) : undefined;
+    if (known !== undefined) return known;
+    const slash = path.lastIndexOf('/');
+    const parent = slash === -1 ? '' : path.slice(0, slash);
+    const isIgnored =
+      isLeftOut(parent, true) ||
+      rulesFor(parent).isIgnored(path, path.slice(slash + 1), isDirectory);
+    if (isDirectory) leftOutDirectories.set(path, isIgnored);
+    return isIgnored;
   };
+  return isLeftOut;
 }
 
 /**
@@ -265,9 +267,10 @@ function relock(root: string, unlocked: Map<string, number>, changes: readonly T
 }
 
 /**
- * How many files a restore writes at once (each write waits on the disk: creating the file,
- * renaming it over the one there). A file at place `i` of the placements is written only once
- * every one at `i - WRITES_AT_ONCE` or before has been; recovery relies on it.
+ * How many files a restore writes at once (a large file's writes and rename wait on the disk; a
+ * small one is written with synchronous calls, one at a time). A file at place `i` of the
+ * placements is written only once every one at `i - WRITES_AT_ONCE` or before has been; recovery
+ * relies on it.
  */
 export const WRITES_AT_ONCE = 8;
 
@@ -280,13 +283,12 @@ export function applicationOrder(changes: readonly TreeChange[]): {
   removals: TreeChange[];
   placements: TreeChange[];
 } {
+  const depths = new Map(changes.map((change) => [change, depth(change.path)]));
+  const deeper = (a: TreeChange, b: TreeChange): number =>
+    (depths.get(a) as number) - (depths.get(b) as number);
   return {
-    removals: changes
-      .filter((change) => !change.after)
-      .sort((a, b) => depth(b.path) - depth(a.path)),
-    placements: changes
-      .filter((change) => change.after)
-      .sort((a, b) => depth(a.path) - depth(b.path)),
+    removals: changes.filter((change) => !change.after).sort((a, b) => deeper(b, a)),
+    placements: changes.filter((change) => change.after).sort(deeper),
   };
 }
 

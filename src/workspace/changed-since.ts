@@ -1,5 +1,5 @@
 // The "changed since" shortcut: the previous snapshot's tree updated with only what changed.
-import { statSync } from 'node:fs';
+import { type BigIntStats, statSync } from 'node:fs';
 import {
   createLimiter,
   type Digest,
@@ -37,7 +37,7 @@ import {
   summarize,
   unreadable,
 } from './walk.js';
-import type { WrittenFile } from './watcher.js';
+import type { DrainResult, WrittenFile } from './watcher.js';
 
 /** Reads, stores and lists one directory and everything under it, as a first snapshot does. */
 async function snapshotSubtree(
@@ -90,6 +90,8 @@ interface IncrementalState {
   gate: Limiter;
   /** Files a restore of this process wrote, as it wrote them: see `WorkspaceWatcher.wrote`. */
   written: ReadonlyMap<string, WrittenFile>;
+  /** The lstat of changed paths the watcher took (null: gone): see `DrainResult.stats`. */
+  stats: ReadonlyMap<string, BigIntStats | null>;
 }
 
 /**
@@ -190,7 +192,9 @@ async function rebuildDirectory(
     }
     const childRelative = relative === '' ? name : `${relative}/${name}`;
     const childAbsolute = `${absolute}/${name}`;
-    const stats = lstatEntry(childAbsolute, childRelative);
+    const known = state.stats.get(childRelative);
+    const stats =
+      known === undefined ? lstatEntry(childAbsolute, childRelative) : (known ?? undefined);
     if (stats === undefined) continue;
     // An ignore file that changed changes what is left out: the shortcut cannot tell.
     if ((IGNORE_FILES as readonly string[]).includes(name)) state.ignoreRulesChanged = true;
@@ -312,8 +316,9 @@ export function findChanges(
 /**
  * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
  * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
- * directory), as find or a watcher reports them; `written`, files among them a restore of this
- * process wrote (from the watcher), are taken as written rather than read. Undefined when the
+ * directory), as find or a watcher reports them; from a watcher's drain (`known`), the files
+ * among them a restore of this process wrote are taken as written rather than read, and the
+ * lstat it took of each path is used rather than taken again. Undefined when the
  * record's tree is gone from the store or the ignore rules changed; the caller then looks at
  * every file.
  */
@@ -324,7 +329,7 @@ export async function snapshotChanges(
   changes: readonly string[],
   store: ObjectStore,
   batch: ObjectBatch,
-  written: ReadonlyMap<string, WrittenFile> = new Map(),
+  known?: Pick<DrainResult, 'written' | 'stats'>,
 ): Promise<ChangedSinceResult | undefined> {
   if (!(await store.has(record.tree))) return undefined;
   const state: IncrementalState = {
@@ -340,7 +345,8 @@ export async function snapshotChanges(
     recordDirectories: record.directories,
     treeReads: new Map(),
     gate: createLimiter(TREE_READS_AHEAD),
-    written,
+    written: known?.written ?? new Map(),
+    stats: known?.stats ?? new Map(),
   };
   // The workspace directory itself replaced: nothing of the old tree can be trusted.
   if (state.directories.get('') !== directoryIdentityOf(statSync(root, { bigint: true }))) {

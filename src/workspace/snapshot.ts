@@ -217,10 +217,10 @@ export async function snapshot(
           ? changeWindowOf(root)
           : BigInt(options.changeWindowMs) * 1_000_000n;
       const changes = base ? drained?.paths : await findChanges(root, record, clock, windowNs);
-      const written = base ? drained?.written : undefined;
+      const known = base ? drained : undefined;
       result =
         changes &&
-        (await snapshotChanges(root, outside, record, changes, options.store, batch, written));
+        (await snapshotChanges(root, outside, record, changes, options.store, batch, known));
     } catch (error) {
       // A path the shortcut cannot read: the full walk below lists it with the others.
       if (!isRewindError(error, 'PATH_UNREADABLE')) throw error;

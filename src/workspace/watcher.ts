@@ -1,13 +1,22 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
-import { type ChildProcess, spawn } from 'node:child_process';
-import { lstatSync, mkdirSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import {
+  type BigIntStats,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js';
 import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
 import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
+import { ESTABLISHED, LONGEST_RECORD, RENAMING_EVENTS, spawnInotifywait } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
 
 /** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
@@ -16,34 +25,6 @@ const SENTINELS = join('cache', 'watch');
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
 
-/**
- * The events asked for: whatever changes an entry or a directory's list of names. `q_overflow`
- * is asked for by name, since inotifywait prints only the events asked for: a queue that
- * overflowed (events lost) must be seen.
- */
-const EVENTS =
-  'modify,attrib,create,delete,delete_self,moved_from,moved_to,move_self,unmount,q_overflow';
-
-/** The events that change the names a directory holds. */
-const RENAMING_EVENTS = new Set([
-  'CREATE',
-  'DELETE',
-  'MOVED_FROM',
-  'MOVED_TO',
-  'DELETE_SELF',
-  'MOVE_SELF',
-]);
-
-/** An event record longer than this may have been cut at inotifywait's 4,096-byte buffer. */
-const LONGEST_RECORD = 4_000;
-
-/** Runs inotifywait in place of the shell, made to end with its parent where setpriv can. */
-const INOTIFYWAIT =
-  'if command -v setpriv >/dev/null 2>&1; then exec setpriv --pdeathsig KILL -- inotifywait "$@" 2>&1; fi; exec inotifywait "$@" 2>&1';
-
-/** What inotifywait prints once every directory has its watch. */
-const ESTABLISHED = Buffer.from('Watches established.\n');
-
 /** What a drain collected: the paths reported, the directories made or moved in among them. */
 interface Drained {
   changed: Set<string>;
@@ -51,6 +32,8 @@ interface Drained {
   touched: Set<string>;
   written: Map<string, WrittenFile>;
   isWhole: boolean;
+  /** The lstat of changed paths, taken once every event before the drain had arrived. */
+  stats: Map<string, BigIntStats | null>;
 }
 
 /** A file this process wrote and moved into place: its stat then (`contentStatOf`), its entry. */
@@ -72,6 +55,12 @@ export interface DrainResult {
    * still says what it said (the same file, not another renamed over it).
    */
   written: ReadonlyMap<string, WrittenFile>;
+  /**
+   * The lstat of paths among `paths`, taken after every change made before the drain had been
+   * reported (null: nothing is there), so that the snapshot need not take it again; a change
+   * made since is the next drain's.
+   */
+  stats: ReadonlyMap<string, BigIntStats | null>;
 }
 
 /** Starts again at most this many times (something that keeps losing events is left to find). */
@@ -224,7 +213,13 @@ export class WorkspaceWatcher {
           if (drained.changed.has(path) && !drained.touched.has(path)) written.set(path, file);
         }
       }
-      return { paths: drained && [...drained.changed], base, token, written };
+      return {
+        paths: drained && [...drained.changed],
+        base,
+        token,
+        written,
+        stats: drained?.stats ?? new Map(),
+      };
     });
   }
 
@@ -254,6 +249,7 @@ export class WorkspaceWatcher {
         touched: this.#touched,
         written: this.#written,
         isWhole: this.#wasLiveAtDrain,
+        stats: new Map(),
       };
       this.#resetDrain(true);
     });
@@ -286,7 +282,10 @@ export class WorkspaceWatcher {
       }
     }
     for (const path of changed) {
-      if (this.#linked.has(path) || this.#ctimeOf(path, true) === undefined) continue;
+      if (this.#linked.has(path)) continue;
+      const stats = this.#lstat(path);
+      if (stats !== undefined) drained.stats.set(path, stats);
+      if (!stats || stats.isDirectory() || stats.nlink < 2n) continue;
       this.#lose('a file has another link now', false);
       return undefined;
     }
@@ -368,18 +367,9 @@ export class WorkspaceWatcher {
       return;
     }
     this.#excluded = new Set(this.#excludedDirectories());
-    // The rules leave `.git` and `.rewind` out too: they are among these when they are there.
-    const excluded = [...this.#excluded].map((name) => `@${this.root}/${name}`);
-    // biome-ignore format: the command reads best on one line
-    const args = ['-m', '-r', '-P', '--format', '%e %w%f%0', '--no-newline', '-e', EVENTS, this.root, this.#sentinels, ...excluded];
     let child: ChildProcess;
     try {
-      // Its errors go into the same pipe as its events, in the order it wrote them; and it ends
-      // with this process (setpriv's parent-death signal), even one killed or that never closed
-      // its session: otherwise it would wait on until an event made it write to a closed pipe.
-      child = spawn('sh', ['-c', INOTIFYWAIT, 'sh', ...args], {
-        stdio: ['ignore', 'pipe', 'ignore'],
-      });
+      child = spawnInotifywait(this.root, this.#sentinels, this.#excluded);
     } catch {
       this.#stop('inotifywait could not be started');
       return;
@@ -544,13 +534,18 @@ export class WorkspaceWatcher {
   }
 
   /** The ctime of a path that is not a directory (with `ifLinked`, only if it has other links). */
-  #ctimeOf(relative: string, ifLinked = false): bigint | undefined {
+  #ctimeOf(relative: string): bigint | undefined {
+    const stats = this.#lstat(relative);
+    return stats && !stats.isDirectory() ? stats.ctimeNs : undefined;
+  }
+
+  /** The path's lstat; null when nothing is there, undefined when it cannot be taken. */
+  #lstat(relative: string): BigIntStats | null | undefined {
     try {
-      const stats = lstatSync(diskPath(join(this.root, relative)), { bigint: true });
-      if (stats.isDirectory() || (ifLinked && stats.nlink < 2n)) return undefined;
-      return stats.ctimeNs;
-    } catch {
-      return undefined;
+      return lstatSync(diskPath(join(this.root, relative)), { bigint: true });
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined;
     }
   }
 

@@ -216,6 +216,27 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     expect(takenFromRestore).toBeGreaterThan(20);
   });
 
+  it("hears nothing of a restore's own temporary files, only of the files moved into place, and still of another's", async () => {
+    const files = Object.fromEntries(
+      Array.from({ length: 20 }, (_, index) => [`d${index % 2}/f${index}.txt`, `f${index}`]),
+    );
+    const { workspace, store, watcher, take } = await watched(files);
+    await settle(take, watcher);
+    const before = await take();
+    for (const path of Object.keys(files)) await appendFile(join(workspace, path), 'more');
+    const after = await take();
+    expect(after.strategy).toBe('watched');
+    await applyChanges(workspace, store, await diffTrees(store, after.tree, before.tree), {
+      watcher,
+    });
+    // Made as a restore in another process makes it: its events come as any others do.
+    const foreign = 'd0/.f0.txt.rewind-0123456789ab.rewind-tmp';
+    await writeFile(join(workspace, foreign), 'half');
+    const { paths } = await watcher.drain();
+    expect(paths?.filter((path) => path.includes('.rewind-tmp'))).toEqual([foreign]);
+    expect(paths).toEqual(expect.arrayContaining(['d0', 'd1', ...Object.keys(files)]));
+  });
+
   it('asks find when events were lost (the queue overflowed), and takes the watcher again after', async () => {
     const { workspace, watcher, take } = await watched({ 'a.txt': 'a', 'burst/f': 'f' });
     await take();
