@@ -133,7 +133,10 @@ function startCompressor(): Compressor | undefined {
       const lost = [...started.sent.values()];
       started.sent.clear();
       worker.unref();
-      for (const job of lost) compressHere(job);
+      for (const job of lost) {
+        // Those this thread claimed it has resolved already.
+        if (Atomics.load(claims, job.id % CLAIM_SLOTS) !== BY_THIS_THREAD) compressHere(job);
+      }
     };
     worker.on('message', ({ id, buffer, ends, error, skipped }) => {
       const job = started.sent.get(id);
@@ -194,11 +197,16 @@ export async function compressWaitingHere(): Promise<void> {
   const current = compressor;
   if (!current) return;
   for (const job of [...current.sent.values()].reverse()) {
-    const slot = job.id % CLAIM_SLOTS;
-    // The worker has begun this one, so it has begun every older one: none is left to take.
-    if (Atomics.compareExchange(current.claims, slot, UNCLAIMED, BY_THIS_THREAD) !== UNCLAIMED) {
-      return;
-    }
+    const claimed = Atomics.compareExchange(
+      current.claims,
+      job.id % CLAIM_SLOTS,
+      UNCLAIMED,
+      BY_THIS_THREAD,
+    );
+    // The worker takes them in order: it has begun every older one too.
+    if (claimed === BY_WORKER) return;
+    // Taken here already (by another batch's commit): done, or being done.
+    if (claimed === BY_THIS_THREAD) continue;
     compressHere(job);
     await new Promise((next) => setImmediate(next));
   }

@@ -533,7 +533,7 @@ export class WorkspaceWatcher {
     this.#wasLiveAtDrain = isLive;
   }
 
-  /** The ctime of a path that is not a directory (with `ifLinked`, only if it has other links). */
+  /** The ctime of a path that is not a directory. */
   #ctimeOf(relative: string): bigint | undefined {
     const stats = this.#lstat(relative);
     return stats && !stats.isDirectory() ? stats.ctimeNs : undefined;
