@@ -6,8 +6,8 @@
 // builds swap them (sessions closed and opened again), since the same build measured a third
 // faster on the workspace generated second than on the first (bench/rollback-many.mjs). Before
 // each round both workspaces are changed alike: a line appended to N files, 300 ms before (outside
-// the racy window), then an untimed `sync`; medians of 10 rounds (BENCH_ROUNDS), rounds
-// alternating which build goes first.
+// the racy window), and an untimed `sync` before each build's checkpoint; medians of 10 rounds
+// (BENCH_ROUNDS), rounds alternating which build goes first.
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,9 +42,10 @@ try {
     if (round === 0 || round === Math.floor(ROUNDS / 2)) await openSessions(round === 0 ? 0 : 1);
     changeFiles(workspaces, changed, round);
     await sleep(300);
-    execFileSync('sync');
     const order = round % 2 === 0 ? [...names.keys()] : [...names.keys()].reverse();
     for (const index of order) {
+      // Before each build's step: what the other one's left dirty is not this one's to write.
+      execFileSync('sync');
       const start = performance.now();
       await sessions[index].checkpoint(`r${round}`);
       times[names[index]].push(performance.now() - start);

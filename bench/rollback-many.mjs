@@ -2,9 +2,10 @@
 // this build beside another one's in the same run (after npm run build):
 //   BENCH_COMPARE_DIST=/path/to/other/dist node bench/rollback-many.mjs [S|M|L] [N]
 // Without BENCH_COMPARE_DIST, this build alone. Before each round both workspaces are changed
-// alike: a line appended to N files, 300 ms before (outside the racy window), then an untimed
-// `sync`; medians of 9 rounds (BENCH_ROUNDS). It reports the whole rollback and, inside it, the time spent writing the files
-// (from the rollback's progress: the first path done to the last).
+// alike: a line appended to N files, 300 ms before (outside the racy window); each build's
+// rollback starts after an untimed `sync`, rounds alternating which build goes first; medians of
+// 9 rounds (BENCH_ROUNDS). It reports the whole rollback and, inside it, the time spent writing
+// the files (from the rollback's progress: the first path done to the last).
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -35,9 +36,12 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     changeFiles(workspaces, changed, round);
     await sleep(300);
-    execFileSync('sync');
-    for (const [index, name] of names.entries()) {
+    // Rounds alternate which build goes first, and each starts after a `sync` of its own.
+    const order = round % 2 === 0 ? [...names.keys()] : [...names.keys()].reverse();
+    for (const index of order) {
+      const name = names[index];
       const session = workspaces[(round + index) % 2].sessions[name];
+      execFileSync('sync');
       let firstPath;
       let lastPath;
       const start = performance.now();
