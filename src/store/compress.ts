@@ -174,12 +174,11 @@ export function compressedElsewhere(objects: Uint8Array[]): Promise<Uint8Array[]
   return new Promise((resolve) => {
     compressor ??= startCompressor();
     const current = compressor;
-    const job: Job = { id: current?.next ?? 0, objects, resolve };
     if (!current) {
-      compressHere(job);
+      resolve(objects.map(compressed));
       return;
     }
-    current.next += 1;
+    const job: Job = { id: current.next++, objects, resolve };
     Atomics.store(current.claims, job.id % CLAIM_SLOTS, UNCLAIMED);
     current.sent.set(job.id, job);
     current.worker.ref();
