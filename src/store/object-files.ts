@@ -7,9 +7,13 @@ import {
   fstatSync,
   futimesSync,
   lstatSync,
+  mkdirSync,
   openSync,
   readdirSync,
   readSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { type FileHandle, open, readdir, rename, stat } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
@@ -193,7 +197,44 @@ export function checkFanout(file: string): void {
 }
 
 /** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
-export function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
+/**
+ * Writes an object's file now, with synchronous calls (a batch may write thousands, and a round
+ * trip through the thread pool costs several times the system call): nothing when a sound one
+ * is there; else `temporary`, renamed over what is there. Returns the directories whose names
+ * changed, for the caller to make durable with the file.
+ */
+export function writeObjectFileSync(
+  file: string,
+  bytes: Uint8Array,
+  digest: Digest,
+  temporary: string,
+): { directories: string[] } {
+  if (checkExistingSync(file, bytes) === 'sound') return { directories: [] };
+  // Absent, or damaged: written as new, renamed over what is there.
+  checkFanout(file);
+  const directory = dirname(file);
+  try {
+    writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o444 });
+    try {
+      renameSync(temporary, file);
+      return { directories: [directory] };
+    } catch (error) {
+      if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
+        throw unrepairable(digest, file, error);
+      if (!isSystemError(error, 'ENOENT')) throw error;
+      mkdirSync(directory, { recursive: true });
+      renameSync(temporary, file);
+      return { directories: [directory, dirname(directory)] };
+    }
+  } catch (error) {
+    try {
+      unlinkSync(temporary);
+    } catch {}
+    throw error;
+  }
+}
+
+function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
   return new RewindError(
     'OBJECT_CORRUPT',
     `Object ${digest} is damaged and cannot be written again: ${file} is not a file (a directory?). ` +

@@ -1,4 +1,4 @@
-import { constants, existsSync, mkdirSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { chmod, copyFile, mkdir, open, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -27,7 +27,7 @@ import {
   objectUsage,
   readObjectFile,
   renameOverDamaged,
-  unrepairable,
+  writeObjectFileSync,
 } from './object-files.js';
 import type { ObjectInfo, ObjectSource, ObjectStore } from './object-store.js';
 import { type PackedRead, type PackInput, PackSet } from './packs.js';
@@ -50,10 +50,9 @@ interface BatchState {
   flushes: Promise<void>[];
   /** Indexes of packs that hold objects put again: marked used on commit. */
   touched: Set<string>;
+  /** Small packs taken into the batch's last pack: removed once it is durable. */
+  folded: string[];
 }
-
-/** A batch with at least this many small objects writes them as one pack. */
-const PACK_MIN_OBJECTS = 16;
 
 /** A batch writes a pack whenever this many bytes of small objects are waiting. */
 const PACK_MAX_PENDING_BYTES = 32 * 1024 * 1024;
@@ -173,20 +172,21 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     batch.flushes.push(flush);
   }
 
-  /** Writes a batch's pending objects: one pack, or loose files when there are only a few. */
-  function writePending(batch: BatchState, isPack: boolean): void {
+  /**
+   * Writes a batch's pending objects as one pack, the small packs that `PackSet.foldable` names
+   * taken into it (a batch of a few objects writes a pack too: a file each would cost the store
+   * their size uncompressed and a fan-out directory each, and a sync each).
+   */
+  function writePending(batch: BatchState): void {
     if (batch.pending.size === 0) return;
-    if (isPack) {
-      writePack(
-        batch,
-        [...batch.pending].map(([digest, bytes]) => {
-          const stored = batch.stored.get(digest);
-          return stored ? { digest, bytes, stored } : { digest, bytes };
-        }),
-      );
-    } else {
-      for (const [digest, bytes] of batch.pending) putBytesNow(bytes, digest, batch);
-    }
+    writePack(
+      batch,
+      [...batch.pending].map(([digest, bytes]) => {
+        const stored = batch.stored.get(digest);
+        return stored ? { digest, bytes, stored } : { digest, bytes };
+      }),
+      true,
+    );
     batch.pending.clear();
     batch.pendingBytes = 0;
     batch.unsent.length = 0;
@@ -194,8 +194,15 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     batch.stored.clear();
   }
 
-  /** Writes objects as one pack, but those stored as files already (by a smaller batch). */
-  function writePack(batch: BatchState, objects: (PackInput & { bytes: Uint8Array })[]): void {
+  /**
+   * Writes objects as one pack, but those stored as files already (written so by an older
+   * version, or too large once), with the small packs there are folded into it when `fold` says.
+   */
+  function writePack(
+    batch: BatchState,
+    objects: (PackInput & { bytes: Uint8Array })[],
+    fold = false,
+  ): void {
     const packed: PackInput[] = [];
     const mayBeFile = looseObjectCheckSync(objectsDirectory);
     for (const object of objects) {
@@ -206,14 +213,17 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       } catch {
         // A damaged fan-out directory: the pack holds it instead.
       }
-      // Kept there, and marked used.
+      // Kept there, and marked used; a damaged file is written again in its place.
       if (existing === 'sound') batch.files.push(file);
+      else if (existing === 'damaged') putBytesNow(object.bytes, object.digest, batch);
       else packed.push(object);
     }
     if (packed.length === 0) return;
-    const written = packs.write(packed, { sync: false });
+    const folded = fold ? packs.foldable(packed.length) : { names: [], objects: [] };
+    const written = packs.write([...folded.objects, ...packed], { sync: false });
     batch.files.push(...written.files);
     for (const directory of written.directories) batch.directories.add(directory);
+    batch.folded.push(...folded.names.filter((name) => name !== written.name));
   }
 
   async function ensureFanout(file: string): Promise<string> {
@@ -291,40 +301,15 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   /**
-   * The batch path for small content: synchronous calls, since a round trip through the thread
-   * pool costs several times the system call itself and a batch may store thousands of objects.
+   * A batch's object written as a file now: content over 1 MiB given as bytes, or an object
+   * whose file is there damaged (rewritten in its place).
    */
   function putBytesNow(bytes: Uint8Array, digest: Digest, batch: BatchState): void {
     const file = objectPath(objectsDirectory, digest);
-    if (checkExistingSync(file, bytes) === 'sound') {
-      // It may come from a batch whose commit never ran: made durable with this one.
-      batch.files.push(file);
-      return;
-    }
-    // Absent, or damaged: written as new, renamed over what is there.
-    checkFanout(file);
-    const temporary = temporaryPath();
-    try {
-      writeFileSync(temporary, bytes, { flag: 'wx', mode: 0o444 });
-      const directory = join(file, '..');
-      try {
-        renameSync(temporary, file);
-      } catch (error) {
-        if (isSystemError(error, 'EISDIR') || isSystemError(error, 'ENOTEMPTY'))
-          throw unrepairable(digest, file, error);
-        if (!isSystemError(error, 'ENOENT')) throw error;
-        mkdirSync(directory, { recursive: true });
-        batch.directories.add(objectsDirectory);
-        renameSync(temporary, file);
-      }
-      batch.directories.add(directory);
-      batch.files.push(file);
-    } catch (error) {
-      try {
-        unlinkSync(temporary);
-      } catch {}
-      throw error;
-    }
+    const { directories } = writeObjectFileSync(file, bytes, digest, temporaryPath());
+    for (const directory of directories) batch.directories.add(directory);
+    // Written or not (a sound one from a batch whose commit never ran), durable with this batch.
+    batch.files.push(file);
   }
 
   async function putBytes(bytes: Uint8Array, batch?: BatchState): Promise<ObjectInfo> {
@@ -332,7 +317,8 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     const digest = digestBytes(bytes);
     const info = { digest, sizeBytes: bytes.byteLength };
     if (batch) {
-      putInBatch(bytes, digest, batch);
+      if (bytes.byteLength > SMALL_FILE_BYTES) putBytesNow(bytes, digest, batch);
+      else putInBatch(bytes, digest, batch);
       return info;
     }
     const existing = objectPath(objectsDirectory, digest);
@@ -457,6 +443,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
         writing: new Map(),
         flushes: [],
         touched: new Set(),
+        folded: [],
       };
       return {
         put: (source) => putSource(source, state),
@@ -465,7 +452,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
             // What the worker has not begun is compressed here meanwhile, not waited for.
             if (state.compressions.length > 0) await compressWaitingHere();
             await Promise.all([...state.flushes.splice(0), ...state.compressions.splice(0)]);
-            writePending(state, state.pending.size >= PACK_MIN_OBJECTS);
+            writePending(state);
             // Made durable first: a merge removes packs only once its own pack is durable.
             if (packs.count > AUTO_MERGE_PACKS) {
               await syncPaths([...state.files, ...state.directories], objectsDirectory);
@@ -478,12 +465,20 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
             const now = new Date();
             for (const index of state.touched) await utimes(index, now, now).catch(() => {});
             await syncPaths([...state.files, ...state.directories], objectsDirectory);
+            // Their objects are in the batch's pack, durable now. Not made durable: a removal
+            // undone by a crash leaves a copy in two packs, which readers take either of.
+            for (const name of state.folded) {
+              try {
+                packs.remove(name);
+              } catch {}
+            }
           } finally {
             openBatches.delete(state);
           }
           state.directories.clear();
           state.files.length = 0;
           state.touched.clear();
+          state.folded.length = 0;
         },
       };
     },

@@ -4,10 +4,8 @@ import {
   fstatSync,
   fsyncSync,
   lstatSync,
-  mkdirSync,
   openSync,
   readdirSync,
-  renameSync,
   unlinkSync,
 } from 'node:fs';
 import { join } from 'node:path';
@@ -17,24 +15,21 @@ import {
   type Digest,
   digestBytes,
   isDigest,
-  nodeCrypto,
   nodeZlib,
   readAt,
-  writeAll,
 } from '../lib/index.js';
-import { compressed } from './compress.js';
 import { damaged as damagedObject } from './object-files.js';
 import {
   digestKey,
   type LoadedIndex,
-  newIndex,
   parseIndex,
   RECORD_BYTES,
   recordOf,
-  sealIndex,
-  setRecord,
   sizeAt,
 } from './pack-index.js';
+import { type PackInput, TEMPORARY_PREFIX, writePackFiles } from './pack-write.js';
+
+export type { PackInput } from './pack-write.js';
 
 /**
  * Packs: many small objects in one file, as git packs its objects. A batch that stores many
@@ -52,10 +47,13 @@ import {
  */
 const PACK_DIRECTORY = 'pack';
 
-const PACK_MAGIC = Buffer.from('RWPACK\0\x01', 'latin1');
 const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
-const TEMPORARY_PREFIX = '.tmp-';
-const WRITE_RUN_BYTES = 1024 * 1024;
+
+/**
+ * Packs of at most this many objects are taken into a batch's new pack (see `foldable`); larger
+ * ones (a first snapshot's, a checkpoint of many files) are left to gc's merges.
+ */
+const FOLD_MAX_OBJECTS = 1024;
 
 /** What reading a packed object found: see {@link PackSet.readObject}. */
 export type PackedRead = { bytes: Buffer } | { damaged: RewindError } | undefined;
@@ -71,15 +69,6 @@ export interface PackLocation {
   sizeBytes: number;
 }
 
-/** An object to write into a pack: its bytes, or how to get them when they are written. */
-export interface PackInput {
-  digest: Digest;
-  /** Or, from another pack, its bytes and the form they are stored in there. */
-  bytes: Uint8Array | (() => { bytes: Uint8Array; stored: Uint8Array });
-  /** The bytes to store for it, when they were compressed already (see compress.ts). */
-  stored?: Uint8Array;
-}
-
 // Never following a link, nor waiting on a named pipe, at a store file's name (SPEC §1).
 const READ_FLAGS = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
@@ -89,6 +78,9 @@ export class PackSet {
   #loaded: Map<string, LoadedIndex> | undefined;
   /** Index files found damaged, by name: they list nothing. */
   readonly damaged = new Set<string>();
+
+  /** The packs this process wrote: a fold copies their objects as stored, unchecked. */
+  readonly #written = new Set<string>();
 
   constructor(objectsDirectory: string) {
     this.directory = join(objectsDirectory, PACK_DIRECTORY);
@@ -317,84 +309,18 @@ export class PackSet {
   }
 
   /**
-   * Writes objects into a new pack and its index (temporary names, then renamed: the pack first,
-   * so that an index is never there without its pack). With `sync`, both are fsynced before the
-   * renames; otherwise the caller makes the returned files durable. Either way the caller syncs
-   * the returned directories. Returns the pack's name, its two files, and those directories.
+   * Writes objects into a new pack and its index (see `writePackFiles`), which this set then
+   * lists. Returns the pack's name, its two files, and the directories to sync.
    */
   write(
     objects: Iterable<PackInput>,
     options: { sync: boolean },
   ): { name: string; files: string[]; directories: string[] } {
-    const sorted = [
-      ...new Map([...objects].map((object) => [object.digest, object])).values(),
-    ].sort((a, b) => (a.digest < b.digest ? -1 : 1));
-    const directories = [this.directory];
-    try {
-      mkdirSync(this.directory);
-      directories.push(join(this.directory, '..'));
-    } catch (error) {
-      if (!isSystemError(error, 'EEXIST')) throw error;
-    }
-    const suffix = `${process.pid}-${nodeCrypto().randomBytes(8).toString('hex')}`;
-    const temporaryPack = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.pack`);
-    const temporaryIndex = join(this.directory, `${TEMPORARY_PREFIX}${suffix}.idx`);
-    const index = newIndex(sorted.length);
-    try {
-      const pack = openSync(temporaryPack, 'wx', 0o444);
-      try {
-        // Written in runs of about a megabyte: one system call each, not one per object.
-        let run: Uint8Array[] = [PACK_MAGIC];
-        let runBytes = PACK_MAGIC.length;
-        const flush = (): void => {
-          writeAll(pack, run.length === 1 ? (run[0] as Uint8Array) : Buffer.concat(run));
-          run = [];
-          runBytes = 0;
-        };
-        let offset = PACK_MAGIC.length;
-        let place = 0;
-        for (const object of sorted) {
-          const { digest } = object;
-          const given = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
-          const bytes = given instanceof Uint8Array ? given : given.bytes;
-          const stored =
-            (given instanceof Uint8Array ? undefined : given.stored) ??
-            object.stored ??
-            compressed(bytes);
-          if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
-          run.push(stored);
-          runBytes += stored.byteLength;
-          setRecord(index, place++, digest, offset, stored.byteLength, bytes.byteLength);
-          offset += stored.byteLength;
-        }
-        if (runBytes > 0) flush();
-        if (options.sync) fsyncSync(pack);
-      } finally {
-        closeSync(pack);
-      }
-      const name = sealIndex(index);
-      const indexFile = openSync(temporaryIndex, 'wx', 0o444);
-      try {
-        writeAll(indexFile, index);
-        if (options.sync) fsyncSync(indexFile);
-      } finally {
-        closeSync(indexFile);
-      }
-      const packFile = join(this.directory, `${name}.pack`);
-      const indexPath = join(this.directory, `${name}.idx`);
-      renameSync(temporaryPack, packFile);
-      renameSync(temporaryIndex, indexPath);
-      const loaded = parseIndex(name, index, Date.now());
-      if (loaded) this.#indexes().set(name, loaded);
-      return { name, files: [packFile, indexPath], directories };
-    } catch (error) {
-      for (const file of [temporaryPack, temporaryIndex]) {
-        try {
-          unlinkSync(file);
-        } catch {}
-      }
-      throw error;
-    }
+    const { name, index, files, directories } = writePackFiles(this.directory, objects, options);
+    const loaded = parseIndex(name, index, Date.now());
+    if (loaded) this.#indexes().set(name, loaded);
+    this.#written.add(name);
+    return { name, files, directories };
   }
 
   /**
@@ -422,6 +348,66 @@ export class PackSet {
     this.refresh();
     const ascending = [...this.#indexes().values()].sort((a, b) => a.count - b.count);
     this.#merge(ascending.slice(0, Math.ceil(ascending.length / 2)), new Set());
+  }
+
+  /**
+   * The small packs that a batch about to write a pack of `count` objects takes into it, so that
+   * packs stay few without a merge of their own (a batch of a few objects writes a pack too):
+   * those `geometricMerge` would merge with the new one, among packs of at most
+   * FOLD_MAX_OBJECTS objects, with their objects read and checked. A pack with an object that
+   * does not read back sound (damaged, or gone since) is left as it is. The caller removes the
+   * packs named once the new one is durable.
+   */
+  foldable(count: number): { names: string[]; objects: PackInput[] } {
+    const small = [...this.#indexes().values()].filter((index) => index.count <= FOLD_MAX_OBJECTS);
+    const candidates: { count: number; index?: LoadedIndex }[] = [
+      { count },
+      ...small.map((index) => ({ count: index.count, index })),
+    ];
+    const chosen = geometricMerge(candidates);
+    const folded = { names: [] as string[], objects: [] as PackInput[] };
+    for (const { index } of chosen) {
+      const objects = index && this.#soundObjects(index);
+      if (!index || !objects) continue;
+      folded.names.push(index.name);
+      folded.objects.push(...objects);
+    }
+    return folded;
+  }
+
+  /**
+   * Every object of a pack, the pack read whole in one call (a small one), or undefined when the
+   * pack is gone or one of them is damaged. They are checked (inflated and hashed), but in a pack
+   * this process wrote: those were hashed in memory as they were written, and a copy as stored
+   * keeps whatever befell them since for a read or `rewind verify` to find, as before.
+   */
+  #soundObjects(index: LoadedIndex): PackInput[] | undefined {
+    const locations = [...this.#locations(index)];
+    const end = locations.reduce(
+      (most, { offset, storedBytes }) => Math.max(most, offset + storedBytes),
+      0,
+    );
+    let whole: Buffer;
+    try {
+      whole = this.#readStored({ ...(locations[0] as PackLocation), offset: 0, storedBytes: end });
+    } catch {
+      return undefined;
+    }
+    const isOwn = this.#written.has(index.name);
+    const objects: PackInput[] = [];
+    for (const location of locations) {
+      const { digest, offset, storedBytes, sizeBytes } = location;
+      const stored = whole.subarray(offset, offset + storedBytes);
+      if (stored.length !== storedBytes) return undefined;
+      if (isOwn) {
+        objects.push({ digest, stored, sizeBytes });
+        continue;
+      }
+      const bytes = this.#inflate(location, stored);
+      if (bytes.length !== sizeBytes || digestBytes(bytes) !== digest) return undefined;
+      objects.push({ digest, bytes, stored });
+    }
+    return objects;
   }
 
   #merge(indexes: LoadedIndex[], removed: ReadonlySet<Digest>): void {

@@ -5,7 +5,7 @@ import { expect } from 'vitest';
 import { ERROR_CODES, isRewindError } from '../../src/errors.js';
 import { init, note, openSession } from '../../src/index.js';
 import { ENTRY_KINDS } from '../../src/ledger/index.js';
-import { decodeTree } from '../../src/store/index.js';
+import { createObjectStore, decodeTree } from '../../src/store/index.js';
 import { ROOT } from './processes.js';
 
 /** The golden store of SPEC.md's version 1: real bytes Rewind wrote, as seeds for mutations. */
@@ -497,15 +497,13 @@ export async function makeRealStore(workspace: string): Promise<RealStore> {
     name.endsWith('.jsonl'),
   );
   const trees: Buffer[] = [];
-  for (const fanout of await readdir(join(storeDirectory, 'objects'))) {
-    if (fanout.startsWith('.')) continue;
-    for (const name of await readdir(join(storeDirectory, 'objects', fanout))) {
-      const bytes = await readFile(join(storeDirectory, 'objects', fanout, name));
-      try {
-        decodeTree(bytes);
-        trees.push(bytes);
-      } catch {}
-    }
+  const store = createObjectStore(storeDirectory);
+  for await (const { digest } of store.list()) {
+    const bytes = await store.get(digest);
+    try {
+      decodeTree(bytes);
+      trees.push(bytes);
+    } catch {}
   }
   return {
     workspace,

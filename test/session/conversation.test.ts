@@ -1,9 +1,9 @@
-import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type Format, type Message, validate } from '../../src/conversation/index.js';
 import { Ledger, listSessions } from '../../src/ledger/index.js';
 import { log, openSession } from '../../src/session/index.js';
+import { createObjectStore } from '../../src/store/index.js';
 import { sessionOn } from '../helpers/session.js';
 import { lay } from '../helpers/workspace.js';
 
@@ -23,14 +23,10 @@ const result = (id: string): Message => ({
 
 const toolCall = { id: 'c1', type: 'function', function: { name: 'exec', arguments: '{}' } };
 
+/** How many objects the store holds, packed or as files. */
 async function objectCount(workspace: string): Promise<number> {
   let count = 0;
-  for (const entry of await readdir(join(workspace, '.rewind', 'objects'), {
-    recursive: true,
-    withFileTypes: true,
-  })) {
-    if (entry.isFile()) count += 1;
-  }
+  for await (const _ of createObjectStore(join(workspace, '.rewind')).list()) count += 1;
   return count;
 }
 

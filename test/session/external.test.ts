@@ -13,6 +13,7 @@ import {
   openSession,
   type Session,
 } from '../../src/session/index.js';
+import { createObjectStore } from '../../src/store/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const servers: Server[] = [];
@@ -66,11 +67,14 @@ function grep(text: string, directory: string): string {
 }
 
 /** Every file under a directory, as one string: the grep of the whole store. */
+/** Every file of the store as it is on disk, and every object's content (packs compress them). */
 async function everything(directory: string): Promise<string> {
   let text = '';
   for (const entry of await readdir(directory, { withFileTypes: true, recursive: true })) {
     if (entry.isFile()) text += await readFile(join(entry.parentPath, entry.name), 'latin1');
   }
+  const store = createObjectStore(directory);
+  for await (const { digest } of store.list()) text += (await store.get(digest)).toString('latin1');
   return text;
 }
 

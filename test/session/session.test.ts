@@ -249,8 +249,7 @@ describe('a rollback that fails', () => {
     const root = await readTree(store, base.tree);
     const lost = root.entries.find((entry) => entry.name === 'b.txt');
     if (lost?.type !== 'file') throw new Error('unreachable');
-    const hex = lost.digest.slice('sha256:'.length);
-    await rm(join(workspace, '.rewind', 'objects', hex.slice(0, 2), hex.slice(2)), { force: true });
+    await store.remove([lost.digest]);
 
     const error = await session.rollback('base').catch((caught: unknown) => caught);
     expect(error).toMatchObject({ code: 'OBJECT_NOT_FOUND', data: { id: 3, isReverted: true } });

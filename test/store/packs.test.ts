@@ -43,6 +43,25 @@ async function packFiles(directory: string): Promise<string[]> {
   return (await readdir(join(directory, 'objects', 'pack')).catch(() => [])).sort();
 }
 
+async function packCount(directory: string): Promise<number> {
+  return (await packFiles(directory)).filter((name) => name.endsWith('.pack')).length;
+}
+
+/** How many objects the indexes list together (SPEC.md §3a: 12 bytes, 56 a record, 32). */
+async function recordCount(directory: string): Promise<number> {
+  let count = 0;
+  for (const name of await packFiles(directory)) {
+    if (name.endsWith('.idx'))
+      count += ((await stat(join(directory, 'objects', 'pack', name))).size - 44) / 56;
+  }
+  return count;
+}
+
+/** Batches too large to be folded into the next (over 1,024 objects): a pack each. */
+const LARGE_BATCH = 1025;
+const tiny = (count: number, tag: string) =>
+  Array.from({ length: count }, (_, index) => Buffer.from(`${tag} ${index}`));
+
 async function looseCount(directory: string): Promise<number> {
   let count = 0;
   for (const name of await readdir(join(directory, 'objects'))) {
@@ -171,16 +190,34 @@ describe('packs', () => {
     expect(packBytes).toBeLessThan(total * 0.6);
   });
 
-  it('keeps a few objects as files, and never stores one twice', async () => {
+  it('packs a few objects too, and never stores one twice', async () => {
     const { directory, store } = await newStore();
     const few = contents(5, 'few');
     await putInBatch(store, few);
-    expect(await packFiles(directory)).toEqual([]);
-    expect(await looseCount(directory)).toBe(5);
+    expect(await looseCount(directory)).toBe(0);
+    expect(await packCount(directory)).toBe(1);
     // A larger batch with those five again packs only the new ones.
     await putInBatch(store, [...few, ...contents(20, 'more')]);
-    expect(await looseCount(directory)).toBe(5);
+    expect(await looseCount(directory)).toBe(0);
+    expect(await recordCount(directory)).toBe(25);
     expect(await listed(store)).toHaveLength(25);
+  });
+
+  it('folds small packs into the next batch pack, so that they stay about log2 of the batches', async () => {
+    const { directory, store } = await newStore();
+    const expected: Digest[] = [];
+    for (let round = 0; round < 40; round++) {
+      expected.push(...(await putInBatch(store, contents(3, `round ${round}`))));
+      // Each pack at least twice the objects of all smaller ones together.
+      expect(await packCount(directory)).toBeLessThanOrEqual(Math.log2(round + 1) + 2);
+      expect(await recordCount(directory)).toBe(expected.length);
+    }
+    // A folded pack is gone with its index; another process finds every object.
+    const names = await packFiles(directory);
+    expect(names.filter((name) => name.endsWith('.idx'))).toHaveLength(await packCount(directory));
+    const other = createObjectStore(directory);
+    expect(await listed(other)).toEqual([...expected].sort());
+    for (const digest of expected) await other.verify(digest);
   });
 
   it('finds a pack another process wrote after this one had read the indexes', async () => {
@@ -312,15 +349,15 @@ describe('packs', () => {
     expect(await packFiles(directory)).toEqual([]);
   });
 
-  it('merges many small packs into one when garbage is collected', async () => {
+  it('merges many packs into one when garbage is collected', async () => {
     const { directory, store } = await newStore();
     const expected: Digest[] = [];
-    for (let round = 0; round < 20; round++) {
-      expected.push(...(await putInBatch(store, contents(16, `round ${round}`))));
+    for (let round = 0; round < 6; round++) {
+      expected.push(...(await putInBatch(store, tiny(LARGE_BATCH, `round ${round}`))));
     }
-    expect(await packFiles(directory)).toHaveLength(40);
+    expect(await packCount(directory)).toBe(6);
     await store.remove([]);
-    expect(await packFiles(directory)).toHaveLength(2);
+    expect(await packCount(directory)).toBe(1);
     expect(await listed(store)).toEqual([...expected].sort());
     for (const digest of expected.slice(0, 40)) await store.verify(digest);
   });
@@ -341,19 +378,48 @@ describe('packs', () => {
   it('merges packs as a checkpoint leaves more than 50 of them, so lookups stay cheap', async () => {
     const { directory, store } = await newStore();
     const expected: Digest[] = [];
-    const packCount = async () =>
-      (await packFiles(directory)).filter((name) => name.endsWith('.pack')).length;
-    // Each batch adds one pack, and nothing is merged up to 50.
+    // Each batch adds one pack (too large to fold), and nothing is merged up to 50.
     for (let round = 0; round < 51; round++) {
-      expected.push(...(await putInBatch(store, contents(16, `round ${round}`))));
-      if (round === 49) expect(await packCount()).toBe(50);
+      expected.push(...(await putInBatch(store, tiny(LARGE_BATCH, `round ${round}`))));
+      if (round === 49) expect(await packCount(directory)).toBe(50);
     }
     // The smaller half (26 of 51) became one: a cost bounded by the small packs.
-    expect(await packCount()).toBe(26);
+    expect(await packCount(directory)).toBe(26);
     // gc merges the rest geometrically (all the same size here: into one).
     await store.remove([]);
-    expect(await packCount()).toBe(1);
+    expect(await packCount(directory)).toBe(1);
     expect(await listed(createObjectStore(directory))).toEqual([...expected].sort());
+  }, 60_000);
+
+  it('folds no pack of another process with a damaged object, and keeps damage found, never hidden', async () => {
+    const { directory, store } = await newStore();
+    const first = contents(3, 'first');
+    const [damaged, ...sound] = await putInBatch(store, first);
+    const [pack] = (await packFiles(directory)).filter((name) => name.endsWith('.pack'));
+    const file = join(directory, 'objects', 'pack', pack as string);
+    // One byte of the first object's stored bytes flipped (they follow the 8-byte magic).
+    const record = await recordOf(
+      join(directory, 'objects', 'pack', (pack as string).replace(/\.pack$/, '.idx')),
+      damaged as Digest,
+    );
+    await chmod(file, 0o644);
+    const bytes = await readFile(file);
+    bytes[record.offset] = (bytes[record.offset] as number) ^ 0xff;
+    await writeFile(file, bytes);
+    // Another process (a store of its own) checks what it folds: this pack stays as it is.
+    const other = createObjectStore(directory);
+    const later = await putInBatch(other, contents(3, 'later'));
+    expect(await packFiles(directory)).toContain(pack);
+    await expect(other.get(damaged as Digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
+    for (const digest of [...sound, ...later]) await other.verify(digest);
+    // The process that wrote it copies its own packs as stored: the damage moves with the bytes
+    // and is found as before, and every sound object stays.
+    await putInBatch(store, contents(3, 'third'));
+    expect(await packFiles(directory)).not.toContain(pack);
+    await expect(createObjectStore(directory).get(damaged as Digest)).rejects.toMatchObject({
+      code: 'OBJECT_CORRUPT',
+    });
+    for (const digest of [...sound, ...later]) await createObjectStore(directory).verify(digest);
   });
 
   it('leaves a pack with a damaged object as it is when merging, so nothing sound is lost', async () => {
@@ -394,7 +460,7 @@ describe('packs', () => {
   // The fast path (packs, their in-memory indexes, merges) against the obvious one: a map.
   it('counts each object once in its usage, as its listing does, when packs and loose files hold copies', async () => {
     // Copies come from other stores' packs and files, as a merge or a crash leaves them.
-    // 16 or more objects make a pack, fewer are files.
+    // Each batch makes a pack (folding in the small ones there).
     const items = fc.uniqueArray(fc.integer({ min: 0, max: 80 }), { maxLength: 40, size: 'max' });
     await fc.assert(
       fc.asyncProperty(fc.array(items, { minLength: 1, maxLength: 4 }), async (sets) => {
@@ -440,6 +506,11 @@ describe('packs', () => {
         items: fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 20 }),
       }),
       fc.record({ op: fc.constant('reopen' as const) }),
+      // Two batches at once, from two stores (two processes): each may fold the same small packs.
+      fc.record({
+        op: fc.constant('two batches' as const),
+        items: fc.array(fc.integer({ min: 0, max: 60 }), { minLength: 1, maxLength: 20 }),
+      }),
     );
     await fc.assert(
       fc.asyncProperty(fc.array(operation, { minLength: 1, maxLength: 25 }), async (operations) => {
@@ -463,6 +534,14 @@ describe('packs', () => {
             const bytes = bytesOf(step.item);
             await store.put(bytes);
             model.set(digestBytes(bytes), bytes);
+          } else if (step.op === 'two batches') {
+            const batches = [store.batch(), createObjectStore(directory).batch()];
+            for (const [place, item] of step.items.entries()) {
+              const bytes = bytesOf(item);
+              await batches[place % 2]?.put(bytes);
+              model.set(digestBytes(bytes), bytes);
+            }
+            for (const batch of batches) await batch.commit();
           } else if (step.op === 'remove') {
             const digests = step.items.map((item) => digestBytes(bytesOf(item)));
             await store.remove(digests);
@@ -479,6 +558,10 @@ describe('packs', () => {
             expect(await store.get(digest)).toEqual(bytes);
             expect(await reader.get(digest)).toEqual(bytes);
           }
+          // Packs fold and merge geometrically: about log2 of what they hold.
+          expect(await packCount(directory)).toBeLessThanOrEqual(
+            Math.log2((await recordCount(directory)) + 1) + 2,
+          );
         }
       }),
       { numRuns: 40 },
