@@ -30,7 +30,7 @@ import {
   writeObjectFileSync,
 } from './object-files.js';
 import type { ObjectInfo, ObjectSource, ObjectStore } from './object-store.js';
-import { type PackedRead, type PackInput, PackSet } from './packs.js';
+import { FOLD_BELOW_OBJECTS, type PackedRead, type PackInput, PackSet } from './packs.js';
 
 interface BatchState {
   directories: Set<string>;
@@ -173,9 +173,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   }
 
   /**
-   * Writes a batch's pending objects as one pack, the small packs that `PackSet.foldable` names
-   * taken into it (a batch of a few objects writes a pack too: a file each would cost the store
-   * their size uncompressed and a fan-out directory each, and a sync each).
+   * Writes a batch's pending objects as one pack, a small batch's with the small packs that
+   * `PackSet.foldable` names taken into it. A batch of a few objects writes a pack too: a file
+   * each would cost the store their size uncompressed, a fan-out directory each, and a sync each.
    */
   function writePending(batch: BatchState): void {
     if (batch.pending.size === 0) return;
@@ -219,7 +219,10 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       else packed.push(object);
     }
     if (packed.length === 0) return;
-    const folded = fold ? packs.foldable(packed.length) : { names: [], objects: [] };
+    const folded =
+      fold && packed.length < FOLD_BELOW_OBJECTS
+        ? packs.foldable(packed.length)
+        : { names: [], objects: [] };
     const written = packs.write([...folded.objects, ...packed], { sync: false });
     batch.files.push(...written.files);
     for (const directory of written.directories) batch.directories.add(directory);

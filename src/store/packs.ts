@@ -50,10 +50,17 @@ const PACK_DIRECTORY = 'pack';
 const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
 
 /**
- * Packs of at most this many objects are taken into a batch's new pack (see `foldable`); larger
- * ones (a first snapshot's, a checkpoint of many files) are left to gc's merges.
+ * A batch of fewer new objects than this (a checkpoint of a few files, a journaled action) takes
+ * small packs into its own (see `foldable`); a larger one writes its pack alone, as it did when
+ * only such batches were packed: folding into it would copy more than it saves.
  */
-const FOLD_MAX_OBJECTS = 1024;
+export const FOLD_BELOW_OBJECTS = 16;
+
+/**
+ * Packs of at most this many objects are taken into a small batch's pack; larger ones are left to
+ * the merge past 50 packs and to gc's.
+ */
+const FOLD_MAX_OBJECTS = 64;
 
 /** What reading a packed object found: see {@link PackSet.readObject}. */
 export type PackedRead = { bytes: Buffer } | { damaged: RewindError } | undefined;
@@ -351,10 +358,10 @@ export class PackSet {
   }
 
   /**
-   * The small packs that a batch about to write a pack of `count` objects takes into it, so that
-   * packs stay few without a merge of their own (a batch of a few objects writes a pack too):
-   * those `geometricMerge` would merge with the new one, among packs of at most
-   * FOLD_MAX_OBJECTS objects, with their objects read and checked. A pack with an object that
+   * The small packs that a batch about to write a pack of `count` objects (fewer than
+   * FOLD_BELOW_OBJECTS) takes into it, so that the packs of small batches stay few without a
+   * merge of their own: those `geometricMerge` would merge with the new one, among packs of at
+   * most FOLD_MAX_OBJECTS objects, with their objects read and checked. A pack with an object that
    * does not read back sound (damaged, or gone since) is left as it is. The caller removes the
    * packs named once the new one is durable.
    */
