@@ -7,7 +7,8 @@
 // (so the checkpoint follows a rollback that wrote N files, as in a session). Each build watches
 // a workspace of its own (the same files); the changes come 300 ms before the steps (outside the
 // racy window), each timed step starts after an untimed `sync`, and rounds alternate which build
-// goes first. Medians of 9 rounds (BENCH_ROUNDS).
+// goes first. Medians of 9 rounds (BENCH_ROUNDS), and of what each checkpoint adds to the store's
+// objects (bytes on disk, as `du -sb` counts them).
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,14 +22,24 @@ const names = Object.keys(builds);
 
 const workspaces = [];
 const sessions = [];
-const times = Object.fromEntries(names.map((name) => [name, { checkpoint: [], rollback: [] }]));
+const times = Object.fromEntries(
+  names.map((name) => [name, { checkpoint: [], rollback: [], growth: [] }]),
+);
+const objectBytes = (index) =>
+  Number(
+    execFileSync('du', ['-sb', `${workspaces[index].workspace}/.rewind/objects`])
+      .toString()
+      .split('\t')[0],
+  );
 /** Times one step of each build, in `order`, each after a `sync`. */
 async function eachBuild(order, step, kind) {
   for (const index of order) {
     execFileSync('sync');
+    const before = kind === 'checkpoint' ? objectBytes(index) : 0;
     const start = performance.now();
     await step(sessions[index]);
     times[names[index]][kind].push(performance.now() - start);
+    if (kind === 'checkpoint') times[names[index]].growth.push(objectBytes(index) - before);
   }
 }
 try {
@@ -60,12 +71,11 @@ try {
 
 console.log(`${describeFilesystem(process.env.BENCH_DIR ?? tmpdir())}\n`);
 console.log(
-  `| workspace | build | checkpoint of ${changed} files | rollback of ${changed} files |`,
+  `| workspace | build | checkpoint of ${changed} files | rollback of ${changed} files | store growth per checkpoint |`,
 );
-console.log('| --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- |');
 for (const name of names) {
-  const { checkpoint, rollback } = times[name];
-  console.log(
-    `| ${size} | ${name} | ${median(checkpoint).toFixed(0)} ms | ${median(rollback).toFixed(0)} ms |`,
-  );
+  const { checkpoint, rollback, growth } = times[name];
+  const ms = (values) => `${median(values).toFixed(median(values) < 100 ? 1 : 0)} ms`;
+  console.log(`| ${size} | ${name} | ${ms(checkpoint)} | ${ms(rollback)} | ${median(growth)} B |`);
 }
