@@ -196,7 +196,6 @@ export function checkFanout(file: string): void {
   if (!stats.isDirectory()) throw blockedFanout(file, undefined);
 }
 
-/** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
 /**
  * Writes an object's file now, with synchronous calls (a batch may write thousands, and a round
  * trip through the thread pool costs several times the system call): nothing when a sound one
@@ -234,6 +233,7 @@ export function writeObjectFileSync(
   }
 }
 
+/** Why a damaged object could not be written again: its name holds what a rename cannot replace. */
 function unrepairable(digest: Digest, file: string, cause: unknown): RewindError {
   return new RewindError(
     'OBJECT_CORRUPT',
