@@ -30,7 +30,7 @@ import {
   writeObjectFileSync,
 } from './object-files.js';
 import type { ObjectInfo, ObjectSource, ObjectStore } from './object-store.js';
-import { FOLD_BELOW_OBJECTS, type PackedRead, type PackInput, PackSet } from './packs.js';
+import { type PackedRead, type PackInput, PackSet } from './packs.js';
 
 interface BatchState {
   directories: Set<string>;
@@ -219,10 +219,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       else packed.push(object);
     }
     if (packed.length === 0) return;
-    const folded =
-      fold && packed.length < FOLD_BELOW_OBJECTS
-        ? packs.foldable(packed.length)
-        : { names: [], objects: [] };
+    const folded = fold ? packs.foldable(packed.length) : { names: [], objects: [] };
     const written = packs.write([...folded.objects, ...packed], { sync: false });
     batch.files.push(...written.files);
     for (const directory of written.directories) batch.directories.add(directory);

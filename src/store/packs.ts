@@ -54,7 +54,7 @@ const INDEX_NAME = /^pack-[0-9a-f]{64}\.idx$/;
  * small packs into its own (see `foldable`); a larger one writes its pack alone, as it did when
  * only such batches were packed: folding into it would copy more than it saves.
  */
-export const FOLD_BELOW_OBJECTS = 16;
+const FOLD_BELOW_OBJECTS = 16;
 
 /**
  * Packs of at most this many objects are taken into a small batch's pack; larger ones are left to
@@ -282,7 +282,7 @@ export class PackSet {
   }
 
   /** The bytes a pack stores for an object, as stored (compressed or not). */
-  #readStored(location: PackLocation): Buffer {
+  #readStored(location: Pick<PackLocation, 'pack' | 'offset' | 'storedBytes'>): Buffer {
     const descriptor = openSync(location.pack, READ_FLAGS);
     try {
       // Not a plain file (damage): nothing is read from it.
@@ -358,14 +358,15 @@ export class PackSet {
   }
 
   /**
-   * The small packs that a batch about to write a pack of `count` objects (fewer than
-   * FOLD_BELOW_OBJECTS) takes into it, so that the packs of small batches stay few without a
+   * The small packs that a batch about to write a pack of `count` objects takes into it (none
+   * when `count` is FOLD_BELOW_OBJECTS or more), so that the packs of small batches stay few without a
    * merge of their own: those `geometricMerge` would merge with the new one, among packs of at
    * most FOLD_MAX_OBJECTS objects, with their objects read and checked. A pack with an object that
    * does not read back sound (damaged, or gone since) is left as it is. The caller removes the
    * packs named once the new one is durable.
    */
   foldable(count: number): { names: string[]; objects: PackInput[] } {
+    if (count >= FOLD_BELOW_OBJECTS) return { names: [], objects: [] };
     const small = [...this.#indexes().values()].filter((index) => index.count <= FOLD_MAX_OBJECTS);
     const candidates: { count: number; index?: LoadedIndex }[] = [
       { count },
@@ -394,25 +395,21 @@ export class PackSet {
       (most, { offset, storedBytes }) => Math.max(most, offset + storedBytes),
       0,
     );
-    let whole: Buffer;
-    try {
-      whole = this.#readStored({ ...(locations[0] as PackLocation), offset: 0, storedBytes: end });
-    } catch {
-      return undefined;
-    }
     const isOwn = this.#written.has(index.name);
     const objects: PackInput[] = [];
-    for (const location of locations) {
-      const { digest, offset, storedBytes, sizeBytes } = location;
-      const stored = whole.subarray(offset, offset + storedBytes);
-      if (stored.length !== storedBytes) return undefined;
-      if (isOwn) {
-        objects.push({ digest, stored, sizeBytes });
-        continue;
+    try {
+      const pack = join(this.directory, `${index.name}.pack`);
+      const whole = this.#readStored({ pack, offset: 0, storedBytes: end });
+      for (const location of locations) {
+        const { digest, offset, storedBytes, sizeBytes } = location;
+        const stored = whole.subarray(offset, offset + storedBytes);
+        if (stored.length !== storedBytes) return undefined;
+        objects.push(
+          isOwn ? { digest, stored, sizeBytes } : { digest, ...this.#sound(location, stored) },
+        );
       }
-      const bytes = this.#inflate(location, stored);
-      if (bytes.length !== sizeBytes || digestBytes(bytes) !== digest) return undefined;
-      objects.push({ digest, bytes, stored });
+    } catch {
+      return undefined;
     }
     return objects;
   }
@@ -462,7 +459,11 @@ export class PackSet {
   }
 
   #readSound(location: PackLocation): { bytes: Buffer; stored: Buffer } {
-    const stored = this.#readStored(location);
+    return this.#sound(location, this.#readStored(location));
+  }
+
+  /** The object's bytes from what its pack stores for it, checked; throws when it is damaged. */
+  #sound(location: PackLocation, stored: Buffer): { bytes: Buffer; stored: Buffer } {
     const bytes = this.#inflate(location, stored);
     if (bytes.length !== location.sizeBytes || digestBytes(bytes) !== location.digest) {
       throw new Error(`${location.digest} in ${location.pack} is damaged`);
