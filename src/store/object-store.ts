@@ -44,8 +44,12 @@ export interface ObjectStore {
    * enough of them, are written as one pack (SPEC.md §3); they are readable meanwhile.
    */
   batch(): ObjectBatch;
-  /** The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`. */
-  get(digest: Digest): Promise<Buffer>;
+  /**
+   * The object's bytes, verified against its digest. Throws `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`.
+   * `ahead`: asked for ahead of its use, with others (a restore's reads ahead of its writes): the
+   * store may read them on another thread meanwhile.
+   */
+  get(digest: Digest, options?: { ahead?: boolean }): Promise<Buffer>;
   /**
    * The object's bytes as a stream in 1 MiB chunks, for objects too large to hold in memory. The
    * digest is checked at the end: a mismatch throws `OBJECT_CORRUPT` from the iterator.

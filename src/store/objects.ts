@@ -30,6 +30,7 @@ import {
   writeObjectFileSync,
 } from './object-files.js';
 import type { ObjectInfo, ObjectSource, ObjectStore } from './object-store.js';
+import { readPackedElsewhere } from './pack-reads.js';
 import { type PackedRead, type PackInput, PackSet } from './packs.js';
 
 interface BatchState {
@@ -483,7 +484,10 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       };
     },
 
-    async get(digest) {
+    async get(digest, options) {
+      const [location] = !options?.ahead || pendingOf(digest) ? [] : packs.find(digest);
+      const elsewhere = location && (await readPackedElsewhere(location));
+      if (elsewhere) return elsewhere;
       const packed = packedBytes(digest);
       if (packed && 'bytes' in packed) return packed.bytes;
       try {

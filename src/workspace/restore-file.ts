@@ -140,16 +140,17 @@ export interface Creation {
   umask: number | undefined;
 }
 
-/** Contents of small files read ahead of their writes: see {@link readAhead}. */
-const READS_AHEAD = 16;
+/** Placements whose small files are read ahead of their writes: see {@link readAhead}. */
+const READS_AHEAD = 32;
 
 /**
  * Reads the contents of the small files among `placements` ahead of their writes, so that the
- * reads wait on the store side by side while files are written (8 at a time): `startAfter(index)`
- * starts the reads of the small files after `index`, up to READS_AHEAD of them (at most ~16 MiB
- * held); `take(index)` hands one over, or undefined when it was not read ahead (the first file
- * is read as before, once its parent is checked). A read not taken (its path left alone) is
- * dropped, and its error with it.
+ * reads wait on the store side by side while files are written (8 at a time), and a store that
+ * can reads them on another thread meanwhile (`ahead`): `startAfter(index)` starts the reads of
+ * the small files among the READS_AHEAD placements after `index` (at most ~32 MiB held), half of
+ * them at a time, so that they are asked for together; `take(index)` hands one over, or undefined
+ * when it was not read ahead (the first file is read as before, once its parent is checked). A
+ * read not taken (its path left alone) is dropped, and its error with it.
  */
 export function readAhead(store: ObjectStore, placements: readonly TreeChange[]) {
   const reads = new Map<number, Promise<Buffer>>();
@@ -157,10 +158,11 @@ export function readAhead(store: ObjectStore, placements: readonly TreeChange[])
   return {
     startAfter(index: number): void {
       next = Math.max(next, index + 1);
+      if (next > index + READS_AHEAD / 2) return;
       for (; next < placements.length && next <= index + READS_AHEAD; next++) {
         const after = placements[next]?.after;
         if (after?.type !== 'file' || after.sizeBytes > SMALL_FILE_BYTES) continue;
-        const read = store.get(after.digest);
+        const read = store.get(after.digest, { ahead: true });
         read.catch(() => {}); // rejected where it is taken; never an unhandled rejection here
         reads.set(next, read);
       }
