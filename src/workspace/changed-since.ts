@@ -144,8 +144,9 @@ function addTotals(into: TreeTotals, totals: TreeTotals, sign: 1 | -1): void {
 /**
  * Rebuilds the tree of one directory from its previous tree and the changed paths: entries that
  * did not change are taken from the previous tree as they are; only changed entries are looked
- * at, and only directories whose list of names changed are read. Returns the new digest and how
- * the totals moved.
+ * at (a changed name the previous tree lacks too: it is there when it can be looked at), and only
+ * directories that lost or may have lost names are read. Returns the new digest and how the
+ * totals moved.
  */
 async function rebuildDirectory(
   absolute: string,
@@ -173,7 +174,10 @@ async function rebuildDirectory(
       state.ignoreRulesChanged = true;
     }
   } else {
+    // Its list of names as it was, and the changed names it did not hold: a name moved in alone
+    // leaves its directory off the changed paths (see the watcher's #onRecord).
     names = oldEntries.map((entry) => entry.name);
+    for (const name of changed) if (!oldByName.has(name)) names.push(name);
   }
   const inner =
     relative !== '' && state.ignoreDirectories.has(relative)
@@ -316,7 +320,7 @@ export function findChanges(
 /**
  * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
  * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
- * directory), as find or a watcher reports them; from a watcher's drain (`known`), the files
+ * directory, but for a file moved in alone), as find or a watcher reports them; from a watcher's drain (`known`), the files
  * among them a restore of this process wrote are taken as written rather than read, and the
  * lstat it took of each path is used rather than taken again. Undefined when the
  * record's tree is gone from the store or the ignore rules changed; the caller then looks at

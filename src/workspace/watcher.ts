@@ -196,7 +196,7 @@ export class WorkspaceWatcher {
    * Waits until inotifywait has reported every change made before this call (a sentinel file is
    * created and waited for: one inotify queue delivers in order). Returns the paths (relative
    * to the root, '' for the root) that changed since the previous drain, with the directories in
-   * which a name was made, removed or moved (a superset), or undefined when that list may not be
+   * which a name was made, removed or moved (a superset; not for a file moved in alone), or undefined when that list may not be
    * whole; the record of the snapshot
    * taken after the previous drain, which they update (see {@link setBase}); and this drain's
    * token.
@@ -518,9 +518,12 @@ export class WorkspaceWatcher {
       this.#made.add(relative);
     }
     this.#changed.add(relative);
-    if (events.length !== 1 || events[0] !== 'MOVED_TO') this.#touched.add(relative);
-    // Only a name made, removed or moved changes what its directory lists (a write does not).
-    if (relative !== '' && events.some((event) => RENAMING_EVENTS.has(event))) {
+    const isMovedIn = events.length === 1 && events[0] === 'MOVED_TO';
+    if (!isMovedIn) this.#touched.add(relative);
+    // Only a name made, removed or moved changes what its directory lists (a write does not). A
+    // file moved in alone (a restore's, an editor's save) is found by its own path: the snapshot
+    // looks at a changed name its directory did not hold (see rebuildDirectory).
+    if (relative !== '' && !isMovedIn && events.some((event) => RENAMING_EVENTS.has(event))) {
       this.#changed.add(parentOf(relative));
     }
   }
