@@ -1,6 +1,17 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, lstat, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import {
+  chmod,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -164,6 +175,35 @@ describe('file actions', () => {
       expect((await log({ workspace })).entries.at(-1)?.kind).toBe('undo-refused');
     },
   );
+
+  it('refuses, naming it, to undo into a folder that is a link to itself now, never looking through it', async () => {
+    const { workspace, session } = await sessionOn({ 'd/e/f.txt': 'f', 'd/e/g.txt': 'g' });
+    const ran = await session.exec('rm d/e/f.txt d/e/g.txt');
+    await rm(join(workspace, 'd'), { recursive: true });
+    await symlink('d', join(workspace, 'd'));
+    const result = await session.undo(ran.id);
+    expect(result).toMatchObject({
+      status: 'refused',
+      conflicts: [{ path: 'd', expected: 'a directory', found: 'a symbolic link' }],
+    });
+    expect(await readlink(join(workspace, 'd'))).toBe('d');
+    // A folder the undo would put back (its mode changed) that is a link now to a folder outside:
+    // what is under it is not looked for there.
+    const outside = await makeTempDirectory();
+    await mkdir(join(outside, 'e'));
+    const { workspace: other, session: second } = await sessionOn({ 'd/e/f.txt': 'f' });
+    const moded = await second.exec('chmod 700 d && rm d/e/f.txt');
+    await rm(join(other, 'd'), { recursive: true });
+    await symlink(outside, join(other, 'd'));
+    const refused = await second.undo(moded.id);
+    expect(refused.status).toBe('refused');
+    if (refused.status !== 'refused') throw new Error('not refused');
+    expect(refused.conflicts).toContainEqual({
+      path: 'd/e',
+      expected: 'a directory',
+      found: 'absent',
+    });
+  });
 
   it('refuses to undo a command that turned a file into a folder once files were put in it since', async () => {
     const { workspace, session } = await sessionOn({ a: 'file a\n' });

@@ -332,10 +332,18 @@ async function brokenParents(
     if (change.before === undefined) continue;
     if (await isLeftOut(change.path, change.before.type === 'directory')) continue;
     const names = change.path.split('/');
+    // Under a folder the undo puts back in place of what is there now (a link, a file), only what
+    // it puts back is there after it; nothing is looked at through what is there now.
+    let isReplaced = false;
     for (let index = 1; index < names.length; index++) {
       const parent = names.slice(0, index).join('/');
-      if (restoredDirectories.has(parent) || conflicts.has(parent)) continue;
-      const found = kindAt(join(target, parent));
+      // No folder now, named already: what is under it is not looked at through it.
+      if (conflicts.has(parent)) break;
+      if (restoredDirectories.has(parent)) {
+        isReplaced ||= kindAt(join(target, parent)) !== 'directory';
+        continue;
+      }
+      const found = isReplaced ? 'absent' : kindAt(join(target, parent));
       if (found !== 'directory') {
         conflicts.set(parent, { path: parent, expected: 'a directory', found });
         break;
