@@ -7,8 +7,8 @@
 // (so the checkpoint follows a rollback that wrote N files, as in a session). Each build watches
 // a workspace of its own (the same files); the changes come 300 ms before the steps (outside the
 // racy window), each timed step starts after an untimed `sync`, and rounds alternate which build
-// goes first. Medians of 9 rounds (BENCH_ROUNDS), and of what each checkpoint adds to the store's
-// objects (bytes on disk, as `du -sb` counts them).
+// goes first. Medians (and means) of 9 rounds (BENCH_ROUNDS), and the median of what each
+// checkpoint adds to the store's objects (bytes on disk, as `du -sb` counts them).
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -76,6 +76,9 @@ console.log(
 console.log('| --- | --- | --- | --- | --- |');
 for (const name of names) {
   const { checkpoint, rollback, growth } = times[name];
-  const ms = (values) => `${median(values).toFixed(median(values) < 100 ? 1 : 0)} ms`;
+  const shown = (value) => value.toFixed(value < 100 ? 1 : 0);
+  // The mean beside the median: a merge of packs now and then moves it, not the median.
+  const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
+  const ms = (values) => `${shown(median(values))} ms (mean ${shown(mean(values))})`;
   console.log(`| ${size} | ${name} | ${ms(checkpoint)} | ${ms(rollback)} | ${median(growth)} B |`);
 }

@@ -14,17 +14,17 @@ export const TEMPORARY_PREFIX = '.tmp-';
 const WRITE_RUN_BYTES = 1024 * 1024;
 
 /**
- * An object to write into a pack: its bytes, or how to get them when they are written; or, copied
- * from a pack this process wrote, only the form stored there and its size.
+ * An object to write into a pack: its bytes; or, copied from another pack, the form stored there
+ * and its size, or how to get them when it is written (a merge reads one object at a time).
  */
 export type PackInput = { digest: Digest } & (
   | {
-      /** Or, from another pack, its bytes and the form they are stored in there. */
-      bytes: Uint8Array | (() => { bytes: Uint8Array; stored: Uint8Array });
+      bytes: Uint8Array;
       /** The bytes to store for it, when they were compressed already (see compress.ts). */
       stored?: Uint8Array;
     }
   | { bytes?: undefined; stored: Uint8Array; sizeBytes: number }
+  | { bytes?: undefined; stored: () => { stored: Uint8Array; sizeBytes: number } }
 );
 
 /**
@@ -70,16 +70,11 @@ export function writePackFiles(
         const { digest } = object;
         let stored: Uint8Array;
         let sizeBytes: number;
-        if (object.bytes === undefined) {
-          ({ stored, sizeBytes } = object);
+        if (object.bytes !== undefined) {
+          stored = object.stored ?? compressed(object.bytes);
+          sizeBytes = object.bytes.byteLength;
         } else {
-          const given = typeof object.bytes === 'function' ? object.bytes() : object.bytes;
-          const bytes = given instanceof Uint8Array ? given : given.bytes;
-          stored =
-            (given instanceof Uint8Array ? undefined : given.stored) ??
-            object.stored ??
-            compressed(bytes);
-          sizeBytes = bytes.byteLength;
+          ({ stored, sizeBytes } = 'sizeBytes' in object ? object : object.stored());
         }
         if (runBytes + stored.byteLength > WRITE_RUN_BYTES && runBytes > 0) flush();
         run.push(stored);

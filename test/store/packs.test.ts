@@ -12,7 +12,7 @@ import {
   utimes,
   writeFile,
 } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type Digest, digestBytes } from '../../src/lib/index.js';
@@ -220,6 +220,17 @@ describe('packs', () => {
     for (const digest of expected) await other.verify(digest);
   });
 
+  it('folds small packs into batches of a few dozen objects too (a checkpoint of 10 files)', async () => {
+    const { directory, store } = await newStore();
+    const expected: Digest[] = [];
+    for (let round = 0; round < 40; round++) {
+      expected.push(...(await putInBatch(store, contents(30, `round ${round}`))));
+      // Packs of up to 64 objects are folded; the larger ones folds make pile up slowly.
+      expect(await packCount(directory)).toBeLessThanOrEqual(round / 3 + 3);
+    }
+    expect(await listed(createObjectStore(directory))).toEqual([...expected].sort());
+  });
+
   it('finds a pack another process wrote after this one had read the indexes', async () => {
     const { directory, store } = await newStore();
     await putInBatch(store, contents(20, 'first'));
@@ -389,6 +400,46 @@ describe('packs', () => {
     await store.remove([]);
     expect(await packCount(directory)).toBe(1);
     expect(await listed(createObjectStore(directory))).toEqual([...expected].sort());
+  }, 60_000);
+
+  it("merges its own packs unchecked past 50, moving their damage with them, and another process's only when sound", async () => {
+    const { directory, store } = await newStore();
+    const other = createObjectStore(directory);
+    const packOf = async (written: Digest[]) => {
+      for (const name of await packFiles(directory)) {
+        if (!name.endsWith('.idx')) continue;
+        const index = join(directory, 'objects', 'pack', name);
+        const record = await recordOf(index, written[0] as Digest).catch(() => undefined);
+        if (record) return { pack: index.replace(/\.idx$/, '.pack'), offset: record.offset };
+      }
+      throw new Error('not packed');
+    };
+    const damage = async ({ pack, offset }: { pack: string; offset: number }) => {
+      await chmod(pack, 0o644);
+      const handle = await open(pack, 'r+');
+      await handle.write(Buffer.from('X'), 0, 1, offset);
+      await handle.close();
+    };
+    // Two smaller batches (too large to fold), among the half merged first: one by another
+    // process, one by this one, each with an object damaged.
+    const foreign = await putInBatch(other, tiny(100, 'foreign'));
+    const own = await putInBatch(store, tiny(100, 'own'));
+    const foreignPack = await packOf(foreign);
+    const ownPack = await packOf(own);
+    await damage(foreignPack);
+    await damage(ownPack);
+    for (let round = 0; round < 49; round++)
+      await putInBatch(store, tiny(LARGE_BATCH, `r${round}`));
+    const files = await packFiles(directory);
+    // Its own pack went into the merge as stored; the other process's stays as it is.
+    expect(files).toContain(basename(foreignPack.pack));
+    expect(files).not.toContain(basename(ownPack.pack));
+    expect(await packCount(directory)).toBe(51 - 25 + 1);
+    const fresh = createObjectStore(directory);
+    for (const digest of [foreign[0], own[0]] as Digest[]) {
+      await expect(fresh.get(digest)).rejects.toMatchObject({ code: 'OBJECT_CORRUPT' });
+    }
+    for (const digest of [...foreign.slice(1), ...own.slice(1)]) await fresh.verify(digest);
   }, 60_000);
 
   it('folds no pack of another process with a damaged object, and keeps damage found, never hidden', async () => {
