@@ -320,11 +320,11 @@ export function findChanges(
 /**
  * The shortcut: the previous snapshot's tree (`record`) updated with only the paths `changes`
  * lists (relative, '' for the root; with, for an entry created, removed or renamed, its
- * directory, but for a file moved in alone), as find or a watcher reports them; from a watcher's drain (`known`), the files
- * among them a restore of this process wrote are taken as written rather than read, and the
- * lstat it took of each path is used rather than taken again. Undefined when the
- * record's tree is gone from the store or the ignore rules changed; the caller then looks at
- * every file.
+ * directory, but for a file moved in alone), as find or a watcher reports them; from a watcher's
+ * drain (`known`), the files among them a restore of this process wrote are taken as written
+ * rather than read, and the lstat it took of each path is used rather than taken again.
+ * Undefined when the record's tree is gone from the store or the ignore rules changed; the caller
+ * then looks at every file.
  */
 export async function snapshotChanges(
   root: string,

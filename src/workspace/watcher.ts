@@ -196,10 +196,9 @@ export class WorkspaceWatcher {
    * Waits until inotifywait has reported every change made before this call (a sentinel file is
    * created and waited for: one inotify queue delivers in order). Returns the paths (relative
    * to the root, '' for the root) that changed since the previous drain, with the directories in
-   * which a name was made, removed or moved (a superset; not for a file moved in alone), or undefined when that list may not be
-   * whole; the record of the snapshot
-   * taken after the previous drain, which they update (see {@link setBase}); and this drain's
-   * token.
+   * which a name was made, removed or moved (a superset; not for a file moved in alone), or
+   * undefined when that list may not be whole; the record of the snapshot taken after the
+   * previous drain, which they update (see {@link setBase}); and this drain's token.
    */
   drain(): Promise<DrainResult> {
     return this.#oneAtATime(async () => {

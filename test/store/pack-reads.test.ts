@@ -18,7 +18,7 @@ const settle = (read: Promise<Buffer>): Promise<Outcome> =>
     (error: { code?: unknown }) => ({ code: error.code }),
   );
 
-/** Contents of every kind a pack holds: empty, too small to compress, compressed, incompressible. */
+/** Contents of every kind a pack holds: empty, too small to compress, compressible, not. */
 function content(next: () => number): Buffer {
   const kind = Math.floor(next() * 5);
   if (kind === 0) return Buffer.alloc(0);
