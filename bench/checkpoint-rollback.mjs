@@ -74,11 +74,11 @@ console.log(
   `| workspace | build | checkpoint of ${changed} files | rollback of ${changed} files | store growth per checkpoint |`,
 );
 console.log('| --- | --- | --- | --- | --- |');
+const shown = (value) => value.toFixed(value < 100 ? 1 : 0);
+// The mean beside the median: a merge of packs now and then moves it, not the median.
+const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
+const ms = (values) => `${shown(median(values))} ms (mean ${shown(mean(values))})`;
 for (const name of names) {
   const { checkpoint, rollback, growth } = times[name];
-  const shown = (value) => value.toFixed(value < 100 ? 1 : 0);
-  // The mean beside the median: a merge of packs now and then moves it, not the median.
-  const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
-  const ms = (values) => `${shown(median(values))} ms (mean ${shown(mean(values))})`;
   console.log(`| ${size} | ${name} | ${ms(checkpoint)} | ${ms(rollback)} | ${median(growth)} B |`);
 }

@@ -36,8 +36,11 @@ export function compressed(bytes: Uint8Array): Uint8Array {
   );
 }
 
-/** Many objects in one buffer, and where each ends in it. */
-function joined(objects: readonly Uint8Array[]): { buffer: ArrayBuffer; ends: number[] } {
+/**
+ * Many objects in one buffer, and where each ends in it. Also run in workers (as source text: it
+ * uses nothing but globals).
+ */
+export function joined(objects: readonly Uint8Array[]): { buffer: ArrayBuffer; ends: number[] } {
   let size = 0;
   for (const bytes of objects) size += bytes.byteLength;
   const buffer = new ArrayBuffer(size);

@@ -1,5 +1,6 @@
 import type { Worker } from 'node:worker_threads';
 import { DIGEST_PREFIX, workerThreads } from '../lib/index.js';
+import { joined } from './compress.js';
 import type { PackLocation } from './packs.js';
 
 /**
@@ -75,15 +76,7 @@ parentPort.on('message', ({ id, reads }) => {
     outputs.push(bytes ?? Buffer.alloc(0));
   }
   for (const descriptor of descriptors.values()) if (descriptor !== -1) closeSync(descriptor);
-  const buffer = new ArrayBuffer(outputs.reduce((sum, bytes) => sum + bytes.length, 0));
-  const view = new Uint8Array(buffer);
-  const ends = [];
-  let at = 0;
-  for (const bytes of outputs) {
-    view.set(bytes, at);
-    at += bytes.length;
-    ends.push(at);
-  }
+  const { buffer, ends } = ${joined}(outputs);
   parentPort.postMessage({ id, buffer, ends, failed }, [buffer]);
 });
 `;

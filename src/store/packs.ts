@@ -389,10 +389,7 @@ export class PackSet {
    */
   #soundObjects(index: LoadedIndex): PackInput[] | undefined {
     const locations = [...this.#locations(index)];
-    const end = locations.reduce(
-      (most, { offset, storedBytes }) => Math.max(most, offset + storedBytes),
-      0,
-    );
+    const end = endOf(locations);
     const isOwn = this.#written.has(index.name);
     const objects: PackInput[] = [];
     try {
@@ -460,13 +457,9 @@ export class PackSet {
 
   /** True when the pack is there, a plain file long enough to hold every object's bytes. */
   #isThere(index: LoadedIndex): boolean {
-    let end = 0;
-    for (const { offset, storedBytes } of this.#locations(index)) {
-      end = Math.max(end, offset + storedBytes);
-    }
     try {
       const stats = lstatSync(join(this.directory, `${index.name}.pack`));
-      return stats.isFile() && stats.size >= end;
+      return stats.isFile() && stats.size >= endOf(this.#locations(index));
     } catch {
       return false;
     }
@@ -556,6 +549,13 @@ export function geometricMerge<T extends { count: number }>(packs: readonly T[])
     split += 1;
   }
   return split >= 2 ? ascending.slice(0, split) : [];
+}
+
+/** Where the last of `locations` ends in their pack: the length the pack must have at least. */
+function endOf(locations: Iterable<Pick<PackLocation, 'offset' | 'storedBytes'>>): number {
+  let end = 0;
+  for (const { offset, storedBytes } of locations) end = Math.max(end, offset + storedBytes);
+  return end;
 }
 
 /** fsyncs a directory, so that the names in it are durable. */
