@@ -387,7 +387,15 @@ async function applyWithin(
       }
       at ??= directories.locateToCreate(change.path);
       const real = `${root}/${change.path}`;
-      let type = currentType(at);
+      // A file is renamed over what is there unless that is a directory: where the state the
+      // changes start from (a snapshot taken under the lock just before) held no directory, the
+      // lstat is spared (~17 µs a file while a restore writes). A directory put there since
+      // makes the rename fail, and the restore is put back. Recovery, which starts from
+      // wherever a crash left the paths, always looks.
+      let type =
+        after.type === 'file' && !options.isRecovery && change.before?.type !== 'directory'
+          ? change.before?.type
+          : currentType(at);
       // A file is renamed over whatever non-directory is there; anything else must go first.
       if (
         type !== undefined &&

@@ -240,6 +240,36 @@ describe('diffTrees and applyChanges', () => {
     await expect(lstat(join(outside, 'a.txt'))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it('never writes over a directory put where the changes start from a file: it fails, and recovery still looks', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'a.txt': 'a',
+      'b.txt': 'b',
+      'c.txt': 'c',
+    });
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await lay(workspace, { 'a.txt': 'A', 'b.txt': 'B', 'new.txt': 'new' });
+    await rm(join(workspace, 'c.txt'));
+    const changes = await diffTrees(store, (await snapshot(workspace, options)).tree, target);
+    // Counted from the state the changes start from: two files written over, one created.
+    const counted = await applyChanges(workspace, store, changes);
+    expect(counted).toMatchObject({ written: 2, created: 1, deleted: 1 });
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+
+    await lay(workspace, { 'a.txt': 'A', 'b.txt': 'B' });
+    const raced = await diffTrees(store, (await snapshot(workspace, options)).tree, target);
+    // A directory put at b.txt since that snapshot (a race with the person).
+    await rm(join(workspace, 'b.txt'));
+    await lay(workspace, { 'b.txt/inside.txt': 'kept' });
+    await expect(applyChanges(workspace, store, raced)).rejects.toMatchObject({
+      code: 'EISDIR',
+    });
+    expect(await readFile(join(workspace, 'b.txt/inside.txt'), 'utf8')).toBe('kept');
+    // Recovery looks at what is there: an empty directory there gives way to the file.
+    await rm(join(workspace, 'b.txt/inside.txt'));
+    await applyChanges(workspace, store, raced, { isRecovery: true });
+    expect((await snapshot(workspace, options)).tree).toBe(target);
+  });
   it('reports progress after each path', async () => {
     const { workspace, storeDirectory, store } = await makeWorkspace({ 'a.txt': 'a' });
     const options = { store, storeDirectory };
