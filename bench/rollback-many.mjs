@@ -5,10 +5,13 @@
 // alike: a line appended to N files, 300 ms before (outside the racy window); each build's
 // rollback starts after an untimed `sync`, rounds alternating which build goes first; medians of
 // 9 rounds (BENCH_ROUNDS). It reports the whole rollback and, inside it, the time spent writing
-// the files (from the rollback's progress: the first path done to the last).
+// the files (from the rollback's progress: the first path done to the last); and, for scale, the
+// same N files copied over their copies in a copy of the workspace (`copyFileSync`) and one
+// `sync` after, in this process: what writing them durably costs at least.
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { copyFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { builds, changeFiles, median, sleep, twoWorkspaces } from './builds.mjs';
 import { describeFilesystem } from './filesystem.mjs';
 
@@ -22,8 +25,23 @@ const names = Object.keys(builds);
 // workspace generated second than on the first.
 const workspaces = [];
 const times = Object.fromEntries(names.map((name) => [name, { total: [], writing: [] }]));
+const copying = [];
+/** Copies the `changed` files of `round` out of `from` over their copies in `to`, then syncs. */
+function copyAndSync(from, to, files, round) {
+  const paths = new Set();
+  for (let index = 0; index < changed; index++) {
+    paths.add(files[(round * 7919 + index * 104729) % files.length]);
+  }
+  execFileSync('sync');
+  const start = performance.now();
+  for (const path of paths) copyFileSync(join(from, path), join(to, path));
+  execFileSync('sync');
+  return performance.now() - start;
+}
 try {
   workspaces.push(...(await twoWorkspaces(size, 'rewind-bench-many-')));
+  const first = workspaces[0].workspace;
+  execFileSync('cp', ['-a', first, `${first}-copies`]);
   for (const [index, { workspace }] of workspaces.entries()) {
     workspaces[index].sessions = {};
     for (const name of names) {
@@ -54,11 +72,14 @@ try {
       times[name].total.push(performance.now() - start);
       times[name].writing.push((lastPath ?? start) - (firstPath ?? start));
     }
+    const { workspace, files } = workspaces[0];
+    copying.push(copyAndSync(workspace, `${workspace}-copies`, files, round));
   }
 } finally {
   for (const { workspace, sessions = {} } of workspaces) {
     for (const session of Object.values(sessions)) await session.close();
     rmSync(workspace, { recursive: true, force: true });
+    rmSync(`${workspace}-copies`, { recursive: true, force: true });
   }
 }
 
@@ -71,3 +92,6 @@ for (const name of names) {
     `| ${size} | ${name} | ${median(total).toFixed(0)} ms | ${median(writing).toFixed(0)} ms |`,
   );
 }
+console.log(
+  `\nCopying the ${changed} files over copies of theirs and one sync: ${median(copying).toFixed(0)} ms.`,
+);
