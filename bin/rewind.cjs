@@ -15,10 +15,44 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
 }
 
 /**
+ * Starts `rewind daemon` for the workspace at `directory` in the background (REWIND_DAEMON=auto,
+ * when none answers there): on its own, its output in .rewind/daemon.log, stopping after 30
+ * minutes without a command. The command that started it runs here; the next ones go to it.
+ */
+function startDaemon(directory) {
+  const store = join(directory, '.rewind');
+  // A path too long for a Unix socket cannot have a daemon (src/cli/daemon.ts says so).
+  if (Buffer.byteLength(join(store, 'daemon.sock')) > 107) return;
+  try {
+    const { closeSync, openSync } = require('node:fs');
+    const log = openSync(join(store, 'daemon.log'), 'a', 0o600);
+    try {
+      const child = require('node:child_process').spawn(
+        process.execPath,
+        [__filename, 'daemon', '--idle-exit', '1800'],
+        {
+          cwd: directory,
+          detached: true,
+          stdio: ['ignore', log, log],
+          env: { ...process.env, REWIND_DAEMON: '0' },
+        },
+      );
+      child.on('error', () => {});
+      child.unref();
+    } finally {
+      closeSync(log);
+    }
+  } catch {
+    // Only a shortcut for the commands after this one: this one runs here either way.
+  }
+}
+
+/**
  * Runs the command in the workspace's daemon (`rewind daemon`, src/cli/daemon.ts) when one
  * answers and serves it: its sessions are open and watching, so a checkpoint costs what changed,
  * not a walk. Resolves with the exit code, or undefined to run the command here (no daemon,
- * REWIND_DAEMON=0, a command it does not serve, a daemon that does not answer within 2 s).
+ * REWIND_DAEMON=0, a command it does not serve, a daemon that does not answer within 2 s). With
+ * REWIND_DAEMON=auto, where no daemon is there to answer, it starts one for the next commands.
  */
 async function runInDaemon() {
   // The commands src/cli/daemon.ts serves (SERVED there).
@@ -35,7 +69,11 @@ async function runInDaemon() {
     directory = dirname(directory);
   }
   const socketPath = join(directory, '.rewind', 'daemon.sock');
-  if (!existsSync(socketPath)) return undefined;
+  const isAuto = process.env.REWIND_DAEMON === 'auto';
+  if (!existsSync(socketPath)) {
+    if (isAuto) startDaemon(directory);
+    return undefined;
+  }
   if (command === 'hook') {
     const chunks = [];
     for await (const chunk of process.stdin) chunks.push(chunk);
@@ -96,7 +134,11 @@ async function runInDaemon() {
       );
       settle(1);
     };
-    socket.on('error', lost);
+    socket.on('error', (error) => {
+      // A socket left by a daemon that was killed: nobody listens on it.
+      if (isAuto && !isAccepted && error.code === 'ECONNREFUSED') startDaemon(directory);
+      lost();
+    });
     socket.on('close', lost);
   });
 }

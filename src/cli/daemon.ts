@@ -13,7 +13,7 @@
  * and `{ stderr }` as it prints and `{ exit }` last. A client that heard nothing within 2 s
  * closes the connection and runs the command itself; the daemon, without its go, does not.
  */
-import { realpathSync } from 'node:fs';
+import { realpathSync, statSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -153,6 +153,15 @@ class KeptSessions implements SessionKeeper {
     return kept;
   }
 
+  /**
+   * Opens the current session, watching, before any command asks for it: the watch is live by
+   * the time commands come (a failure is the first command's to meet).
+   */
+  async warm(): Promise<void> {
+    const id = await currentSessionId({ workspace: this.#root }).catch(() => undefined);
+    if (id !== undefined) await this.open({ workspace: this.#root, session: id }).catch(() => {});
+  }
+
   async release(session: Session): Promise<void> {
     if (!this.#own.has(session)) await session.close();
   }
@@ -231,6 +240,7 @@ async function serve(
   root: string,
   io: CliIo,
   run: (argv: readonly string[], io: CliIo) => Promise<number>,
+  idleExitMs: number | undefined,
 ): Promise<number> {
   // The workspace must have a store: the socket goes in it (STORE_NOT_FOUND says what to do).
   await currentSessionId({ workspace: root });
@@ -240,20 +250,21 @@ async function serve(
       `The daemon's socket would be ${socketPath}, longer than a Unix socket's path may be (${LONGEST_SOCKET_PATH} bytes). Move the workspace to a shorter path to run a daemon for it; commands run without one.`,
     );
   }
-  if (await isAnswering(socketPath)) {
-    throw new UsageError(
-      `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
-    );
-  }
-  // Left by a daemon that was killed: nobody answers on it.
-  await rm(socketPath, { force: true });
   const sessions = new KeptSessions(root, (why) =>
     io.stderr(
       `rewind daemon: not watching ${root} (${why}): its checkpoints look at every entry, as without the daemon.\n`,
     ),
   );
   let queue: Promise<void> = Promise.resolve();
+  // For --idle-exit: connections open now, and when the last one ended.
+  let connections = 0;
+  let lastActive = Date.now();
   const server = createServer((socket) => {
+    connections += 1;
+    socket.once('close', () => {
+      connections -= 1;
+      lastActive = Date.now();
+    });
     socket.on('error', () => {});
     void receive(socket);
   });
@@ -311,35 +322,99 @@ async function serve(
     send(socket, { exit: code });
     socket.end();
   };
+  const listen = (): Promise<void> =>
+    new Promise<void>((listening, failed) => {
+      server.once('error', failed);
+      server.listen(socketPath, () => {
+        server.off('error', failed);
+        listening();
+      });
+    });
   // Made for its user alone from the start (a chmod after would leave a moment for others).
   const umask = process.umask(0o177);
   try {
-    await new Promise<void>((listening, failed) => {
-      server.once('error', failed);
-      server.listen(socketPath, () => listening());
+    await listen().catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EADDRINUSE') throw error;
+      if (await isAnswering(socketPath)) {
+        throw new UsageError(
+          `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
+        );
+      }
+      // Left by a daemon that was killed: nobody answers on it.
+      await rm(socketPath, { force: true });
+      await listen();
     });
   } finally {
     process.umask(umask);
   }
+  const socketInode = statSync(socketPath).ino;
   io.stderr(
     `rewind daemon: serving ${root} on ${socketPath} (pid ${process.pid}); ` +
-      `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C.\n`,
+      `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C` +
+      `${idleExitMs === undefined ? '' : `, or it stops after ${idleExitMs / 1000} s without a command`}.\n`,
   );
-  await new Promise<void>((stopped) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      stopped();
+  // On the queue: the first command waits for the watch rather than race it for the session.
+  queue = queue.then(() => sessions.warm());
+  const why = await new Promise<string | undefined>((stopped) => {
+    const stop = (reason?: string): void => {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      clearInterval(check);
+      stopped(reason);
     };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+    const onSignal = (): void => stop();
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    // A daemon whose socket is gone (the store removed, or another daemon that started at the
+    // same moment took the path) cannot be reached: it stops rather than watch for nobody.
+    const check = setInterval(
+      () => {
+        if (inodeOf(socketPath) !== socketInode) {
+          stop(`its socket ${socketPath} is gone or another's`);
+        } else if (
+          idleExitMs !== undefined &&
+          connections === 0 &&
+          Date.now() - lastActive >= idleExitMs
+        ) {
+          stop(`no command for ${idleExitMs / 1000} s`);
+        }
+      },
+      Math.min(CHECK_EVERY_MS, idleExitMs ?? CHECK_EVERY_MS),
+    );
   });
-  await new Promise<void>((closed) => server.close(() => closed()));
+  // Closing a server removes its socket's path, which may name another daemon's socket now:
+  // such a server is only let go (nothing can reach it) and ends with the process.
+  if (inodeOf(socketPath) === socketInode) {
+    await new Promise<void>((closed) => server.close(() => closed()));
+  } else {
+    server.unref();
+  }
   await queue;
   await sessions.closeAll();
-  await rm(socketPath, { force: true });
-  io.stderr('rewind daemon: stopped\n');
+  io.stderr(`rewind daemon: stopped${why === undefined ? '' : ` (${why})`}\n`);
   return EXIT_OK;
+}
+
+/** The inode of what is at `path`, or undefined when nothing is. */
+function inodeOf(path: string): number | undefined {
+  try {
+    return statSync(path).ino;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How often a daemon checks that its socket is its own, and how long it has been idle. */
+const CHECK_EVERY_MS = 10_000;
+
+/** The milliseconds an `--idle-exit` value in seconds gives; undefined without one. */
+function idleExitOf(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const seconds = Number(value);
+  if (!Number.isFinite(seconds) || seconds <= 0) {
+    throw new UsageError(`--idle-exit takes a number of seconds above 0, not "${value}".`);
+  }
+  return seconds * 1000;
 }
 
 /** Adds `rewind daemon`; `run` runs one command line (the CLI's own entry point). */
@@ -354,12 +429,17 @@ export function addDaemonCommand(
     .description(
       "keep this workspace's sessions open and watching, and run the `rewind` commands that snapshot or read it (checkpoint, rollback, undo, diff, log, status, hook): they then cost what changed, not a walk",
     )
-    .action(async (_flags: unknown, command: Command) => {
+    .option(
+      '--idle-exit <seconds>',
+      'stop once no command came for this long (as a daemon that REWIND_DAEMON=auto started does, after 1800)',
+    )
+    .action(async (flags: { idleExit?: string }, command: Command) => {
+      const idleExitMs = idleExitOf(flags.idleExit);
       const dir = command.optsWithGlobals<{ dir?: string }>().dir;
       const root = realpathOf(
         dir !== undefined ? resolve(io.cwd, dir) : await locateWorkspace(io.cwd),
       );
-      state.exitCode = await serve(root, io, run);
+      state.exitCode = await serve(root, io, run, idleExitMs);
     });
   outsideTable(daemon, 'a process that serves the CLI its own commands, not an operation');
 }

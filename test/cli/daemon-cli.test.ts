@@ -2,7 +2,7 @@
 // processes, in a git repository with what users have in one.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
-import { appendFile, readFile, symlink, writeFile } from 'node:fs/promises';
+import { appendFile, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -28,16 +28,43 @@ async function rewind(
 }
 
 const daemons: ChildProcess[] = [];
+/** Daemons started by REWIND_DAEMON=auto, by the workspace whose log names their pids. */
+const autoStarted: string[] = [];
 afterEach(() => {
   for (const daemon of daemons.splice(0)) daemon.kill('SIGKILL');
+  for (const workspace of autoStarted.splice(0)) {
+    for (const pid of pidsIn(workspace)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {}
+    }
+  }
 });
+
+/** The pids of the daemons REWIND_DAEMON=auto started in `workspace` (from their log). */
+function pidsIn(workspace: string): number[] {
+  const log = join(workspace, '.rewind/daemon.log');
+  if (!existsSync(log)) return [];
+  return [...readFileSync(log, 'utf8').matchAll(/\(pid (\d+)\)/g)].map((found) => Number(found[1]));
+}
+
+/** Whether process `pid` runs (a zombie nobody reaps yet, as a daemon whose parent has gone
+ * can be where the first process does not reap, does not). */
+function isRunning(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
 
 /** Starts `rewind daemon` in `cwd`; resolves once it serves, with what it printed so far. */
 async function startDaemon(
   cwd: string,
   env: NodeJS.ProcessEnv = process.env,
+  args: string[] = [],
 ): Promise<{ child: ChildProcess; log: () => string }> {
-  const child = spawn(process.execPath, [BIN, 'daemon'], {
+  const child = spawn(process.execPath, [BIN, 'daemon', ...args], {
     cwd,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -216,6 +243,10 @@ describe('rewind daemon', () => {
     expect((await rewind(workspace, ['checkpoint', 'one'])).code).toBe(0);
     // A new daemon takes the socket over.
     const daemon = await startDaemon(workspace);
+    // Once it has opened its session (a command waits for that), it is stopped: stopped while
+    // it holds the workspace's lock, it would keep every command waiting, as a stopped command does.
+    expect((await rewind(workspace, ['checkpoints'])).code).toBe(0);
+    expect(daemon.log()).toMatch(/^rewind daemon: checkpoints exit 0/m);
     // Stopped (SIGSTOP): after 2 s the command runs alone, and the daemon, once it goes on,
     // does not run it a second time.
     daemon.child.kill('SIGSTOP');
@@ -246,5 +277,86 @@ describe('rewind daemon', () => {
       fallback: expect.stringContaining('the command 0.0.1'),
     });
     expect(await labels(workspace)).toEqual(['one', 'two']);
+  }, 60_000);
+
+  it('with REWIND_DAEMON=auto, a command that finds no daemon starts one for the next commands', async () => {
+    const workspace = await project();
+    autoStarted.push(workspace);
+    const auto = { env: { REWIND_DAEMON: 'auto' } };
+    const log = () => readFileSync(join(workspace, '.rewind/daemon.log'), 'utf8');
+    // The first command runs in its own process, and leaves a daemon behind it.
+    expect((await rewind(workspace, ['checkpoint', 'one'], auto)).code).toBe(0);
+    await expect.poll(() => existsSync(join(workspace, '.rewind/daemon.log'))).toBe(true);
+    await expect.poll(log, { timeout: 10_000 }).toMatch(/stops after 1800 s without a command/);
+    const [pid] = pidsIn(workspace);
+    await appendFile(join(workspace, 'src/app.ts'), '// two\n');
+    expect((await rewind(join(workspace, 'src'), ['checkpoint', 'two'], auto)).code).toBe(0);
+    expect(log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
+    expect(await labels(workspace)).toEqual(['one', 'two']);
+    // Killed, it leaves its socket: the next command runs here and starts another.
+    process.kill(pid as number, 'SIGKILL');
+    await expect.poll(() => isRunning(pid as number)).toBe(false);
+    expect(existsSync(join(workspace, '.rewind/daemon.sock'))).toBe(true);
+    expect((await rewind(workspace, ['checkpoint', 'three'], auto)).code).toBe(0);
+    await expect.poll(() => pidsIn(workspace).length, { timeout: 10_000 }).toBe(2);
+    expect(await labels(workspace)).toEqual(['one', 'two', 'three']);
+    // Without auto, or for a command the daemon does not serve, none is started.
+    const bare = await project();
+    autoStarted.push(bare);
+    expect((await rewind(bare, ['checkpoint', 'one'])).code).toBe(0);
+    expect((await rewind(bare, ['exec', '--', 'true'], auto)).code).toBe(0);
+    await sleep(500);
+    expect(existsSync(join(bare, '.rewind/daemon.log'))).toBe(false);
+  }, 60_000);
+
+  it('two commands that start a daemon at once leave one serving', async () => {
+    const workspace = await project();
+    autoStarted.push(workspace);
+    const auto = { env: { REWIND_DAEMON: 'auto' } };
+    const ran = await Promise.all([
+      rewind(workspace, ['status'], auto),
+      rewind(workspace, ['log'], auto),
+      rewind(workspace, ['checkpoints'], auto),
+    ]);
+    expect(ran.map(({ code }) => code)).toEqual([0, 0, 0]);
+    // Those that found the socket taken say so and stop; one that lost its socket to another
+    // started at the same moment stops at its next check (every 10 s).
+    await expect
+      .poll(() => pidsIn(workspace).filter(isRunning).length, { timeout: 15_000, interval: 200 })
+      .toBe(1);
+    const served = await rewind(workspace, ['checkpoints'], auto);
+    expect(served.code).toBe(0);
+    await expect
+      .poll(() => readFileSync(join(workspace, '.rewind/daemon.log'), 'utf8'))
+      .toMatch(/^rewind daemon: checkpoints exit 0/m);
+  }, 60_000);
+
+  it('stops after --idle-exit seconds without a command, or once its socket is gone', async () => {
+    const workspace = await project();
+    const idle = await startDaemon(workspace, process.env, ['--idle-exit', '1']);
+    await new Promise((resolve) => idle.child.once('close', resolve));
+    expect(idle.child.exitCode).toBe(0);
+    expect(idle.log()).toMatch(/stopped \(no command for 1 s\)/);
+    expect(existsSync(join(workspace, '.rewind/daemon.sock'))).toBe(false);
+    // A command keeps it up: idle means no command for that long.
+    const busy = await startDaemon(workspace, process.env, ['--idle-exit', '2']);
+    for (let index = 0; index < 4; index++) {
+      expect((await rewind(workspace, ['status'])).code).toBe(0);
+      await sleep(700);
+    }
+    expect(busy.child.exitCode).toBe(null);
+    await new Promise((resolve) => busy.child.once('close', resolve));
+    // Its socket removed (the store deleted, say): nobody can reach it, so it stops.
+    const orphan = await startDaemon(workspace, process.env, ['--idle-exit', '3']);
+    await rm(join(workspace, '.rewind/daemon.sock'));
+    await new Promise((resolve) => orphan.child.once('close', resolve));
+    expect(orphan.log()).toMatch(/stopped \(its socket .* is gone or another's\)/);
+    for (const value of ['0', 'soon']) {
+      const refused = await rewind(workspace, ['daemon', '--idle-exit', value]);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr).toContain(
+        `--idle-exit takes a number of seconds above 0, not "${value}"`,
+      );
+    }
   }, 60_000);
 });
