@@ -24,8 +24,13 @@ function startDaemon(directory) {
   // A path too long for a Unix socket cannot have a daemon (src/cli/daemon.ts says so).
   if (Buffer.byteLength(join(store, 'daemon.sock')) > 107) return;
   try {
-    const { closeSync, openSync } = require('node:fs');
-    const log = openSync(join(store, 'daemon.log'), 'a', 0o600);
+    const { closeSync, openSync, statSync } = require('node:fs');
+    const logPath = join(store, 'daemon.log');
+    // Kept short: past 1 MiB, the log so far becomes daemon.log.1 (replacing the one before).
+    if ((statSync(logPath, { throwIfNoEntry: false })?.size ?? 0) > 1024 * 1024) {
+      renameSync(logPath, `${logPath}.1`);
+    }
+    const log = openSync(logPath, 'a', 0o600);
     try {
       const child = require('node:child_process').spawn(
         process.execPath,

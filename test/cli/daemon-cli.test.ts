@@ -309,6 +309,20 @@ describe('rewind daemon', () => {
     expect(existsSync(join(bare, '.rewind/daemon.log'))).toBe(false);
   }, 60_000);
 
+  it('moves a daemon log past 1 MiB aside before a daemon it starts writes to it', async () => {
+    const workspace = await project();
+    autoStarted.push(workspace);
+    const old = `rewind daemon: an old line\n`.repeat(40_000);
+    await writeFile(join(workspace, '.rewind/daemon.log'), old);
+    await writeFile(join(workspace, '.rewind/daemon.log.1'), 'older\n');
+    expect((await rewind(workspace, ['status'], { env: { REWIND_DAEMON: 'auto' } })).code).toBe(0);
+    await expect.poll(() => pidsIn(workspace).length, { timeout: 10_000 }).toBe(1);
+    expect(readFileSync(join(workspace, '.rewind/daemon.log.1'), 'utf8')).toBe(old);
+    expect(readFileSync(join(workspace, '.rewind/daemon.log'), 'utf8')).toMatch(
+      /^rewind daemon: serving /,
+    );
+  }, 30_000);
+
   it('two commands that start a daemon at once leave one serving', async () => {
     const workspace = await project();
     autoStarted.push(workspace);
