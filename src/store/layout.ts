@@ -249,6 +249,12 @@ function rootOf(workspace: string): string {
 }
 
 /**
+ * config.json's mode: its user's alone, since a PostgreSQL URL in it may carry a password (one
+ * given in the URL to `rewind init --ledger`; PGPASSWORD keeps it out of the file).
+ */
+const CONFIG_MODE = 0o600;
+
+/**
  * Creates the store `.rewind/` in `workspace` (created too if missing), or checks the one that
  * is there, and writes its `.gitignore` so git leaves it out. Returns whether it was created.
  * Throws `STORE_NOT_OURS` when a `.rewind/` exists that Rewind did not make (or a `.rewind` that
@@ -305,6 +311,7 @@ export async function initStore(
     await writeFileAtomic(
       join(directory, STORE_CONFIG_FILE),
       `${JSON.stringify(config, null, 2)}\n`,
+      { mode: CONFIG_MODE },
     );
   }
   const settings = await readStoreConfig(directory);
@@ -322,6 +329,7 @@ export async function initStore(
         null,
         2,
       )}\n`,
+      { mode: CONFIG_MODE },
     );
   }
   if (!exists) {

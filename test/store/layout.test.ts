@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findStore, initStore, openStore } from '../../src/store/index.js';
@@ -57,6 +57,11 @@ describe('store layout', () => {
       ...settings,
       workspaceId: made.ledger?.workspaceId,
     });
+    // Rewritten for its user alone: a ledger URL may carry a password.
+    expect((await stat(join(workspace, '.rewind', 'config.json'))).mode & 0o777).toBe(0o600);
+    const withPassword = await makeTempDirectory();
+    await initStore(withPassword, { ledger: 'postgres://agent:secret@db/rewind' });
+    expect((await stat(join(withPassword, '.rewind', 'config.json'))).mode & 0o777).toBe(0o600);
     // Anything else beside them is still not ours.
     const other = await makeTempDirectory();
     await mkdir(join(other, '.rewind'));
