@@ -3,7 +3,7 @@ import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/prom
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { init, openSession } from '../../src/index.js';
+import { gc, init, openSession, verify } from '../../src/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
@@ -117,6 +117,42 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
       const edited = await session.checkpoint('edited');
       expect(edited.readCount).toBe(1);
       expect(edited.tree).toBe(await referenceTree(workspace));
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('reads again what gc took from under the snapshot its watch updates', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'lib/a.ts': 'a\n', 'src/b.ts': 'b\n' });
+    await init({ workspace });
+    const session = await openSession({ workspace, watch: true });
+    try {
+      await session.checkpoint('start');
+      for (let round = 0; round < 40; round++) {
+        await sleep(150);
+        if ((await session.checkpoint(`settle-${round}`)).readCount === 0 && round > 1) break;
+      }
+      // A diff against the working tree snapshots it: lib/a.ts's new content is stored, and the
+      // watch's next answer updates that snapshot; no checkpoint refers to it.
+      await writeFile(join(workspace, 'lib/a.ts'), 'a, edited\n');
+      await sleep(150);
+      expect((await session.diff('start')).changes).toEqual([
+        { path: 'lib/a.ts', kind: 'modified' },
+      ]);
+      // gc (in any process) removes what nothing refers to, and forgets the snapshot on disk.
+      const collected = await gc({ workspace, graceMs: 0 });
+      expect(collected.removed.length).toBeGreaterThan(0);
+      // The next checkpoint reads lib/ again rather than refer to what gc removed (its tree and
+      // a.ts's content), though only src/ changed since the diff.
+      await appendFile(join(workspace, 'src/b.ts'), 'more\n');
+      await sleep(150);
+      const next = await session.checkpoint('after-gc');
+      expect(next.tree).toBe(await referenceTree(workspace));
+      expect((await verify({ workspace })).problems).toEqual([]);
+      await writeFile(join(workspace, 'lib/a.ts'), 'lost?\n');
+      await session.rollback('after-gc');
+      expect(await readFile(join(workspace, 'lib/a.ts'), 'utf8')).toBe('a, edited\n');
     } finally {
       await session.close();
     }
