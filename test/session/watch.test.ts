@@ -3,7 +3,7 @@ import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/prom
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { gc, init, openSession, verify } from '../../src/index.js';
+import { gc, init, openSession, type Session, verify } from '../../src/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
@@ -18,6 +18,14 @@ function watchersOf(workspace: string): string[] {
       .filter(Boolean);
   } catch {
     return []; // pgrep exits 1 when nothing matches
+  }
+}
+
+/** Checkpoints until the watch is live and a snapshot has given it a base: until then, they ask find. */
+async function settle(session: Session): Promise<void> {
+  for (let round = 0; round < 40; round++) {
+    await sleep(150);
+    if ((await session.checkpoint(`settle-${round}`)).readCount === 0 && round > 1) return;
   }
 }
 
@@ -91,11 +99,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     const session = await openSession({ workspace, watch: true });
     try {
       await session.checkpoint('start');
-      // Until the watch is live and a snapshot has given it a base, checkpoints ask find.
-      for (let round = 0; round < 40; round++) {
-        await sleep(150);
-        if ((await session.checkpoint(`settle-${round}`)).readCount === 0 && round > 1) break;
-      }
+      await settle(session);
       for (let index = 0; index < 20; index++) {
         await appendFile(join(workspace, `src/f${index}.ts`), 'broken\n');
       }
@@ -129,10 +133,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     const session = await openSession({ workspace, watch: true });
     try {
       await session.checkpoint('start');
-      for (let round = 0; round < 40; round++) {
-        await sleep(150);
-        if ((await session.checkpoint(`settle-${round}`)).readCount === 0 && round > 1) break;
-      }
+      await settle(session);
       // A diff against the working tree snapshots it: lib/a.ts's new content is stored, and the
       // watch's next answer updates that snapshot; no checkpoint refers to it.
       await writeFile(join(workspace, 'lib/a.ts'), 'a, edited\n');
