@@ -1,4 +1,4 @@
-import { type Dirent, readdirSync, readFileSync, statfsSync } from 'node:fs';
+import { type Dirent, readdirSync, readFileSync, statfsSync, statSync } from 'node:fs';
 import { lstat, mkdir, rm } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -70,6 +70,11 @@ export interface ChangeRecord {
    * a rename carries along keep their old timestamps.
    */
   directories: ReadonlyMap<string, string>;
+  /**
+   * The record's file as this process wrote it (see {@link saveChangeRecord}), for a record kept
+   * in memory: {@link isStillSaved} tells whether the file is still that one.
+   */
+  savedAs?: string;
 }
 
 /** Reads the clocks at the start of a snapshot; undefined where the shortcut is not supported. */
@@ -178,11 +183,14 @@ export async function makeCacheDirectory(storeDirectory: string): Promise<void> 
  */
 const directoriesJson = new WeakMap<ReadonlyMap<string, string>, string>();
 
-/** Writes the change record of a store (not durably: it is a cache). */
+/**
+ * Writes the change record of a store (not durably: it is a cache). Returns what the file is as
+ * written, for {@link isStillSaved}.
+ */
 export async function saveChangeRecord(
   storeDirectory: string,
   record: ChangeRecord,
-): Promise<void> {
+): Promise<string | undefined> {
   await makeCacheDirectory(storeDirectory);
   const members = {
     v: 3,
@@ -212,6 +220,27 @@ export async function saveChangeRecord(
     await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
     oldRecordGone.add(storeDirectory);
   }
+  return recordFileIdentity(storeDirectory);
+}
+
+/** The record file's inode, size and times; undefined where there is none. */
+function recordFileIdentity(storeDirectory: string): string | undefined {
+  const stats = statSync(join(storeDirectory, RECORD_FILE), {
+    bigint: true,
+    throwIfNoEntry: false,
+  });
+  return stats && `${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+}
+
+/**
+ * Whether the store's record file is still the one `record` was saved as. A record kept in
+ * memory (a watcher's base) is only as good as the objects its tree refers to: gc forgets the
+ * record on disk when nothing else keeps its tree, and may then remove what only that tree held
+ * (its own nodes, if recent, are spared and would still be found); another process's snapshot
+ * writes a record of its own. Either way the file changed, and the next snapshot asks find.
+ */
+export function isStillSaved(storeDirectory: string, record: ChangeRecord): boolean {
+  return record.savedAs !== undefined && recordFileIdentity(storeDirectory) === record.savedAs;
 }
 
 /** Stores whose record of an earlier version this process has removed. */

@@ -9,6 +9,7 @@ import { changeWindowOf, findChanges, snapshotChanges } from './changed-since.js
 import {
   type ChangeRecord,
   clearChangeRecord,
+  isStillSaved,
   loadChangeRecord,
   readSnapshotClock,
   saveChangeRecord,
@@ -201,10 +202,14 @@ export async function snapshot(
   };
   const clock = options.now ? undefined : readSnapshotClock();
   const watcher = clock && options.watcher?.root === root ? options.watcher : undefined;
-  // A watcher's answer updates the snapshot taken at its previous drain, kept in memory;
-  // without one, the record of the last snapshot on disk is updated with what find lists.
+  // A watcher's answer updates the snapshot taken at its previous drain, kept in memory while
+  // the record on disk is still the one saved with it (see isStillSaved); without one, the
+  // record of the last snapshot on disk is updated with what find lists.
   const drained = watcher && (await watcher.drain());
-  const base = drained?.paths && drained.base;
+  const base =
+    drained?.paths && drained.base && isStillSaved(options.storeDirectory, drained.base)
+      ? drained.base
+      : undefined;
   const record = base ?? (clock && loadChangeRecord(options.storeDirectory, root));
   // Rules from outside that changed change what is left out anywhere: the shortcut cannot tell.
   if (clock && record && record.outsideRules === outsideRules) {
@@ -239,7 +244,7 @@ export async function snapshot(
         outsideRules,
         directories,
       };
-      await saveChangeRecord(options.storeDirectory, next);
+      next.savedAs = await saveChangeRecord(options.storeDirectory, next);
       if (drained) watcher?.setBase(next, drained.token);
       return {
         tree,
@@ -311,7 +316,7 @@ export async function snapshot(
       outsideRules,
       directories: directoryIdentities,
     };
-    await saveChangeRecord(options.storeDirectory, next);
+    next.savedAs = await saveChangeRecord(options.storeDirectory, next);
     if (drained) watcher?.setBase(next, drained.token);
   }
   // A walk follows rules that changed (or none kept): the watch starts again if what it leaves

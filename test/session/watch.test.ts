@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { appendFile, mkdir, readFile, rename, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
@@ -154,6 +155,44 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
       await writeFile(join(workspace, 'lib/a.ts'), 'lost?\n');
       await session.rollback('after-gc');
       expect(await readFile(join(workspace, 'lib/a.ts'), 'utf8')).toBe('a, edited\n');
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('reads again a large file whose old object gc took while the tree naming it was spared as recent', async () => {
+    const workspace = await makeTempDirectory();
+    const big = (seed: number) => Buffer.alloc(2 * 1024 * 1024, seed); // over 1 MiB: a file of its own
+    await lay(workspace, { 'src/b.ts': 'b\n' });
+    await writeFile(join(workspace, 'lib.bin'), big(1));
+    await init({ workspace });
+    const session = await openSession({ workspace, watch: true });
+    try {
+      await session.checkpoint('start');
+      await settle(session);
+      // A diff stores lib.bin's new content, which no checkpoint holds, as a file of its own.
+      await writeFile(join(workspace, 'lib.bin'), big(2));
+      await sleep(150);
+      await session.diff('start');
+      const digest = createHash('sha256').update(big(2)).digest('hex');
+      const object = join(workspace, '.rewind/objects', digest.slice(0, 2), digest.slice(2));
+      // Two hours pass; a second diff names it again in a new tree, without storing it again.
+      const before = new Date(Date.now() - 2 * 60 * 60 * 1000);
+      await utimes(object, before, before);
+      await appendFile(join(workspace, 'src/b.ts'), 'more\n');
+      await sleep(150);
+      await session.diff('start');
+      // gc spares what was written in the last hour (the new tree) and takes the rest nothing
+      // refers to: the old object.
+      const collected = await gc({ workspace });
+      expect(collected.removed.map((removed) => removed.digest)).toContain(`sha256:${digest}`);
+      // The next checkpoint stores lib.bin again rather than refer to what gc removed.
+      const next = await session.checkpoint('after-gc');
+      expect(next.tree).toBe(await referenceTree(workspace));
+      expect((await verify({ workspace })).problems).toEqual([]);
+      await writeFile(join(workspace, 'lib.bin'), 'lost?');
+      await session.rollback('after-gc');
+      expect((await readFile(join(workspace, 'lib.bin'))).equals(big(2))).toBe(true);
     } finally {
       await session.close();
     }
