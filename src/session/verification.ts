@@ -48,7 +48,7 @@ async function readVerifierConfig(
 /**
  * Runs the verifier in the session's workspace, through its sandbox, and journals the verdict
  * with the output as evidence; see `Session.test`. Throws `INVALID_ARGUMENT` when no verifier is
- * configured or given.
+ * configured or given, or its command holds a NUL byte.
  */
 export async function runVerification(
   context: SessionContext,
@@ -64,6 +64,13 @@ export async function runVerification(
     throw new RewindError(
       'INVALID_ARGUMENT',
       'No verifier is configured. Pass one (`rewind test --verifier CMD`), or set "verifier": {"command": "..."} in .rewind/config.json. It must print {"status": "pass" | "fail" | "unknown"} on stdout.',
+    );
+  }
+  const words = typeof config.command === 'string' ? [config.command] : config.command;
+  if (words.some((word) => word.includes('\0'))) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      "The verifier's command holds a NUL byte, which no program argument can. Remove it.",
     );
   }
   return withWorkspaceLock(context, 'running the verifier', async (journal) => {

@@ -245,6 +245,18 @@ describe('seed behaviours: verification and escalation', () => {
     expect(evidence.stdout.sizeBytes).toBe(8);
   });
 
+  it('15 a verifier whose command holds a NUL byte is refused, saying so, before anything runs', async () => {
+    const { workspace, session } = await sessionOn({});
+    const before = (await log({ workspace })).entries.length;
+    for (const command of ['echo a\0b', ['echo', 'a\0b']]) {
+      await expect(session.test({ verifier: { command } })).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: expect.stringContaining('NUL byte'),
+      });
+    }
+    expect((await log({ workspace })).entries).toHaveLength(before);
+  });
+
   it('16 a pass returns its words and rolls nothing back', async () => {
     const { session } = await sessionOn({});
     await session.checkpoint('good');
