@@ -237,7 +237,8 @@ function recordFileIdentity(storeDirectory: string): string | undefined {
  * memory (a watcher's base) is only as good as the objects its tree refers to: gc forgets the
  * record on disk when nothing else keeps its tree, and may then remove what only that tree held
  * (its own nodes, if recent, are spared and would still be found); another process's snapshot
- * writes a record of its own. Either way the file changed, and the next snapshot asks find.
+ * writes a record of its own. Either way the file changed, and the next snapshot looks again
+ * (find from the record on disk, or a walk where gc removed it).
  */
 export function isStillSaved(storeDirectory: string, record: ChangeRecord): boolean {
   return record.savedAs !== undefined && recordFileIdentity(storeDirectory) === record.savedAs;
