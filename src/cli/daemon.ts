@@ -347,7 +347,7 @@ async function serve(
   } finally {
     process.umask(umask);
   }
-  const socketInode = statSync(socketPath).ino;
+  const socketInode = inodeOf(socketPath);
   io.stderr(
     `rewind daemon: serving ${root} on ${socketPath} (pid ${process.pid}); ` +
       `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C` +

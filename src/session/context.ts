@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { RewindError } from '../errors.js';
 import type { SessionLedger } from '../ledger/index.js';
 import type { Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
@@ -177,4 +178,18 @@ export function sandboxFor(context: SessionContext): Sandbox {
     sandboxes.set(context, sandbox);
   }
   return sandbox;
+}
+
+/**
+ * Throws `INVALID_ARGUMENT` when a command to run (`what` names it) holds a NUL byte: the system
+ * ends an argument there, so another command would run than the one given and journaled.
+ */
+export function refuseNulIn(command: string | readonly string[], what: string): void {
+  const words = typeof command === 'string' ? [command] : command;
+  if (words.some((word) => word.includes('\0'))) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      `${what} holds a NUL byte, which no program argument can. Remove it.`,
+    );
+  }
 }

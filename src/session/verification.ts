@@ -4,7 +4,7 @@ import { REDACTION_LOOKAHEAD_BYTES, readPlainFile } from '../lib/index.js';
 import { DEFAULT_MAX_OUTPUT_BYTES } from '../sandbox/index.js';
 import { runVerifier, type VerificationResult, type VerifierConfig } from '../verifier/index.js';
 import { redactCapped } from './actions/journaled-spec.js';
-import { type SessionContext, sandboxFor, snapshotWorkspace } from './context.js';
+import { refuseNulIn, type SessionContext, sandboxFor, snapshotWorkspace } from './context.js';
 import { withWorkspaceLock } from './journal/journal.js';
 
 /**
@@ -66,13 +66,7 @@ export async function runVerification(
       'No verifier is configured. Pass one (`rewind test --verifier CMD`), or set "verifier": {"command": "..."} in .rewind/config.json. It must print {"status": "pass" | "fail" | "unknown"} on stdout.',
     );
   }
-  const words = typeof config.command === 'string' ? [config.command] : config.command;
-  if (words.some((word) => word.includes('\0'))) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      "The verifier's command holds a NUL byte, which no program argument can. Remove it.",
-    );
-  }
+  refuseNulIn(config.command, "The verifier's command");
   return withWorkspaceLock(context, 'running the verifier', async (journal) => {
     // The files the verdict is about, so that an automatic rollback can tell the checkpoints a
     // verifier passed from those it failed. Only worth a snapshot when there is a checkpoint to

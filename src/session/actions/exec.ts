@@ -4,7 +4,7 @@ import { isRewindError, RewindError } from '../../errors.js';
 import { diskPath, namedAndMore, REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import { type Command, DEFAULT_MAX_OUTPUT_BYTES, type RunResult } from '../../sandbox/index.js';
 import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
-import { type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
+import { refuseNulIn, type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
 import {
   type ActionResult,
@@ -61,13 +61,7 @@ export function execSpecOf(
       'The command is empty. Give the program to run and its arguments.',
     );
   }
-  const words = typeof command === 'string' ? [command] : command;
-  if (words.some((word) => word.includes('\0'))) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      'The command holds a NUL byte, which no program argument can. Remove it.',
-    );
-  }
+  refuseNulIn(command, 'The command');
   const variable = Object.entries(options.env ?? {}).find(
     ([name, value]) => name === '' || name.includes('=') || `${name}${value}`.includes('\0'),
   );
