@@ -258,6 +258,17 @@ execFileSync(process.execPath, [fileURLToPath(new URL('./daemon.mjs', import.met
   stdio: ['ignore', 'inherit', 'inherit'],
 });
 
+// The first checkpoint of a process that has just opened a watching session, beside one that
+// asks find (bench/watch-start.mjs; S and L too when run by itself).
+console.log('\n### The first checkpoint of a watching session\n');
+execFileSync(
+  process.execPath,
+  [fileURLToPath(new URL('./watch-start.mjs', import.meta.url)), 'M'],
+  {
+    stdio: ['ignore', 'inherit', 'inherit'],
+  },
+);
+
 // Checkpoints and rollbacks beside shadow git, `cp -a` and the `find` walk, at S, M and L
 // (bench/workspace.mjs; BENCH_SIZES=S,M picks sizes): the longest part, 10 to 20 minutes for all
 // three, and L needs about 40 GB free under BENCH_DIR.

@@ -91,8 +91,20 @@ function cacheDirectoryOf(context: SessionContext): string {
 
 const watchers = new WeakMap<SessionContext, WorkspaceWatcher>();
 
-/** Starts watching the session's workspace, when its settings ask for it. */
-export function startWatching(context: SessionContext): void {
+/** The snapshot each watching session takes once its watch is live: see {@link startWatching}. */
+const primes = new WeakMap<SessionContext, Promise<void>>();
+
+/**
+ * Starts watching the session's workspace, when its settings ask for it. With `prime` (a
+ * snapshot, taken under the workspace lock if it is free), once the watch is live, unless a
+ * snapshot taken since has given it its base, `prime` gives it one: the first snapshot after a
+ * watch goes live must ask find (see `WorkspaceWatcher.drain`), and this way it is not the
+ * session's first checkpoint that does, in a process that has just started (`rewind mcp`,
+ * `rewind daemon`).
+ * Not for a workspace never snapshotted: a first snapshot reads every file, nothing to start
+ * unasked. {@link closeContext} waits for it.
+ */
+export function startWatching(context: SessionContext, prime?: () => Promise<unknown>): void {
   if (!context.settings.watch || watchers.has(context)) return;
   const watcher = new WorkspaceWatcher(
     context.workspace,
@@ -101,6 +113,16 @@ export function startWatching(context: SessionContext): void {
     context.settings.onWatchStopped,
   );
   watchers.set(context, watcher);
+  if (prime === undefined || isFirstSnapshotOf(context)) return;
+  const primed = watcher.whenLive().then(async (isLive) => {
+    if (isLive && watchers.get(context) === watcher && !watcher.canAnswer) await prime();
+  });
+  primes.set(
+    context,
+    // Only a head start: whatever stops it (the lock held, an unreadable path), the session's
+    // own snapshots meet it again, and say so.
+    primed.catch(() => {}),
+  );
 }
 
 /** The watcher of the session's workspace, while it has one. */
@@ -112,6 +134,8 @@ export function watcherOf(context: SessionContext): WorkspaceWatcher | undefined
 export async function closeContext(context: SessionContext): Promise<void> {
   watchers.get(context)?.close();
   watchers.delete(context);
+  await primes.get(context);
+  primes.delete(context);
   await context.ledger.close();
 }
 

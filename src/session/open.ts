@@ -81,7 +81,10 @@ export interface OpenSessionOptions {
    * process that keeps the session open (an agent's runtime, `rewind mcp`); a watcher costs a
    * child process and an inotify watch per directory. Where it cannot run, or may have missed
    * something (its queue overflowed, a directory moved), checkpoints use find as without it.
-   * Default false. See docs/performance.md, "A watcher in a long-lived process".
+   * The first snapshot after a watch starts asks find too: once the watch is live, the session
+   * takes that one itself (under the workspace lock, if it is free then, and only in a workspace
+   * snapshotted before), so that its first checkpoint already looks only at what changed; `close`
+   * waits for it. Default false. See docs/performance.md, "A watcher in a long-lived process".
    */
   watch?: boolean;
   /**
@@ -188,12 +191,25 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
     });
     // Another process added some meanwhile: they apply here too.
     if (isLooser(recorded, recordedNow)) context = await createContext(location, ledger, options);
-    startWatching(context);
+    startWatching(context, () => primeWatch(context));
     return context;
   } catch (error) {
     await ledger.close();
     throw error;
   }
+}
+
+/**
+ * The snapshot that gives a new watch its base (see `startWatching`): taken under the workspace
+ * lock, and only if the lock is free at once (whoever holds it is taking a snapshot anyway).
+ */
+function primeWatch(context: SessionContext): Promise<unknown> {
+  return withWorkspaceLock(
+    context,
+    'giving the watch its first snapshot',
+    () => snapshotWorkspace(context),
+    { timeoutMs: 0 },
+  );
 }
 
 /**
@@ -252,7 +268,7 @@ export async function startIsolatedContext(
       );
     });
     if (options.makeCurrent !== false) await setCurrentSession(location.directory, ledger.session);
-    startWatching(context);
+    startWatching(context, () => primeWatch(context));
     return context;
   } catch (error) {
     await rm(join(location.directory, 'views', id), { recursive: true, force: true });

@@ -155,6 +155,8 @@ export class WorkspaceWatcher {
 
   /** Told why, once, when the watcher stops for good (not when it is closed). */
   readonly #onStopped: ((why: string) => void) | undefined;
+  /** Those waiting for the watch to go live: see {@link whenLive}. */
+  #liveWaiters: ((isLive: boolean) => void)[] = [];
 
   constructor(
     root: string,
@@ -176,6 +178,18 @@ export class WorkspaceWatcher {
   /** True once the watches are in place and checked (and the files with several links listed). */
   get isLive(): boolean {
     return this.#state === 'live';
+  }
+
+  /** True once live: answers true then, or false once the watcher stops for good or is closed. */
+  whenLive(): Promise<boolean> {
+    if (this.#state === 'live') return Promise.resolve(true);
+    if (this.#state === 'stopped') return Promise.resolve(false);
+    return new Promise((resolve) => this.#liveWaiters.push(resolve));
+  }
+
+  /** True when the next drain can answer: a live snapshot's record kept, no event lost since. */
+  get canAnswer(): boolean {
+    return this.#base !== undefined && this.#wasLiveAtDrain;
   }
 
   /** The process id of inotifywait while it runs. */
@@ -440,6 +454,7 @@ export class WorkspaceWatcher {
     for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
     this.#failedStarts = 0;
     this.#state = 'live';
+    for (const waiter of this.#liveWaiters.splice(0)) waiter(true);
   }
 
   #onOutput(chunk: Buffer): void {
@@ -567,6 +582,7 @@ export class WorkspaceWatcher {
     this.#state = 'stopped';
     this.#generation++;
     this.#kill();
+    for (const waiter of this.#liveWaiters.splice(0)) waiter(false);
     if (isToBeTold) this.#onStopped?.(why);
   }
 

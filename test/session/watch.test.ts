@@ -209,4 +209,65 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     }
     expect(watchersOf(workspace)).toEqual([]);
   });
+
+  it('gives a new watch its base by itself once live, so that the first checkpoint asks find nothing', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'b\n' });
+    await init({ workspace });
+    const before = await openSession({ workspace });
+    await before.checkpoint('start');
+    await before.close();
+    // find as the snapshots run it (by PATH), each run logged: a snapshot's asks what changed
+    // since (-newerct); the watcher's own lists the directories to check its watches against.
+    const bin = await makeTempDirectory();
+    const log = join(bin, 'find.log');
+    const find = execFileSync('sh', ['-c', 'command -v find']).toString().trim();
+    await writeFile(join(bin, 'find'), `#!/bin/sh\necho "$*" >> '${log}'\nexec ${find} "$@"\n`, {
+      mode: 0o755,
+    });
+    const snapshotFinds = async () =>
+      (await readFile(log, 'utf8').catch(() => ''))
+        .split('\n')
+        .filter((run) => run.includes('-newerct'));
+    const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
+    process.env.PATH = `${bin}:${process.env.PATH}`;
+    process.env.REWIND_PROGRAM_SHELLS = '0';
+    try {
+      const session = await openSession({ workspace, watch: true });
+      try {
+        for (
+          let waited = 0;
+          (await snapshotFinds()).length === 0 && waited < 10_000;
+          waited += 20
+        ) {
+          await sleep(20);
+        }
+        // The snapshot that gave the watch its base asked find, by itself, before any checkpoint.
+        expect(await snapshotFinds()).toHaveLength(1);
+        await appendFile(join(workspace, 'src/a.ts'), 'export const b = 2;\n');
+        const after = await session.checkpoint('after');
+        expect(after.readCount).toBe(1);
+        expect(await snapshotFinds()).toHaveLength(1);
+        await session.rollback('start');
+        expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('export const a = 1;\n');
+      } finally {
+        await session.close();
+      }
+      // A workspace never snapshotted is left to its first checkpoint: it reads every file.
+      const fresh = await makeTempDirectory();
+      await lay(fresh, { 'a.txt': 'a\n' });
+      await init({ workspace: fresh });
+      const untouched = await openSession({ workspace: fresh, watch: true });
+      try {
+        await sleep(1_000);
+        expect((await untouched.preview()).isFirst).toBe(true);
+      } finally {
+        await untouched.close();
+      }
+    } finally {
+      process.env.PATH = saved.path;
+      if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
+      else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
+    }
+  });
 });

@@ -119,6 +119,25 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     ]);
   });
 
+  it('can answer only after a snapshot taken while live, and not again until one is after events may have gone unseen', async () => {
+    const { workspace, watcher, take } = await watched({ 'a/x.txt': 'x', 'b/y.txt': 'y' });
+    expect(watcher.canAnswer).toBe(false);
+    expect(await watcher.whenLive()).toBe(true);
+    await take();
+    expect(watcher.canAnswer).toBe(true);
+    expect((await take()).strategy).toBe('watched');
+    // A directory moved: the watch starts again, and keeps the record of the last snapshot, but
+    // the next snapshot cannot take its word.
+    await rename(join(workspace, 'a'), join(workspace, 'c'));
+    for (let waited = 0; watcher.canAnswer && waited < 10_000; waited += 10) await sleep(10);
+    expect(watcher.canAnswer).toBe(false);
+    expect(await watcher.whenLive()).toBe(true);
+    expect((await take()).strategy).not.toBe('watched');
+    expect(watcher.canAnswer).toBe(true);
+    watcher.close();
+    expect(await watcher.whenLive()).toBe(false);
+  });
+
   it('agrees with a full read after every round of random edits', async () => {
     const next = random(20261202);
     const outside = await makeTempDirectory();

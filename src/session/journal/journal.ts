@@ -201,15 +201,16 @@ function journalOf(context: SessionContext): Journal {
  * Runs `work` holding the workspace lock, after finishing what a killed process left half-done.
  * `work` gets the session's journal, current as of the lock; what it appends through the journal
  * is in it at once. Throws `LOCK_HELD` when another operation keeps the lock past the session's
- * lock timeout.
+ * lock timeout (or `options.timeoutMs`).
  */
 export async function withWorkspaceLock<T>(
   context: SessionContext,
   purpose: string,
   work: (journal: Journal) => Promise<T>,
+  options: { timeoutMs?: number } = {},
 ): Promise<T> {
   const lock = await acquireLock(workspaceLockOf(context.storeDirectory), {
-    timeoutMs: context.settings.lockTimeoutMs,
+    timeoutMs: options.timeoutMs ?? context.settings.lockTimeoutMs,
     purpose: `${purpose} (session ${context.id})`,
   });
   try {
