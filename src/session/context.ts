@@ -100,9 +100,8 @@ const primes = new WeakMap<SessionContext, Promise<void>>();
  * snapshot taken since has given it its base, `prime` gives it one: the first snapshot after a
  * watch goes live must ask find (see `WorkspaceWatcher.drain`), and this way it is not the
  * session's first checkpoint that does, in a process that has just started (`rewind mcp`,
- * `rewind daemon`).
- * Not for a workspace never snapshotted: a first snapshot reads every file, nothing to start
- * unasked. {@link closeContext} waits for it.
+ * `rewind daemon`). Not for a workspace never snapshotted: a first snapshot reads every file,
+ * nothing to start unasked. {@link closeContext} waits for it.
  */
 export function startWatching(context: SessionContext, prime?: () => Promise<unknown>): void {
   if (!context.settings.watch || watchers.has(context)) return;

@@ -180,7 +180,7 @@ export class WorkspaceWatcher {
     return this.#state === 'live';
   }
 
-  /** True once live: answers true then, or false once the watcher stops for good or is closed. */
+  /** Resolves true once the watch is live (at once if it is), false once it stops or is closed. */
   whenLive(): Promise<boolean> {
     if (this.#state === 'live') return Promise.resolve(true);
     if (this.#state === 'stopped') return Promise.resolve(false);
