@@ -91,19 +91,25 @@ function cacheDirectoryOf(context: SessionContext): string {
 
 const watchers = new WeakMap<SessionContext, WorkspaceWatcher>();
 
-/** The snapshot each watching session takes once its watch is live: see {@link startWatching}. */
+/** The snapshot a watching session is taking to give its watch a base: see {@link startWatching}. */
 const primes = new WeakMap<SessionContext, Promise<void>>();
 
 /**
  * Starts watching the session's workspace, when its settings ask for it. With `prime` (a
- * snapshot, taken under the workspace lock if it is free), once the watch is live, unless a
- * snapshot taken since has given it its base, `prime` gives it one: the first snapshot after a
- * watch goes live must ask find (see `WorkspaceWatcher.drain`), and this way it is not the
- * session's first checkpoint that does, in a process that has just started (`rewind mcp`,
- * `rewind daemon`). Not for a workspace never snapshotted: a first snapshot reads every file,
- * nothing to start unasked. {@link closeContext} waits for it.
+ * snapshot, taken under the workspace lock if it is free), each time the watch goes live (once
+ * started, and after each restart: events lost, a directory moved), unless a snapshot has given
+ * it its base since, `prime` gives it one: the first snapshot after a watch goes live must ask
+ * find (see `WorkspaceWatcher.drain`), and this way it is not the next checkpoint that does, in
+ * a process that has just started (`rewind mcp`, `rewind daemon`) or after a directory moved.
+ * Not in a workspace never snapshotted: a first snapshot reads every file, nothing to start
+ * unasked; nor after one found paths it could not read (every snapshot then looks at every
+ * entry, and starts the watch again: each start would prime another). {@link closeContext}
+ * waits for one under way.
  */
-export function startWatching(context: SessionContext, prime?: () => Promise<unknown>): void {
+export function startWatching(
+  context: SessionContext,
+  prime?: () => Promise<SnapshotResult>,
+): void {
   if (!context.settings.watch || watchers.has(context)) return;
   const watcher = new WorkspaceWatcher(
     context.workspace,
@@ -112,16 +118,22 @@ export function startWatching(context: SessionContext, prime?: () => Promise<unk
     context.settings.onWatchStopped,
   );
   watchers.set(context, watcher);
-  if (prime === undefined || isFirstSnapshotOf(context)) return;
-  const primed = watcher.whenLive().then(async (isLive) => {
-    if (isLive && watchers.get(context) === watcher && !watcher.canAnswer) await prime();
-  });
-  primes.set(
-    context,
+  if (prime === undefined) return;
+  let isPriming = true;
+  watcher.onLive(() => {
+    if (!isPriming || primes.has(context) || watchers.get(context) !== watcher) return;
+    if (watcher.canAnswer || isFirstSnapshotOf(context)) return;
     // Only a head start: whatever stops it (the lock held, an unreadable path), the session's
     // own snapshots meet it again, and say so.
-    primed.catch(() => {}),
-  );
+    const primed = prime().then(
+      ({ unreadable }) => {
+        if (unreadable.length > 0) isPriming = false;
+      },
+      () => {},
+    );
+    primes.set(context, primed);
+    void primed.then(() => primes.delete(context));
+  });
 }
 
 /** The watcher of the session's workspace, while it has one. */

@@ -7,6 +7,7 @@ import { type SessionLedger, setCurrentSession } from '../ledger/index.js';
 import { createRedactor, type RedactionOptions, readNamesSync } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { openObjectStore, openStore, type StoreLocation } from '../store/index.js';
+import type { SnapshotResult } from '../workspace/index.js';
 import {
   DEFAULT_EXEC_TIMEOUT_MS,
   DEFAULT_HTTP_TIMEOUT_MS,
@@ -81,10 +82,11 @@ export interface OpenSessionOptions {
    * process that keeps the session open (an agent's runtime, `rewind mcp`); a watcher costs a
    * child process and an inotify watch per directory. Where it cannot run, or may have missed
    * something (its queue overflowed, a directory moved), checkpoints use find as without it.
-   * The first snapshot after a watch starts asks find too: once the watch is live, the session
-   * takes that one itself (under the workspace lock, if it is free then, and only in a workspace
-   * snapshotted before), so that its first checkpoint already looks only at what changed; `close`
-   * waits for it. Default false. See docs/performance.md, "A watcher in a long-lived process".
+   * The first snapshot after a watch starts (or starts again) asks find too: each time the watch
+   * goes live, the session takes that one itself (under the workspace lock, if it is free then,
+   * and only in a workspace snapshotted before), so that its next checkpoint looks only at what
+   * changed; `close` waits for one under way. Default false. See docs/performance.md, "A watcher
+   * in a long-lived process".
    */
   watch?: boolean;
   /**
@@ -203,7 +205,7 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
  * The snapshot that gives a new watch its base (see `startWatching`): taken under the workspace
  * lock, and only if the lock is free at once (whoever holds it is taking a snapshot anyway).
  */
-function primeWatch(context: SessionContext): Promise<unknown> {
+function primeWatch(context: SessionContext): Promise<SnapshotResult> {
   return withWorkspaceLock(
     context,
     'giving the watch its first snapshot',

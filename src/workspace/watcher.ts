@@ -155,8 +155,8 @@ export class WorkspaceWatcher {
 
   /** Told why, once, when the watcher stops for good (not when it is closed). */
   readonly #onStopped: ((why: string) => void) | undefined;
-  /** Those waiting for the watch to go live: see {@link whenLive}. */
-  #liveWaiters: ((isLive: boolean) => void)[] = [];
+  /** Told each time the watch goes live: see {@link onLive}. */
+  #onLive: (() => void) | undefined;
 
   constructor(
     root: string,
@@ -180,11 +180,9 @@ export class WorkspaceWatcher {
     return this.#state === 'live';
   }
 
-  /** Resolves true once the watch is live (at once if it is), false once it stops or is closed. */
-  whenLive(): Promise<boolean> {
-    if (this.#state === 'live') return Promise.resolve(true);
-    if (this.#state === 'stopped') return Promise.resolve(false);
-    return new Promise((resolve) => this.#liveWaiters.push(resolve));
+  /** Has `listener` told each time the watch goes live: once started, and after each restart. */
+  onLive(listener: () => void): void {
+    this.#onLive = listener;
   }
 
   /** True when the next drain can answer: a live snapshot's record kept, no event lost since. */
@@ -454,7 +452,7 @@ export class WorkspaceWatcher {
     for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
     this.#failedStarts = 0;
     this.#state = 'live';
-    for (const waiter of this.#liveWaiters.splice(0)) waiter(true);
+    this.#onLive?.();
   }
 
   #onOutput(chunk: Buffer): void {
@@ -582,7 +580,6 @@ export class WorkspaceWatcher {
     this.#state = 'stopped';
     this.#generation++;
     this.#kill();
-    for (const waiter of this.#liveWaiters.splice(0)) waiter(false);
     if (isToBeTold) this.#onStopped?.(why);
   }
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { gc, init, openSession, type Session, verify } from '../../src/index.js';
+import { runAsNobody, workspaceOfNobody } from '../helpers/nobody.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
@@ -210,7 +211,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     expect(watchersOf(workspace)).toEqual([]);
   });
 
-  it('gives a new watch its base by itself once live, so that the first checkpoint asks find nothing', async () => {
+  it('gives its watch a base by itself once live, at the start and after a directory moved, so that checkpoints ask find nothing', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'b\n' });
     await init({ workspace });
@@ -233,21 +234,31 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     process.env.PATH = `${bin}:${process.env.PATH}`;
     process.env.REWIND_PROGRAM_SHELLS = '0';
     try {
-      const session = await openSession({ workspace, watch: true });
-      try {
+      const untilFound = async (count: number) => {
         for (
           let waited = 0;
-          (await snapshotFinds()).length === 0 && waited < 10_000;
+          (await snapshotFinds()).length < count && waited < 10_000;
           waited += 20
         ) {
           await sleep(20);
         }
+      };
+      const session = await openSession({ workspace, watch: true });
+      try {
+        await untilFound(1);
         // The snapshot that gave the watch its base asked find, by itself, before any checkpoint.
         expect(await snapshotFinds()).toHaveLength(1);
         await appendFile(join(workspace, 'src/a.ts'), 'export const b = 2;\n');
         const after = await session.checkpoint('after');
         expect(after.readCount).toBe(1);
         expect(await snapshotFinds()).toHaveLength(1);
+        // A directory moved: the watch starts again, and gets its base again by itself.
+        await rename(join(workspace, 'src'), join(workspace, 'lib'));
+        await untilFound(2);
+        expect(await snapshotFinds()).toHaveLength(2);
+        await appendFile(join(workspace, 'lib/b.ts'), 'c\n');
+        expect((await session.checkpoint('moved')).readCount).toBe(1);
+        expect(await snapshotFinds()).toHaveLength(2);
         await session.rollback('start');
         expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('export const a = 1;\n');
       } finally {
@@ -270,4 +281,38 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
       else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
     }
   });
+
+  it('stops taking its base itself once that found a path it cannot read: every snapshot then walks and starts the watch again', async () => {
+    const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
+    // The watchers of the workspace seen while the session is open: each start of the watch is
+    // an inotifywait of its own.
+    const seen = new Set<string>();
+    let isOpen = true;
+    const sampling = (async () => {
+      while (isOpen) {
+        for (const line of watchersOf(workspace)) seen.add(line.split(' ')[0] as string);
+        await sleep(20);
+      }
+    })();
+    const out = await runAsNobody(
+      workspace,
+      `
+      await api.init({ workspace });
+      const before = await api.openSession({ workspace });
+      await before.checkpoint('start');
+      await before.close();
+      fs.chmodSync(workspace + '/secret.txt', 0);
+      const session = await api.openSession({ workspace, watch: true });
+      await new Promise((done) => setTimeout(done, 3000));
+      out.warnings = (await session.checkpoint('after')).warnings;
+      await session.close();`,
+    );
+    isOpen = false;
+    await sampling;
+    expect(out.error).toBeUndefined();
+    expect(out.warnings).toEqual([expect.stringMatching(/Could not read secret\.txt/)]);
+    // The first start, and the one after the snapshot that walked (then the checkpoint's).
+    expect(seen.size).toBeGreaterThan(0);
+    expect(seen.size).toBeLessThanOrEqual(4);
+  }, 30_000);
 });
