@@ -202,16 +202,14 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
 }
 
 /**
- * The snapshot that gives a new watch its base (see `startWatching`): taken under the workspace
- * lock, and only if the lock is free at once (whoever holds it is taking a snapshot anyway).
+ * The snapshot that gives the watch its base each time it goes live (see `startWatching`): taken
+ * under the workspace lock, and only if the lock is free at once (whoever holds it is taking a
+ * snapshot anyway).
  */
 function primeWatch(context: SessionContext): Promise<SnapshotResult> {
-  return withWorkspaceLock(
-    context,
-    'giving the watch its first snapshot',
-    () => snapshotWorkspace(context),
-    { timeoutMs: 0 },
-  );
+  return withWorkspaceLock(context, 'giving the watch its base', () => snapshotWorkspace(context), {
+    timeoutMs: 0,
+  });
 }
 
 /**
