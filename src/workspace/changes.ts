@@ -71,8 +71,8 @@ export interface ChangeRecord {
    */
   directories: ReadonlyMap<string, string>;
   /**
-   * The record's file as this process wrote it (see {@link saveChangeRecord}), for a record kept
-   * in memory: {@link isStillSaved} tells whether the file is still that one.
+   * The record's file as this process wrote it (see {@link markSaved}), for a record kept in
+   * memory: {@link isStillSaved} tells whether the file is still that one.
    */
   savedAs?: string;
 }
@@ -183,14 +183,11 @@ export async function makeCacheDirectory(storeDirectory: string): Promise<void> 
  */
 const directoriesJson = new WeakMap<ReadonlyMap<string, string>, string>();
 
-/**
- * Writes the change record of a store (not durably: it is a cache). Returns what the file is as
- * written, for {@link isStillSaved}.
- */
+/** Writes the change record of a store (not durably: it is a cache). */
 export async function saveChangeRecord(
   storeDirectory: string,
   record: ChangeRecord,
-): Promise<string | undefined> {
+): Promise<void> {
   await makeCacheDirectory(storeDirectory);
   const members = {
     v: 3,
@@ -220,7 +217,6 @@ export async function saveChangeRecord(
     await rm(join(storeDirectory, OLD_RECORD_FILE), { force: true });
     oldRecordGone.add(storeDirectory);
   }
-  return recordFileIdentity(storeDirectory);
 }
 
 /** The record file's inode, size and times; undefined where there is none. */
@@ -230,6 +226,14 @@ function recordFileIdentity(storeDirectory: string): string | undefined {
     throwIfNoEntry: false,
   });
   return stats && `${stats.ino}:${stats.size}:${stats.mtimeNs}:${stats.ctimeNs}`;
+}
+
+/**
+ * Marks `record`, just saved by {@link saveChangeRecord}, with what its file is now, for a record
+ * kept in memory (a watcher's base): see {@link isStillSaved}.
+ */
+export function markSaved(storeDirectory: string, record: ChangeRecord): void {
+  record.savedAs = recordFileIdentity(storeDirectory);
 }
 
 /**

@@ -11,6 +11,7 @@ import {
   clearChangeRecord,
   isStillSaved,
   loadChangeRecord,
+  markSaved,
   readSnapshotClock,
   saveChangeRecord,
 } from './changes.js';
@@ -211,6 +212,16 @@ export async function snapshot(
       ? drained.base
       : undefined;
   const record = base ?? (clock && loadChangeRecord(options.storeDirectory, root));
+  /**
+   * Saves this snapshot's record; a watcher that drained for it keeps it as its next base, marked
+   * with what the file is as saved (one stat, taken only then: see isStillSaved).
+   */
+  const saveRecord = async (next: ChangeRecord): Promise<void> => {
+    await saveChangeRecord(options.storeDirectory, next);
+    if (!drained) return;
+    markSaved(options.storeDirectory, next);
+    watcher?.setBase(next, drained.token);
+  };
   // Rules from outside that changed change what is left out anywhere: the shortcut cannot tell.
   if (clock && record && record.outsideRules === outsideRules) {
     const batch = options.store.batch();
@@ -244,8 +255,7 @@ export async function snapshot(
         outsideRules,
         directories,
       };
-      next.savedAs = await saveChangeRecord(options.storeDirectory, next);
-      if (drained) watcher?.setBase(next, drained.token);
+      await saveRecord(next);
       return {
         tree,
         ...totals,
@@ -316,8 +326,7 @@ export async function snapshot(
       outsideRules,
       directories: directoryIdentities,
     };
-    next.savedAs = await saveChangeRecord(options.storeDirectory, next);
-    if (drained) watcher?.setBase(next, drained.token);
+    await saveRecord(next);
   }
   // A walk follows rules that changed (or none kept): the watch starts again if what it leaves
   // unwatched may have changed.
