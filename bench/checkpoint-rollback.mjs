@@ -7,7 +7,9 @@
 // (so the checkpoint follows a rollback that wrote N files, as in a session). Each build watches
 // a workspace of its own (the same files); the changes come 300 ms before the steps (outside the
 // racy window), each timed step starts after an untimed `sync`, and rounds alternate which build
-// goes first. Medians (and means) of 9 rounds (BENCH_ROUNDS), and the median of what each
+// goes first. Medians (and means) of 9 rounds (BENCH_ROUNDS), the median CPU time the process
+// spent in each step (user and system, on every thread: on a VM whose wall times move by a fifth
+// from run to run, a change of a few percent shows there first), and the median of what each
 // checkpoint adds to the store's objects (bytes on disk, as `du -sb` counts them).
 import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
@@ -23,7 +25,10 @@ const names = Object.keys(builds);
 const workspaces = [];
 const sessions = [];
 const times = Object.fromEntries(
-  names.map((name) => [name, { checkpoint: [], rollback: [], growth: [] }]),
+  names.map((name) => [
+    name,
+    { checkpoint: [], rollback: [], checkpointCpu: [], rollbackCpu: [], growth: [] },
+  ]),
 );
 const objectBytes = (index) =>
   Number(
@@ -37,8 +42,11 @@ async function eachBuild(order, step, kind) {
     execFileSync('sync');
     const before = kind === 'checkpoint' ? objectBytes(index) : 0;
     const start = performance.now();
+    const cpu = process.cpuUsage();
     await step(sessions[index]);
     times[names[index]][kind].push(performance.now() - start);
+    const { user, system } = process.cpuUsage(cpu);
+    times[names[index]][`${kind}Cpu`].push((user + system) / 1000);
     if (kind === 'checkpoint') times[names[index]].growth.push(objectBytes(index) - before);
   }
 }
@@ -71,14 +79,17 @@ try {
 
 console.log(`${describeFilesystem(process.env.BENCH_DIR ?? tmpdir())}\n`);
 console.log(
-  `| workspace | build | checkpoint of ${changed} files | rollback of ${changed} files | store growth per checkpoint |`,
+  `| workspace | build | checkpoint of ${changed} files | its CPU time | rollback of ${changed} files | its CPU time | store growth per checkpoint |`,
 );
-console.log('| --- | --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- | --- | --- |');
 const shown = (value) => value.toFixed(value < 100 ? 1 : 0);
 // The mean beside the median: a merge of packs now and then moves it, not the median.
 const mean = (values) => values.reduce((sum, value) => sum + value, 0) / values.length;
 const ms = (values) => `${shown(median(values))} ms (mean ${shown(mean(values))})`;
 for (const name of names) {
-  const { checkpoint, rollback, growth } = times[name];
-  console.log(`| ${size} | ${name} | ${ms(checkpoint)} | ${ms(rollback)} | ${median(growth)} B |`);
+  const { checkpoint, rollback, checkpointCpu, rollbackCpu, growth } = times[name];
+  const cpu = (values) => `${shown(median(values))} ms`;
+  console.log(
+    `| ${size} | ${name} | ${ms(checkpoint)} | ${cpu(checkpointCpu)} | ${ms(rollback)} | ${cpu(rollbackCpu)} | ${median(growth)} B |`,
+  );
 }

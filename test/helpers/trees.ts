@@ -130,7 +130,9 @@ export async function randomEdit(
     else if (choice < 0.9 && outsideLinks.length > 0)
       await appendFile(pick(outsideLinks) as string, 'through a link');
     else if (choice < 0.94 && file) await rewriteKeepingTimes(join(workspace, file));
-    else if (file) await chmod(join(workspace, file), next() < 0.5 ? 0o755 : 0o644);
+    else if (choice < 0.97 && file)
+      await chmod(join(workspace, file), next() < 0.5 ? 0o755 : 0o644);
+    else if (dirs.length > 0) await chmod(join(workspace, directory), next() < 0.5 ? 0o755 : 0o750);
   })().catch(() => {});
 }
 

@@ -15,6 +15,27 @@ describe('digests', () => {
     expect(isDigest('sha256:ABC')).toBe(false);
   });
 
+  it('takes as a digest only the prefix and 64 lowercase hexadecimal digits', () => {
+    const good = digestBytes('abc');
+    const hex = good.slice('sha256:'.length);
+    for (const bad of [
+      hex,
+      `sha256:${hex.toUpperCase()}`,
+      `sha256:${hex.slice(1)}`,
+      `${good}0`,
+      `sha512:${hex}`,
+      `sha256:${hex.slice(0, 63)}g`,
+      `sha256:${hex.slice(0, 63)}\u0660`,
+      `sha256:${hex.slice(0, 63)}\n`,
+      ` ${good.slice(1)}`,
+      42,
+      undefined,
+    ]) {
+      expect(isDigest(bad), String(bad)).toBe(false);
+    }
+    expect(isDigest(`sha256:${'0123456789abcdef'.repeat(4)}`)).toBe(true);
+  });
+
   it('hashes a file to the same digest as its bytes, with its size', async () => {
     const directory = await makeTempDirectory();
     const file = join(directory, 'f');

@@ -10,7 +10,7 @@ import {
   writeFileSync,
   writeSync,
 } from 'node:fs';
-import { appendFile, link, mkdir, rename, symlink, writeFile } from 'node:fs/promises';
+import { appendFile, link, mkdir, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -134,6 +134,35 @@ describe.runIf(process.platform === 'linux' && isAvailable)('snapshots with a wa
     await untilLive(watcher);
     expect((await take()).strategy).not.toBe('watched');
     expect(watcher.canAnswer).toBe(true);
+  });
+
+  it('rebuilds the directories above changed files from their old trees, and looks again at one re-moded or replaced', async () => {
+    const { workspace, watcher, take } = await watched({
+      'a/b/c/f.txt': 'f',
+      'a/b/g.txt': 'g',
+      'p/q/r.txt': 'r',
+    });
+    await take();
+    await settle(take, watcher);
+    // A file changed deep down, and a directory above it given another mode.
+    await appendFile(join(workspace, 'a/b/c/f.txt'), '!');
+    chmodSync(join(workspace, 'a/b'), 0o700);
+    let result = await take();
+    expect(result.strategy).toBe('watched');
+    expect(result.tree).toBe(await referenceTree(workspace));
+    // A directory removed and made again at its path, a file written in it as it was.
+    await rm(join(workspace, 'p/q'), { recursive: true });
+    await mkdir(join(workspace, 'p/q'));
+    chmodSync(join(workspace, 'p/q'), 0o750);
+    await writeFile(join(workspace, 'p/q/r.txt'), 'r');
+    result = await take();
+    expect(result.strategy).toBe('watched');
+    expect(result.tree).toBe(await referenceTree(workspace));
+    // Only the file changed again: the directories above it keep their modes.
+    await appendFile(join(workspace, 'a/b/c/f.txt'), '!');
+    result = await take();
+    expect(result).toMatchObject({ strategy: 'watched', readCount: 1 });
+    expect(result.tree).toBe(await referenceTree(workspace));
   });
 
   it('agrees with a full read after every round of random edits', async () => {
