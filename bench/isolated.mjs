@@ -1,6 +1,8 @@
 // Isolated sessions: starting one (copy the workspace into a view and record it) on a host never
-// snapshotted and on one snapshotted before, and committing one changed file back, beside `cp -a`
-// of the same tree, in one run:
+// snapshotted and on one snapshotted before, committing one changed file back, and a command
+// that changes one file run in the view (`session.exec`) by a session that watches its view
+// (`watch: true`, as `rewind mcp` opens it) and by one that does not (find looks, before and
+// after the command), beside `cp -a` of the same tree, in one run:
 //   node bench/isolated.mjs        (sizes from BENCH_SIZES, default "S,M"; after npm run build)
 //   BENCH_COMPARE_DIST=/other/dist node bench/isolated.mjs   also measures another build
 //                                  (say, an older commit's dist/) in the same run, turn by turn
@@ -35,9 +37,10 @@ const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.l
 /**
  * One round for one build, on a fresh copy of the generated tree whose files are older than the
  * change window (as a project's files are): start a session on a host never snapshotted, commit
- * one changed file, then start a second session on the host the first one snapshotted.
+ * one changed file, then start a second session on the host the first one snapshotted, and run
+ * commands in its view; then a third session, watching its view, runs the same commands.
  */
-async function round({ api }, generated, file, name) {
+async function round({ api }, generated, file, name, size) {
   const workspace = join(base, name);
   execFileSync('cp', ['-a', generated, workspace]);
   await api.init({ workspace });
@@ -54,29 +57,45 @@ async function round({ api }, generated, file, name) {
   const again = await timed(async () => {
     second = await api.startIsolatedSession({ workspace, makeCurrent: false });
   });
+  const found = await execs(second, file);
   await second.close();
+  const watching = await api.startIsolatedSession({ workspace, makeCurrent: false, watch: true });
+  // As a runtime waits for its agent's first tool call: the watch goes live and takes its base.
+  await sleep(size === 'L' ? 4000 : 1500);
+  const watched = await execs(watching, file);
+  await watching.close();
   rmSync(workspace, { recursive: true, force: true });
-  return { first, commit, again };
+  return { first, commit, again, found, watched };
+}
+
+/** The median of 5 commands run in the session's view, each appending a line to `file`. */
+async function execs(session, file) {
+  const times = [];
+  for (let index = 0; index < 5; index++) {
+    await sleep(150); // past the change window of the command before
+    times.push(await timed(() => session.exec(['sh', '-c', `echo "// ${index}" >> '${file}'`])));
+  }
+  return median(times);
 }
 
 console.log(
-  '| workspace | build | start, host never snapshotted | start, host snapshotted before | `cp -a` of the tree | first / cp | before / cp | commit 1 changed file |',
+  '| workspace | build | start, host never snapshotted | start, host snapshotted before | `cp -a` of the tree | first / cp | before / cp | commit 1 changed file | command in the view | the same, watching |',
 );
-console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const size of selected) {
   const generated = join(base, `generated-${size}`);
   mkdirSync(generated);
   const files = generateWorkspace(generated, SIZES[size]);
   const file = files.find((path) => !path.endsWith('.bin'));
   const rounds = Number(process.env.BENCH_ROUNDS ?? (size === 'L' ? 1 : 3));
-  const results = builds.map(() => ({ first: [], commit: [], again: [] }));
+  const results = builds.map(() => ({ first: [], commit: [], again: [], found: [], watched: [] }));
   const copies = [];
   for (let index = 0; index < rounds; index++) {
     const target = join(base, `copy-${size}`);
     copies.push(await timed(() => execFileSync('cp', ['-a', generated, target])));
     rmSync(target, { recursive: true, force: true });
     for (const [at, build] of builds.entries()) {
-      const result = await round(build, generated, file, `ws-${size}-${at}-${index}`);
+      const result = await round(build, generated, file, `ws-${size}-${at}-${index}`, size);
       for (const key of Object.keys(result)) results[at][key].push(result[key]);
     }
   }
@@ -85,7 +104,7 @@ for (const size of selected) {
     const first = median(results[at].first);
     const again = median(results[at].again);
     console.log(
-      `| ${size} (${SIZES[size]} files) | ${build.title} | ${first.toFixed(0)} ms | ${again.toFixed(0)} ms | ${copy.toFixed(0)} ms | ${(first / copy).toFixed(2)}× | ${(again / copy).toFixed(2)}× | ${median(results[at].commit).toFixed(0)} ms |`,
+      `| ${size} (${SIZES[size]} files) | ${build.title} | ${first.toFixed(0)} ms | ${again.toFixed(0)} ms | ${copy.toFixed(0)} ms | ${(first / copy).toFixed(2)}× | ${(again / copy).toFixed(2)}× | ${median(results[at].commit).toFixed(0)} ms | ${median(results[at].found).toFixed(1)} ms | ${median(results[at].watched).toFixed(1)} ms |`,
     );
   }
   rmSync(generated, { recursive: true, force: true });

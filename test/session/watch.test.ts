@@ -282,6 +282,65 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     }
   });
 
+  it('in an isolated session, watches its view: a command run there reports its changes without asking find, and the host waits for the commit', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'b\n' });
+    await init({ workspace });
+    const bin = await makeTempDirectory();
+    const log = join(bin, 'find.log');
+    const find = execFileSync('sh', ['-c', 'command -v find']).toString().trim();
+    await writeFile(join(bin, 'find'), `#!/bin/sh\necho "$*" >> '${log}'\nexec ${find} "$@"\n`, {
+      mode: 0o755,
+    });
+    const snapshotFinds = async () =>
+      (await readFile(log, 'utf8').catch(() => ''))
+        .split('\n')
+        .filter((run) => run.includes('-newerct'));
+    const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
+    process.env.PATH = `${bin}:${process.env.PATH}`;
+    process.env.REWIND_PROGRAM_SHELLS = '0';
+    try {
+      const session = await openSession({ workspace, isolation: 'isolated', watch: true });
+      try {
+        const view = session.workspace;
+        expect(view).not.toBe(workspace);
+        expect(watchersOf(view)).toHaveLength(1);
+        // The view was recorded as it was copied: the watch gets its base from it by itself.
+        for (let waited = 0; (await snapshotFinds()).length < 1 && waited < 10_000; waited += 20) {
+          await sleep(20);
+        }
+        const before = (await snapshotFinds()).length;
+        expect(before).toBe(1);
+        const result = await session.exec([
+          'sh',
+          '-c',
+          'echo "export const b = 2;" >> src/a.ts && mkdir -p src/new && echo n > src/new/n.ts',
+        ]);
+        expect(result.changes.map((change) => change.path).sort()).toEqual([
+          'src/a.ts',
+          'src/new/n.ts',
+        ]);
+        // Both snapshots of the command (before and after) took the watcher's word, and so does
+        // a checkpoint after it, which holds what a full read of the view holds.
+        const checkpoint = await session.checkpoint('after');
+        expect(checkpoint.readCount).toBe(0);
+        expect(checkpoint.tree).toBe(await referenceTree(view));
+        expect(await snapshotFinds()).toHaveLength(before);
+        expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toBe('export const a = 1;\n');
+        await session.commit();
+        expect(await readFile(join(workspace, 'src/a.ts'), 'utf8')).toContain('b = 2');
+        expect(await readFile(join(workspace, 'src/new/n.ts'), 'utf8')).toBe('n\n');
+      } finally {
+        await session.close();
+      }
+      expect(watchersOf(workspace)).toHaveLength(0);
+    } finally {
+      process.env.PATH = saved.path;
+      if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
+      else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
+    }
+  });
+
   it('stops taking its base itself once that found a path it cannot read: every snapshot then walks and starts the watch again', async () => {
     const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
     // The watchers of the workspace seen while the session is open: each start of the watch is
