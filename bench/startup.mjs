@@ -1,6 +1,7 @@
 // What the `rewind` command costs as a process, beside `node -e 0` (Node's own start): the
-// commands people and hooks run most, in a workspace whose session holds 50 entries, and `status`
-// in one of 10,000 files (M) checkpointed, whose store holds as many objects. Each command runs
+// commands people and hooks run most, in a workspace whose store holds two sessions (as a store
+// in use does: `status` lists them), the current one of 50 entries, and `status` in one of 10,000
+// files (M) checkpointed, whose store holds as many objects. Each command runs
 // 25 times, the commands taking turns, so that a slow moment of the machine falls on all of them;
 // medians. `rewind` runs with its code cache (the usual case after the first run) and without it
 // (REWIND_CODE_CACHE=0: the first run after an install or upgrade). When the environment sets
@@ -43,6 +44,7 @@ export function measureStartup(
   try {
     writeFileSync(join(workspace, 'a.txt'), 'a\n');
     run([bin, 'init']);
+    run([bin, 'session', 'new']);
     for (let index = 0; index < 49; index++) run([bin, 'note', `note ${index}`]);
     generateWorkspace(large, 10_000);
     run([bin, 'init'], {}, large);
