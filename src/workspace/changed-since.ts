@@ -198,6 +198,12 @@ async function rebuildDirectory(
     }
     const childRelative = relative === '' ? name : `${relative}/${name}`;
     const childAbsolute = `${absolute}/${name}`;
+    /** The digest of this directory, the same one as before, rebuilt from its previous tree. */
+    const rebuilt = async (previous: Digest): Promise<Digest> => {
+      const sub = await rebuildDirectory(childAbsolute, childRelative, previous, inner, state);
+      addTotals(delta, sub.delta, 1);
+      return sub.digest;
+    };
     // A directory of the previous tree that only holds changed paths, when a watcher saw every
     // change: had it been made, removed, moved, replaced or its mode changed, the watcher would
     // name it among the changed paths. It is the same directory, rebuilt without an lstat (at L,
@@ -209,15 +215,8 @@ async function rebuildDirectory(
       state.directories.has(childRelative)
     ) {
       seen.add(name);
-      const sub = await rebuildDirectory(
-        childAbsolute,
-        childRelative,
-        oldEntry.digest,
-        inner,
-        state,
-      );
-      entries.push({ name, type: 'directory', mode: oldEntry.mode, digest: sub.digest });
-      addTotals(delta, sub.delta, 1);
+      const digest = await rebuilt(oldEntry.digest);
+      entries.push({ name, type: 'directory', mode: oldEntry.mode, digest });
       continue;
     }
     const known = state.stats.get(childRelative);
@@ -238,15 +237,7 @@ async function rebuildDirectory(
       const isSameDirectory = state.directories.get(childRelative) === identity;
       if (!isSameDirectory) changeableDirectories(state).set(childRelative, identity);
       if (oldEntry?.type === 'directory' && isSameDirectory) {
-        const sub = await rebuildDirectory(
-          childAbsolute,
-          childRelative,
-          oldEntry.digest,
-          inner,
-          state,
-        );
-        digest = sub.digest;
-        addTotals(delta, sub.delta, 1);
+        digest = await rebuilt(oldEntry.digest);
       } else {
         if (oldEntry !== undefined) addTotals(delta, await totalsOf(state.store, oldEntry), -1);
         const sub = await snapshotSubtree(

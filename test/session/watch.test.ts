@@ -31,6 +31,36 @@ async function settle(session: Session): Promise<void> {
   }
 }
 
+/**
+ * Runs `run` with find as the snapshots run it (by PATH) logged: `snapshotFinds` lists the runs
+ * that asked what changed since a snapshot (-newerct); the watcher's own, which lists the
+ * directories to check its watches against, are left out.
+ */
+async function withLoggedFind(
+  run: (snapshotFinds: () => Promise<string[]>) => Promise<void>,
+): Promise<void> {
+  const bin = await makeTempDirectory();
+  const log = join(bin, 'find.log');
+  const find = execFileSync('sh', ['-c', 'command -v find']).toString().trim();
+  await writeFile(join(bin, 'find'), `#!/bin/sh\necho "$*" >> '${log}'\nexec ${find} "$@"\n`, {
+    mode: 0o755,
+  });
+  const snapshotFinds = async () =>
+    (await readFile(log, 'utf8').catch(() => ''))
+      .split('\n')
+      .filter((line) => line.includes('-newerct'));
+  const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
+  process.env.PATH = `${bin}:${process.env.PATH}`;
+  process.env.REWIND_PROGRAM_SHELLS = '0';
+  try {
+    await run(snapshotFinds);
+  } finally {
+    process.env.PATH = saved.path;
+    if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
+    else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
+  }
+}
+
 const hasInotifywait = (() => {
   try {
     execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
@@ -218,22 +248,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     const before = await openSession({ workspace });
     await before.checkpoint('start');
     await before.close();
-    // find as the snapshots run it (by PATH), each run logged: a snapshot's asks what changed
-    // since (-newerct); the watcher's own lists the directories to check its watches against.
-    const bin = await makeTempDirectory();
-    const log = join(bin, 'find.log');
-    const find = execFileSync('sh', ['-c', 'command -v find']).toString().trim();
-    await writeFile(join(bin, 'find'), `#!/bin/sh\necho "$*" >> '${log}'\nexec ${find} "$@"\n`, {
-      mode: 0o755,
-    });
-    const snapshotFinds = async () =>
-      (await readFile(log, 'utf8').catch(() => ''))
-        .split('\n')
-        .filter((run) => run.includes('-newerct'));
-    const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
-    process.env.PATH = `${bin}:${process.env.PATH}`;
-    process.env.REWIND_PROGRAM_SHELLS = '0';
-    try {
+    await withLoggedFind(async (snapshotFinds) => {
       const untilFound = async (count: number) => {
         for (
           let waited = 0;
@@ -275,31 +290,14 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
       } finally {
         await untouched.close();
       }
-    } finally {
-      process.env.PATH = saved.path;
-      if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
-      else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
-    }
+    });
   });
 
   it('in an isolated session, watches its view: a command run there reports its changes without asking find, and the host waits for the commit', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'b\n' });
     await init({ workspace });
-    const bin = await makeTempDirectory();
-    const log = join(bin, 'find.log');
-    const find = execFileSync('sh', ['-c', 'command -v find']).toString().trim();
-    await writeFile(join(bin, 'find'), `#!/bin/sh\necho "$*" >> '${log}'\nexec ${find} "$@"\n`, {
-      mode: 0o755,
-    });
-    const snapshotFinds = async () =>
-      (await readFile(log, 'utf8').catch(() => ''))
-        .split('\n')
-        .filter((run) => run.includes('-newerct'));
-    const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
-    process.env.PATH = `${bin}:${process.env.PATH}`;
-    process.env.REWIND_PROGRAM_SHELLS = '0';
-    try {
+    await withLoggedFind(async (snapshotFinds) => {
       const session = await openSession({ workspace, isolation: 'isolated', watch: true });
       try {
         const view = session.workspace;
@@ -334,11 +332,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
         await session.close();
       }
       expect(watchersOf(workspace)).toHaveLength(0);
-    } finally {
-      process.env.PATH = saved.path;
-      if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
-      else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
-    }
+    });
   });
 
   it('stops taking its base itself once that found a path it cannot read: every snapshot then walks and starts the watch again', async () => {
