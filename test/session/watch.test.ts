@@ -34,10 +34,14 @@ async function settle(session: Session): Promise<void> {
 /**
  * Runs `run` with find as the snapshots run it (by PATH) logged: `snapshotFinds` lists the runs
  * that asked what changed since a snapshot (-newerct); the watcher's own, which lists the
- * directories to check its watches against, are left out.
+ * directories to check its watches against, are left out. `untilFound` waits (up to 10 s) until
+ * there are `count` of them.
  */
 async function withLoggedFind(
-  run: (snapshotFinds: () => Promise<string[]>) => Promise<void>,
+  run: (
+    snapshotFinds: () => Promise<string[]>,
+    untilFound: (count: number) => Promise<void>,
+  ) => Promise<void>,
 ): Promise<void> {
   const bin = await makeTempDirectory();
   const log = join(bin, 'find.log');
@@ -49,11 +53,16 @@ async function withLoggedFind(
     (await readFile(log, 'utf8').catch(() => ''))
       .split('\n')
       .filter((line) => line.includes('-newerct'));
+  const untilFound = async (count: number) => {
+    for (let waited = 0; (await snapshotFinds()).length < count && waited < 10_000; waited += 20) {
+      await sleep(20);
+    }
+  };
   const saved = { path: process.env.PATH, shells: process.env.REWIND_PROGRAM_SHELLS };
   process.env.PATH = `${bin}:${process.env.PATH}`;
   process.env.REWIND_PROGRAM_SHELLS = '0';
   try {
-    await run(snapshotFinds);
+    await run(snapshotFinds, untilFound);
   } finally {
     process.env.PATH = saved.path;
     if (saved.shells === undefined) delete process.env.REWIND_PROGRAM_SHELLS;
@@ -248,16 +257,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     const before = await openSession({ workspace });
     await before.checkpoint('start');
     await before.close();
-    await withLoggedFind(async (snapshotFinds) => {
-      const untilFound = async (count: number) => {
-        for (
-          let waited = 0;
-          (await snapshotFinds()).length < count && waited < 10_000;
-          waited += 20
-        ) {
-          await sleep(20);
-        }
-      };
+    await withLoggedFind(async (snapshotFinds, untilFound) => {
       const session = await openSession({ workspace, watch: true });
       try {
         await untilFound(1);
@@ -297,16 +297,14 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'src/a.ts': 'export const a = 1;\n', 'src/b.ts': 'b\n' });
     await init({ workspace });
-    await withLoggedFind(async (snapshotFinds) => {
+    await withLoggedFind(async (snapshotFinds, untilFound) => {
       const session = await openSession({ workspace, isolation: 'isolated', watch: true });
       try {
         const view = session.workspace;
         expect(view).not.toBe(workspace);
         expect(watchersOf(view)).toHaveLength(1);
         // The view was recorded as it was copied: the watch gets its base from it by itself.
-        for (let waited = 0; (await snapshotFinds()).length < 1 && waited < 10_000; waited += 20) {
-          await sleep(20);
-        }
+        await untilFound(1);
         const before = (await snapshotFinds()).length;
         expect(before).toBe(1);
         const result = await session.exec([
