@@ -22,6 +22,15 @@ export interface LoadedIndex {
    * which a lookup of an object no pack holds (most objects a checkpoint stores) does in every pack.
    */
   prefixes: Uint32Array;
+  /**
+   * One bit per value of a digest's first `32 - filterShift` bits, set where a record's digest
+   * starts so: most digests a pack does not list are turned away by one bit, without a search
+   * (a snapshot or a rollback looks each object up in every pack: past 30 packs, the searches
+   * took ~25 ms of a rollback of 1,000 files at L in a CPU profile). At least 8 bits per
+   * record, up to 2 MiB.
+   */
+  filter: Uint8Array;
+  filterShift: number;
   modifiedAtMs: number;
 }
 
@@ -37,6 +46,8 @@ export function digestKey(digest: Digest): Buffer {
 export function recordOf(index: LoadedIndex, key: Buffer, keyAt = 0): number {
   const first = key[keyAt] as number;
   const prefix = key.readUInt32BE(keyAt);
+  const bit = prefix >>> index.filterShift;
+  if (((index.filter[bit >>> 3] as number) & (1 << (bit & 7))) === 0) return -1;
   const { prefixes, records } = index;
   const end = index.fanout[first + 1] as number;
   // The first record of the digest's first byte whose first four bytes are not below the key's.
@@ -78,14 +89,21 @@ export function parseIndex(
   const records = bytes.subarray(HEADER_BYTES, body.length);
   const fanout = new Uint32Array(257);
   const prefixes = new Uint32Array(count);
+  let filterBits = 6;
+  while (2 ** filterBits < count * 8 && filterBits < 24) filterBits++;
+  const filter = new Uint8Array(2 ** (filterBits - 3));
+  const filterShift = 32 - filterBits;
   for (let record = 0; record < count; record++) {
     fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
-    prefixes[record] = records.readUInt32BE(record * RECORD_BYTES);
+    const prefix = records.readUInt32BE(record * RECORD_BYTES);
+    prefixes[record] = prefix;
+    const bit = prefix >>> filterShift;
+    filter[bit >>> 3] = (filter[bit >>> 3] as number) | (1 << (bit & 7));
   }
   for (let byte = 1; byte <= 256; byte++) {
     fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
   }
-  return { name, records, count, fanout, prefixes, modifiedAtMs };
+  return { name, records, count, fanout, prefixes, filter, filterShift, modifiedAtMs };
 }
 
 /** A new index for `count` records, to fill with {@link setRecord} and seal with {@link sealIndex}. */

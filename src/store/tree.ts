@@ -119,23 +119,21 @@ function checkEntry(value: unknown): TreeEntry {
  * or duplicate name, mode, size or digest.
  */
 export function encodeTree(entries: readonly TreeEntry[]): Buffer {
-  return Buffer.from(treeJson(checkedEntries(entries)));
+  return Buffer.from(treeJson(checkedEntries(entries, false)));
 }
 
 /**
- * Entries checked and frozen: those of the trees read or stored (see {@link remember}). A
- * snapshot builds each changed directory's listing mostly from its previous tree's entries,
- * which need no second check (at L, some 50,000 of them for a checkpoint of 1,000 files).
+ * A listing's entries checked (each a new object) and in canonical order, as decoded. With
+ * `trustFrozen`, an entry already frozen is taken as it is: within Rewind, only the entries of
+ * trees read or stored are frozen (see {@link remember}), each checked before; a snapshot builds
+ * each changed directory's listing mostly from its previous tree's entries (at L, some 50,000 of
+ * them for a checkpoint of 1,000 files). A listing from outside ({@link encodeTree}) is checked
+ * whole. (A WeakSet of the checked entries, in place of this, cost more to fill than the checks
+ * it saved: ~30 ms of a rollback of 1,000 files at L, in a CPU profile.)
  */
-const checkedAndFrozen = new WeakSet<TreeEntry>();
-
-/**
- * A listing's entries checked (each a new object, but those checked and frozen before) and in
- * canonical order, as decoded.
- */
-function checkedEntries(entries: readonly TreeEntry[]): TreeEntry[] {
+function checkedEntries(entries: readonly TreeEntry[], trustFrozen: boolean): TreeEntry[] {
   const checked = entries
-    .map((entry) => (checkedAndFrozen.has(entry) ? entry : checkEntry(entry)))
+    .map((entry) => (trustFrozen && Object.isFrozen(entry) ? entry : checkEntry(entry)))
     .sort((a, b) => compareNames(a.name, b.name));
   for (let index = 1; index < checked.length; index++) {
     const name = checked[index]?.name;
@@ -151,14 +149,15 @@ function checkedEntries(entries: readonly TreeEntry[]): TreeEntry[] {
  * tree is kept decoded, as {@link readTree} keeps what it read: the snapshot that stores a tree
  * is diffed against the previous one straight after. Were the batch never committed, nothing
  * would refer to the tree, and a batch that stores it again writes it (a put looks at the store,
- * not at this).
+ * not at this). Entries already frozen are taken as checked: give only those of trees read or
+ * stored, and new objects.
  */
 export async function putTreeIn(
   store: ObjectStore,
   batch: ObjectBatch,
   entries: readonly TreeEntry[],
 ): Promise<Digest> {
-  const checked = checkedEntries(entries);
+  const checked = checkedEntries(entries, true);
   const { digest } = await batch.put(Buffer.from(treeJson(checked)));
   remember(store, digest, { entries: checked });
   return digest;
@@ -233,16 +232,23 @@ export async function putTree(store: ObjectStore, entries: readonly TreeEntry[])
 }
 
 /**
- * Decoded trees, per store, most recently used last: a tree is immutable (its digest is its
- * content), so one read and checked once is that tree for as long as the process lives. Diffs and
- * incremental snapshots read the same trees again and again.
+ * Decoded trees, per store: a tree is immutable (its digest is its content), so one read and
+ * checked once is that tree for as long as the process lives. Diffs and incremental snapshots
+ * read the same trees again and again. Kept in the order they came, each marked when used again
+ * (no more than that: moving a tree to the end of the Map at every use took ~8 ms of a rollback
+ * of 1,000 files at L, in a CPU profile); past the limit, the oldest go, but a tree used since it came or was last
+ * passed over goes to the end instead, once (a second chance, which keeps what is in use).
  */
-const decodedTrees = new WeakMap<ObjectStore, { trees: Map<Digest, Tree>; entryCount: number }>();
+interface TreeCache {
+  trees: Map<Digest, { tree: Tree; used: boolean }>;
+  entryCount: number;
+}
+const decodedTrees = new WeakMap<ObjectStore, TreeCache>();
 
 /**
  * How many entries the decoded trees of one store may hold in all (about 40 MB): the whole tree
  * of a workspace of 100,000 files and 8,000 directories (a first snapshot keeps what it stores),
- * and what later snapshots add.
+ * and what later snapshots add. Past it, trees go until a 64th of it is free.
  */
 const MAX_CACHED_ENTRIES = 200_000;
 
@@ -252,12 +258,16 @@ const MAX_CACHED_ENTRIES = 200_000;
  */
 export async function readTree(store: ObjectStore, digest: Digest): Promise<Tree> {
   const cached = decodedTrees.get(store)?.trees.get(digest);
-  return remember(store, digest, cached ?? decodeTree(await store.get(digest), digest));
+  if (cached) {
+    cached.used = true;
+    return cached.tree;
+  }
+  return remember(store, digest, decodeTree(await store.get(digest), digest));
 }
 
 /**
  * Keeps a decoded tree, frozen, among a store's, and returns the one kept (the one there already,
- * made the most recently used); the least recently used go past the limit.
+ * when another read or put got there first).
  */
 function remember(store: ObjectStore, digest: Digest, tree: Tree): Tree {
   let cache = decodedTrees.get(store);
@@ -267,21 +277,32 @@ function remember(store: ObjectStore, digest: Digest, tree: Tree): Tree {
   }
   const kept = cache.trees.get(digest);
   if (kept) {
-    cache.trees.delete(digest);
-    cache.trees.set(digest, kept);
-    return kept;
+    kept.used = true;
+    return kept.tree;
   }
-  for (const entry of tree.entries) checkedAndFrozen.add(Object.freeze(entry));
+  for (const entry of tree.entries) Object.freeze(entry);
   Object.freeze(tree.entries);
   Object.freeze(tree);
-  cache.trees.set(digest, tree);
+  cache.trees.set(digest, { tree, used: false });
   cache.entryCount += tree.entries.length + 1;
-  for (const [oldest, evicted] of cache.trees) {
-    if (cache.entryCount <= MAX_CACHED_ENTRIES) break;
-    cache.trees.delete(oldest);
-    cache.entryCount -= evicted.entries.length + 1;
-  }
+  if (cache.entryCount > MAX_CACHED_ENTRIES) evictTrees(cache);
   return tree;
+}
+
+/** Lets the oldest decoded trees of one store go, until a 64th of the limit is free. */
+function evictTrees(cache: TreeCache): void {
+  // A Map's iteration visits what is added while it runs: a tree sent to the end comes round
+  // again, unmarked, once every other tree was passed, and goes then.
+  for (const [digest, kept] of cache.trees) {
+    if (cache.entryCount <= MAX_CACHED_ENTRIES - MAX_CACHED_ENTRIES / 64) return;
+    cache.trees.delete(digest);
+    if (kept.used) {
+      kept.used = false;
+      cache.trees.set(digest, kept);
+    } else {
+      cache.entryCount -= kept.tree.entries.length + 1;
+    }
+  }
 }
 
 /** What a ledger entry says it refers to: a blob, or a tree and everything under it. */

@@ -48,9 +48,13 @@ describe('a pack index searched in memory', () => {
         expect(recordOf(index, digestKey(digestOf(key)))).toBe(scan(key));
         expect(recordOf(index, key)).not.toBe(-1);
       }
-      // Absent: new digests, and listed ones with their last byte or first-four-bytes twin changed.
-      const absent = [randomBytes(32), ...sorted.slice(0, 20).map((key) => Buffer.from(key))];
-      for (const key of absent.slice(1)) key[31] = (key[31] as number) ^ 0xff;
+      // Absent: new digests (most turned away by the index's filter, some not), and listed ones
+      // with their last byte changed (past the filter, found absent by the search).
+      const fresh = Array.from({ length: 200 }, () => randomBytes(32));
+      for (const key of fresh.slice(100)) key[0] = Math.floor(next() * 8) * 17;
+      const changed = sorted.slice(0, 20).map((key) => Buffer.from(key));
+      for (const key of changed) key[31] = (key[31] as number) ^ 0xff;
+      const absent = [...fresh, ...changed];
       for (const key of absent) expect(recordOf(index, key)).toBe(scan(key));
       // Searched with the key inside a larger buffer, as the pack usage count does.
       const inside = Buffer.concat([randomBytes(7), sorted[0] ?? randomBytes(32)]);

@@ -98,12 +98,19 @@ describe('trees', () => {
     const other = createObjectStore(directory);
     expect(await readTree(other, digest)).not.toBe(first);
     expect(await readTree(other, digest)).toEqual(first);
-    // The trees kept are bounded (200,000 entries): after many others, the first is read again.
+    // The trees kept are bounded (200,000 entries): past it the oldest go, but one read again
+    // since it came is kept once more; after many others, the first is read again.
     const batch = store.batch();
-    for (let index = 0; index < 2_050; index++) {
-      const entries = Array.from({ length: 99 }, (_, entry) => file(`f${entry}`, `${index}`));
-      await putTreeIn(store, batch, entries);
-    }
+    let stored = 0;
+    const storeOthers = async (count: number): Promise<void> => {
+      for (const end = stored + count; stored < end; stored++) {
+        const entries = Array.from({ length: 99 }, (_, entry) => file(`f${entry}`, `${stored}`));
+        await putTreeIn(store, batch, entries);
+      }
+    };
+    await storeOthers(2_050);
+    expect(await readTree(store, digest)).toBe(first);
+    await storeOthers(4_100);
     await batch.commit();
     expect(await readTree(store, digest)).not.toBe(first);
   });
@@ -129,6 +136,10 @@ describe('trees', () => {
     await expect(
       putTreeIn(store, store.batch(), [given[1], given[1]] as TreeEntry[]),
     ).rejects.toThrow(/twice/);
+    // A listing from outside is checked whole, even an entry frozen as those kept are.
+    expect(() => encodeTree([Object.freeze({ ...file('c.txt', 'c'), mode: 0o10000 })])).toThrow(
+      /invalid mode/,
+    );
   });
 
   it('walks every object under a root tree once, even when shared', async () => {
