@@ -236,8 +236,9 @@ export async function putTree(store: ObjectStore, entries: readonly TreeEntry[])
  * checked once is that tree for as long as the process lives. Diffs and incremental snapshots
  * read the same trees again and again. Kept in the order they came, each marked when used again
  * (no more than that: moving a tree to the end of the Map at every use took ~8 ms of a rollback
- * of 1,000 files at L, in a CPU profile); past the limit, the oldest go, but a tree used since it came or was last
- * passed over goes to the end instead, once (a second chance, which keeps what is in use).
+ * of 1,000 files at L, in a CPU profile). Past the limit the oldest go, but a tree used since it
+ * came or was last passed over goes to the end instead, once (a second chance, which keeps what
+ * is in use).
  */
 interface TreeCache {
   trees: Map<Digest, { tree: Tree; used: boolean }>;
