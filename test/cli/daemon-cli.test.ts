@@ -81,6 +81,36 @@ async function startDaemon(
   return { child, log: () => log };
 }
 
+/**
+ * Stops the daemon `child` (SIGSTOP) at a moment it holds no lock on `workspace`: once its watch
+ * is live it gives it a base (a snapshot, under the workspace's lock), and stopped then it would
+ * keep every command waiting, as a stopped command does (in one CI run of 2026-12-03 the test
+ * below stopped it so, and timed out).
+ */
+async function stopWhileUnlocked(child: ChildProcess, workspace: string): Promise<void> {
+  const pid = child.pid as number;
+  const lock = join(workspace, '.rewind/workspace.lock');
+  const isHeldByChild = (): boolean => {
+    if (!existsSync(lock)) return false;
+    try {
+      return (JSON.parse(readFileSync(lock, 'utf8')) as { pid: number }).pid === pid;
+    } catch {
+      return true; // being written: perhaps by it
+    }
+  };
+  // The state field of /proc/PID/stat, after the command's name in parentheses: T when stopped.
+  const state = (): string =>
+    readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0] ?? '';
+  for (let attempt = 0; attempt < 200; attempt++) {
+    child.kill('SIGSTOP');
+    while (state() !== 'T') await sleep(5);
+    if (!isHeldByChild()) return;
+    child.kill('SIGCONT');
+    await sleep(50);
+  }
+  throw new Error('the daemon held the workspace lock all along');
+}
+
 /** A git repository with what users have in one, and a store. */
 async function project(): Promise<string> {
   const workspace = await makeTempDirectory();
@@ -249,7 +279,7 @@ describe('rewind daemon', () => {
     expect(daemon.log()).toMatch(/^rewind daemon: checkpoints exit 0/m);
     // Stopped (SIGSTOP): after 2 s the command runs alone, and the daemon, once it goes on,
     // does not run it a second time.
-    daemon.child.kill('SIGSTOP');
+    await stopWhileUnlocked(daemon.child, workspace);
     await appendFile(join(workspace, 'README.md'), 'more\n');
     const started = Date.now();
     const alone = await rewind(workspace, ['checkpoint', 'two']);
