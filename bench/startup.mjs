@@ -1,7 +1,8 @@
 // What the `rewind` command costs as a process, beside `node -e 0` (Node's own start): the
 // commands people and hooks run most, in a workspace whose store holds two sessions (as a store
-// in use does: `status` lists them), the current one of 50 entries, and `status` in one of 10,000
-// files (M) checkpointed, whose store holds as many objects. Each command runs
+// in use does: `status` lists them), the current one of 50 entries; `status` in one of 10,000
+// files (M) checkpointed, whose store holds as many objects; and `log` and `status` in a store of
+// 200 sessions (one started per task for weeks: `log` should not notice them). Each command runs
 // 25 times, the commands taking turns, so that a slow moment of the machine falls on all of them;
 // medians. `rewind` runs with its code cache (the usual case after the first run) and without it
 // (REWIND_CODE_CACHE=0: the first run after an install or upgrade). When the environment sets
@@ -30,6 +31,7 @@ export function measureStartup(
 ) {
   const workspace = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-start-'));
   const large = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-start-m-'));
+  const many = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'rewind-bench-start-200-'));
   const cache = mkdtempSync(join(tmpdir(), 'rewind-bench-cache-'));
   const run = (args, env = {}, cwd = workspace) => {
     const start = process.hrtime.bigint();
@@ -49,6 +51,8 @@ export function measureStartup(
     generateWorkspace(large, 10_000);
     run([bin, 'init'], {}, large);
     run([bin, '-q', 'checkpoint', 'all'], {}, large);
+    run([bin, 'init'], {}, many);
+    for (let index = 1; index < 200; index++) run([bin, 'session', 'new'], {}, many);
     const cases = [['node -e 0', ['-e', '0'], {}]];
     if (process.env.NODE_EXTRA_CA_CERTS) {
       cases.push([
@@ -66,6 +70,8 @@ export function measureStartup(
         cases.push([`rewind ${command}, no code cache${by}`, [one, command], noCache]);
       }
       cases.push([`rewind status, M (10,000 objects)${by}`, [one, 'status'], {}, large]);
+      cases.push([`rewind log, 200 sessions${by}`, [one, 'log'], {}, many]);
+      cases.push([`rewind status, 200 sessions${by}`, [one, 'status'], {}, many]);
     }
     const times = new Map(cases.map(([name]) => [name, []]));
     for (const [, args, env, cwd] of cases) run(args, env, cwd); // warm the disk and code caches
@@ -76,6 +82,7 @@ export function measureStartup(
   } finally {
     rmSync(workspace, { recursive: true, force: true });
     rmSync(large, { recursive: true, force: true });
+    rmSync(many, { recursive: true, force: true });
     rmSync(cache, { recursive: true, force: true });
   }
 }

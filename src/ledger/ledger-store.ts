@@ -16,7 +16,7 @@ import {
   sessionFileOf,
 } from './ledger.js';
 import { openLedgerFile } from './reader.js';
-import { listSessions } from './sessions.js';
+import { listSessions, sessionFilesIn } from './sessions.js';
 import { checkLedger } from './verify.js';
 
 /** One session's ledger, open for appending: a file or a database's rows. */
@@ -44,6 +44,11 @@ export interface CreateLedgerOptions extends LedgerOptions {
 export interface LedgerStore {
   /** Every session, oldest first. */
   list(): Promise<SessionFile[]>;
+  /**
+   * Every session, in no set order, as cheaply as the store can name them (files: the names
+   * under `sessions/`, no ledger read): what finding one by its id needs.
+   */
+  names(): Promise<SessionFile[]>;
   /** Everything one session's ledger holds, problems included. */
   read(session: SessionFile): Promise<LedgerReading>;
   /** Starts a new session with its `session-started` entry; the ledger is left open. */
@@ -122,6 +127,7 @@ export function sharedPrefixOf(
 export function fileLedgers(storeDirectory: string): LedgerStore {
   return {
     list: () => listSessions(storeDirectory),
+    names: () => sessionFilesIn(storeDirectory),
     read: (session) => readLedgerFile(session.file),
     create: (options) => Ledger.create(storeDirectory, options),
     open: (session, options) => Ledger.open(session, options),
@@ -161,7 +167,7 @@ async function copyIntoFile(
 ): Promise<CopyInResult> {
   checkCopiedEntries(id, entries);
   const started = entries[0] as LedgerEntry;
-  const held = (await listSessions(storeDirectory)).find((session) => session.id === id);
+  const held = (await sessionFilesIn(storeDirectory)).find((session) => session.id === id);
   const session = held ?? sessionFileOf(storeDirectory, `${started.at.slice(0, 10)}_${id}`);
   if (!session) {
     throw new RewindError(

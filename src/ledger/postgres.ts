@@ -360,21 +360,27 @@ function sessionNameOf({ url, store, id }: PostgresSession, startedAt: string): 
   return { id, stem: `${startedAt.slice(0, 10)}_${id}`, file: `${shownUrl(url)}#${store}/${id}` };
 }
 
+/** A store's sessions in a database, oldest first. */
+async function listDatabaseSessions(url: string, store: string): Promise<SessionFile[]> {
+  return (
+    await selectRows<{ session: string; started_at: Date }>(
+      url,
+      'Listing the sessions',
+      'SELECT session, started_at FROM rewind_sessions WHERE store = $1 ORDER BY started_at, session',
+      [store],
+    )
+  ).map((row) => sessionNameOf({ url, store, id: row.session }, row.started_at.toISOString()));
+}
+
 /**
  * The ledgers of a store's sessions in a database (SPEC.md §5a); see {@link PostgresLedger}.
  * `store` tells this store's sessions from other stores' in the same tables.
  */
 export function postgresLedgers(url: string, store: string): LedgerStore {
   return {
-    list: async () =>
-      (
-        await selectRows<{ session: string; started_at: Date }>(
-          url,
-          'Listing the sessions',
-          'SELECT session, started_at FROM rewind_sessions WHERE store = $1 ORDER BY started_at, session',
-          [store],
-        )
-      ).map((row) => sessionNameOf({ url, store, id: row.session }, row.started_at.toISOString())),
+    list: () => listDatabaseSessions(url, store),
+    // One query either way: the database names them as cheaply as it lists them.
+    names: () => listDatabaseSessions(url, store),
     read: (session) =>
       withPool(url, async (pool) => ({
         entries: await fetchEntries(pool, { url, store, id: session.id }, 0),

@@ -1,13 +1,22 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
-import { compareNames, openPlainFile, readPlainFile, writeFileAtomic } from '../lib/index.js';
+import {
+  compareNames,
+  forEachConcurrently,
+  openPlainFile,
+  readPlainFile,
+  writeFileAtomic,
+} from '../lib/index.js';
 import { type SessionFile, sessionFileOf } from './ledger.js';
 
 const CURRENT_FILE = 'current';
 
-/** Every session in a store, oldest first. */
-export async function listSessions(storeDirectory: string): Promise<SessionFile[]> {
+/**
+ * Every session in a store, in no set order, from the names of the files under `sessions/`
+ * alone: what finding one by its id needs, without reading any ledger.
+ */
+export async function sessionFilesIn(storeDirectory: string): Promise<SessionFile[]> {
   let names: string[];
   try {
     names = await readdir(join(storeDirectory, 'sessions'));
@@ -15,12 +24,22 @@ export async function listSessions(storeDirectory: string): Promise<SessionFile[
     if (isSystemError(error, 'ENOENT')) return [];
     throw error;
   }
-  const sessions = names.flatMap((name) => {
+  return names.flatMap((name) => {
     const session = name.endsWith('.jsonl') ? sessionFileOf(storeDirectory, name) : undefined;
     return session ? [session] : [];
   });
+}
+
+/** How many ledgers {@link listSessions} reads the start of at a time. */
+const HEADS_AT_ONCE = 8;
+
+/** Every session in a store, oldest first. */
+export async function listSessions(storeDirectory: string): Promise<SessionFile[]> {
+  const sessions = await sessionFilesIn(storeDirectory);
   const startedAt = new Map<string, string>();
-  for (const session of sessions) startedAt.set(session.id, await readFirstTimestamp(session.file));
+  await forEachConcurrently(sessions, HEADS_AT_ONCE, async (session) => {
+    startedAt.set(session.id, await readFirstTimestamp(session.file));
+  });
   // In byte order (ISO timestamps, ids of letters and digits): the same order in every locale,
   // and no collator to set up (the first `localeCompare` of a process took ~9 ms here, a third
   // of what `rewind status` does beyond starting Node).
@@ -49,21 +68,26 @@ async function readFirstTimestamp(file: string): Promise<string> {
   }
 }
 
+/** Where a session is looked for: a store directory, or its ledgers (files or a database). */
+export type SessionSource = string | { names(): Promise<SessionFile[]> };
+
 /**
- * Finds a session by its id, a unique prefix of it (4 characters or more), or its file name.
- * Throws `SESSION_NOT_FOUND` or `SESSION_AMBIGUOUS`.
+ * Finds a session by its id, a unique prefix of it (4 characters or more), or its file name,
+ * among the sessions' names only (no ledger is read, so it costs the same in a store of one
+ * session or of thousands). Throws `SESSION_NOT_FOUND` or `SESSION_AMBIGUOUS`.
  */
 export async function resolveSession(
-  sessionsOf: string | { list(): Promise<SessionFile[]> },
+  sessionsOf: SessionSource,
   query: string,
 ): Promise<SessionFile> {
   const sessions =
-    typeof sessionsOf === 'string' ? await listSessions(sessionsOf) : await sessionsOf.list();
+    typeof sessionsOf === 'string' ? await sessionFilesIn(sessionsOf) : await sessionsOf.names();
   const wanted = query.replace(/\.jsonl$/, '');
   const exact = sessions.find((session) => session.id === wanted || session.stem === wanted);
   if (exact) return exact;
-  const matches =
-    wanted.length >= 4 ? sessions.filter((session) => session.id.startsWith(wanted)) : [];
+  const matches = (
+    wanted.length >= 4 ? sessions.filter((session) => session.id.startsWith(wanted)) : []
+  ).sort((a, b) => compareNames(a.stem, b.stem));
   if (matches.length === 1 && matches[0]) return matches[0];
   if (matches.length > 1) {
     throw new RewindError(
@@ -82,7 +106,7 @@ export async function resolveSession(
 /** The current session (the one commands use by default), or undefined when none is set. */
 export async function readCurrentSession(
   storeDirectory: string,
-  sessionsOf: string | { list(): Promise<SessionFile[]> } = storeDirectory,
+  sessionsOf: SessionSource = storeDirectory,
 ): Promise<SessionFile | undefined> {
   const file = join(storeDirectory, CURRENT_FILE);
   let id: string;

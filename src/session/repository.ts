@@ -13,7 +13,13 @@ import {
   setCurrentSession,
   unsupportedEntryError,
 } from '../ledger/index.js';
-import { acquireLock, createRedactor, type Digest, type UnreadableLine } from '../lib/index.js';
+import {
+  acquireLock,
+  createRedactor,
+  type Digest,
+  forEachConcurrently,
+  type UnreadableLine,
+} from '../lib/index.js';
 import {
   findStore,
   initStore,
@@ -308,6 +314,9 @@ export async function currentSessionId(options: WorkspaceOptions): Promise<strin
   return (await readCurrentSession(location.directory, ledgersOf(location)))?.id;
 }
 
+/** How many ledgers {@link status} reads at a time. */
+const LEDGERS_AT_ONCE = 8;
+
 /** What {@link status} reports. */
 export interface StatusReport {
   workspace: string;
@@ -325,10 +334,13 @@ export async function status(options: WorkspaceOptions): Promise<StatusReport> {
   const location = await openStore(options.workspace);
   const ledgers = ledgersOf(location);
   const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
-  const sessions: SessionSummary[] = [];
-  for (const session of await ledgers.list()) {
-    sessions.push(summarize(session, await ledgers.read(session), current, location));
-  }
+  const listed = await ledgers.list();
+  const sessions: SessionSummary[] = new Array(listed.length);
+  // A few at a time: each read waits on the disk (or the database) more than it computes.
+  await forEachConcurrently([...listed.keys()], LEDGERS_AT_ONCE, async (index) => {
+    const session = listed[index] as SessionFile;
+    sessions[index] = summarize(session, await ledgers.read(session), current, location);
+  });
   const objects = await openObjectStore(location).usage();
   return {
     workspace: location.workspace,
@@ -374,9 +386,13 @@ export async function log(
   },
 ): Promise<LogReport> {
   const location = await openStore(options.workspace);
-  const session = await pickSession(location, options.session);
   const ledgers = ledgersOf(location);
   const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
+  // The current one is read once: named or not, it is marked in the summary.
+  const session =
+    options.session === undefined && current
+      ? current
+      : await pickSession(location, options.session);
   const reading = await ledgers.read(session);
   const actions = deriveActions(reading.entries);
   return {

@@ -92,7 +92,7 @@ export async function attachShared(options: {
     store,
     ...(objects !== undefined && { objects }),
   });
-  const session = (await ledgersOf(location).list()).find((listed) => listed.id === id);
+  const session = (await ledgersOf(location).names()).find((listed) => listed.id === id);
   if (!session) {
     throw new RewindError('SESSION_NOT_FOUND', `Session ${id} vanished from the database.`, {
       data: { session: id },
@@ -292,7 +292,7 @@ export async function pushSession(
   const store =
     (await storeOfSharedSession(backends.ledger, session.id)) ?? pushedStoreId(location);
   const shared = postgresLedgers(backends.ledger, store);
-  const theirs = (await shared.list()).find((listed) => listed.id === session.id);
+  const theirs = (await shared.names()).find((listed) => listed.id === session.id);
   const held = theirs ? await readWhole(shared, theirs) : [];
   // Refused before anything is uploaded when the copies differ.
   const common = sharedPrefixOf(session.id, held, entries);
@@ -336,7 +336,7 @@ export async function pullSession(
   await migratePostgres(backends.ledger);
   const { store, id } = await findSharedSession(backends.ledger, options.session);
   const shared = postgresLedgers(backends.ledger, store);
-  const theirs = (await shared.list()).find((listed) => listed.id === id);
+  const theirs = (await shared.names()).find((listed) => listed.id === id);
   if (!theirs) {
     throw new RewindError('SESSION_NOT_FOUND', `Session ${id} vanished from the database.`, {
       data: { session: id },
@@ -352,7 +352,7 @@ export async function pullSession(
   }
   const location = existing ?? (await initStore(options.workspace));
   const local = fileLedgers(location.directory);
-  const ours = (await local.list()).find((listed) => listed.id === id);
+  const ours = (await local.names()).find((listed) => listed.id === id);
   const held = ours ? await readWhole(local, ours) : [];
   const common = sharedPrefixOf(id, held, entries);
   const received: Transfer = { objects: 0, bytes: 0 };

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -51,6 +52,28 @@ describe('sessions', () => {
       code: 'SESSION_NOT_FOUND',
     });
   });
+
+  it.runIf(process.platform === 'linux')(
+    'finds a session, and the current one, without reading any ledger: as fast among 300 sessions as among 3',
+    async () => {
+      const ids = Array.from({ length: 300 }, (_, index) => `s${String(index).padStart(7, '0')}`);
+      const directory = await storeWithSessions([...ids, 'wxyz0000']);
+      await setCurrentSession(directory, await resolveSession(directory, 's0000150'));
+      // The bytes this process has read through read(2) and its kin, every thread counted.
+      const bytesRead = () =>
+        Number(/^rchar: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'))?.[1]);
+      const before = bytesRead();
+      expect((await readCurrentSession(directory))?.id).toBe('s0000150');
+      expect((await resolveSession(directory, 'wxyz')).id).toBe('wxyz0000');
+      await expect(resolveSession(directory, 's000029')).rejects.toMatchObject({
+        code: 'SESSION_AMBIGUOUS',
+        data: { matches: ids.slice(290, 300) },
+      });
+      // The `current` file and the reading of /proc/self/io itself; one ledger's start alone is
+      // 4,096 bytes (each ledger here is ~300).
+      expect(bytesRead() - before).toBeLessThan(3_000);
+    },
+  );
 
   it('remembers the current session', async () => {
     const directory = await storeWithSessions(['abcd1111', 'wxyz0000']);
