@@ -176,7 +176,9 @@ function loadBundle(name) {
   const { homedir } = require('node:os');
   const { Script } = require('node:vm');
   const file = join(__dirname, '..', 'dist', 'bundle', `${name}.cjs`);
-  const source = readFileSync(file, 'utf8');
+  // latin1, not utf8: the bundle is ASCII (scripts/bundle.mjs), and a latin1 string is made
+  // without decoding (~0.6 ms less for the CLI's 0.7 MB).
+  const source = readFileSync(file, 'latin1');
   let cacheFile;
   let cachedData;
   if (process.env.REWIND_CODE_CACHE !== '0') {

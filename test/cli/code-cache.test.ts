@@ -119,12 +119,13 @@ describe('the `rewind` command and its code cache', () => {
     expect(await cacheFiles(cache)).toEqual([expected]);
   });
 
-  it('starts `status` and `log` without loading node:crypto, zlib or worker threads', async () => {
-    // Each costs every command ~1-3 ms to load (docs/performance.md); they load on first use.
+  it('starts `status` and `log` without loading node:crypto, zlib, worker threads or child_process', async () => {
+    // Each costs every command ~1-3 ms to load (docs/performance.md); they load on first use
+    // (child_process, which commander requires, through scripts/bundle.mjs's lazy-builtins).
     const project = await makeTempDirectory();
     expect((await rewindWith(undefined, project, ['init'])).code).toBe(0);
     const probe = join(await makeTempDirectory(), 'probe.cjs');
-    const loaded = `process.moduleLoadList.filter((name) => /^NativeModule (crypto|zlib|worker_threads)$/.test(name))`;
+    const loaded = `process.moduleLoadList.filter((name) => /^NativeModule (crypto|zlib|worker_threads|child_process)$/.test(name))`;
     await writeFile(
       probe,
       `process.on('exit', () => process.stderr.write('\\nLOADED ' + ${loaded}.join(',') + '\\n'));\n`,
