@@ -10,7 +10,7 @@ import {
   seconds,
 } from './inputs.js';
 
-const draft = z.boolean().optional();
+const draft = () => z.boolean().optional();
 
 export const execOperation = defineOperation({
   name: 'exec',
@@ -24,12 +24,12 @@ export const execOperation = defineOperation({
       command: z
         .union([z.string(), z.array(z.string())])
         .describe('A shell command (run by /bin/sh -c), or a program and its arguments.'),
-      timeout: seconds
+      timeout: seconds()
         .optional()
         .describe(
           'End the command and everything it started after this many seconds (default 120).',
         ),
-      draft: draft.describe('Journal it for a person to approve instead of running it.'),
+      draft: draft().describe('Journal it for a person to approve instead of running it.'),
     }),
   scope: 'session',
   isToolCall: true,
@@ -58,9 +58,9 @@ export const httpOperation = defineOperation({
         url: z.string().describe('An absolute http:// or https:// URL.'),
         headers: z.record(z.string(), z.string()).optional(),
         body: z.string().optional(),
-        timeout: seconds.optional().describe('Give up after this many seconds (default 30).'),
-        ...compensationInputs,
-        draft: draft.describe('Journal it for a person to approve instead of sending it.'),
+        timeout: seconds().optional().describe('Give up after this many seconds (default 30).'),
+        ...compensationInputs(),
+        draft: draft().describe('Journal it for a person to approve instead of sending it.'),
       })
       .refine(hasOneCompensation, ONE_COMPENSATION),
   scope: 'session',
@@ -101,10 +101,10 @@ export const recordOperation = defineOperation({
           .enum(['compensable', 'irreversible'])
           .optional()
           .describe('Default: compensable when a compensation is declared, else irreversible.'),
-        ...compensationInputs,
+        ...compensationInputs(),
         target: z.string().optional().describe('What it acts on, for people (default: the name).'),
         detail: z.string().optional(),
-        draft: draft.describe('Journal it for a person to approve first.'),
+        draft: draft().describe('Journal it for a person to approve first.'),
       })
       .refine(hasOneCompensation, ONE_COMPENSATION),
   scope: 'session',
@@ -128,7 +128,7 @@ export const reportOperation = defineOperation({
   description: 'Close an action journaled with record: did it succeed?',
   input: () =>
     z.object({
-      id: actionId,
+      id: actionId(),
       ok: z.boolean().describe('Whether it succeeded.'),
       detail: z.string().optional().describe('What happened.'),
     }),
@@ -145,7 +145,7 @@ export const showOperation = defineOperation({
     "show what an action stored: a command's output and how it ended, a request and its response",
   description:
     "What an action stored, as stored (redacted where the session redacts): a command's exit status, stdout and stderr; a request's method, URL, headers and body and the response's status, headers and body; for any other action, its ledger entries. Changes nothing.",
-  input: () => z.object({ id: actionId }),
+  input: () => z.object({ id: actionId() }),
   scope: 'session',
   annotations: { readOnly: true },
   run: async (target, { id }) => (await target.session()).show(id),

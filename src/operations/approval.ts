@@ -18,7 +18,7 @@ export const approveOperation = defineOperation({
     'Run a draft exactly as it was journaled. With digest, only if its content still has that digest; with dryRun: true, only show what it will run.',
   input: () =>
     z.object({
-      id: actionId,
+      id: actionId(),
       digest: z
         .string()
         .optional()
@@ -41,7 +41,7 @@ export const discardOperation = defineOperation({
   title: 'Discard a draft',
   summary: 'discard a draft, visibly and for good',
   description: 'Discard a draft, visibly (it stays in the ledger) and for good: it never runs.',
-  input: () => z.object({ id: actionId }),
+  input: () => z.object({ id: actionId() }),
   scope: 'session',
   annotations: {},
   excludedFrom: { mcp: A_PERSON_DECIDES },
@@ -56,7 +56,7 @@ export const compensateOperation = defineOperation({
     'Run the compensation a compensable action declared, as an action of its own. With dryRun: true, only show it.',
   input: () =>
     z.object({
-      id: actionId,
+      id: actionId(),
       dryRun: z.boolean().optional().describe('Show the compensation, and run nothing.'),
     }),
   scope: 'session',

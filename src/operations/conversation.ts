@@ -10,7 +10,7 @@ export const conversationSyncOperation = defineOperation({
   summary: 'record the current conversation (a JSON array of messages; - reads stdin)',
   description:
     "Record your conversation (a JSON array of messages in your provider's format) so checkpoints and rollbacks include it. Only new messages are stored; an unchanged conversation records nothing.",
-  input: () => z.object({ messages: messagesInput, format: formatInput }),
+  input: () => z.object({ messages: messagesInput(), format: formatInput() }),
   scope: 'session',
   annotations: { idempotent: true },
   run: async (target, { messages, format }) =>

@@ -14,7 +14,7 @@ export const writeOperation = defineOperation({
     'Create or overwrite a file in the workspace, creating missing directories. The previous content is kept, so the write can be undone. Prefer this to writing files any other way.',
   input: () =>
     z.object({
-      path: workspacePath,
+      path: workspacePath(),
       content: z.string().describe('The whole new content of the file.'),
       encoding: z
         .enum(['utf8', 'base64'])
@@ -39,7 +39,7 @@ export const deleteOperation = defineOperation({
   summary: 'delete a file or a directory tree (journaled; everything is kept for undo)',
   description:
     'Delete a file, a symbolic link or a whole directory. Everything is kept, so it can be undone.',
-  input: () => z.object({ path: workspacePath }),
+  input: () => z.object({ path: workspacePath() }),
   scope: 'session',
   isToolCall: true,
   annotations: CHANGING,
@@ -52,7 +52,7 @@ export const moveOperation = defineOperation({
   summary: 'move or rename a file or directory (journaled)',
   description:
     'Move or rename a file or directory. The destination must be free (or a file, when moving a file).',
-  input: () => z.object({ from: workspacePath, to: workspacePath }),
+  input: () => z.object({ from: workspacePath(), to: workspacePath() }),
   scope: 'session',
   isToolCall: true,
   annotations: CHANGING,
@@ -64,7 +64,7 @@ export const mkdirOperation = defineOperation({
   title: 'Create a directory (journaled, undoable)',
   summary: 'create a directory and its missing parents (journaled)',
   description: 'Create a directory and its missing parents.',
-  input: () => z.object({ path: workspacePath }),
+  input: () => z.object({ path: workspacePath() }),
   scope: 'session',
   isToolCall: true,
   annotations: {},
@@ -76,7 +76,7 @@ export const readOperation = defineOperation({
   title: 'Read a file',
   summary: "print a text file of the session's workspace (not journaled)",
   description: 'Read a text file of the workspace (not journaled).',
-  input: () => z.object({ path: workspacePath }),
+  input: () => z.object({ path: workspacePath() }),
   scope: 'session',
   annotations: READING,
   run: async (target, { path }) => (await target.session()).read(path),

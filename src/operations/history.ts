@@ -13,17 +13,16 @@ import {
 } from './inputs.js';
 
 /** A conversation as a model's provider holds it; its messages are checked by the library. */
-export const messagesInput = z
-  .array(z.unknown())
-  .describe("The conversation: a JSON array of messages in your provider's format.");
+export const messagesInput = () =>
+  z
+    .array(z.unknown())
+    .describe("The conversation: a JSON array of messages in your provider's format.");
 
 /** One of the message formats Rewind knows; detected when left out. */
-export const formatInput = z
-  .enum(FORMATS)
-  .optional()
-  .describe('The message format (default: detected).');
+export const formatInput = () =>
+  z.enum(FORMATS).optional().describe('The message format (default: detected).');
 
-const label = z.string().describe('Letters, digits, ".", "_", "-", such as before-refactor.');
+const label = () => z.string().describe('Letters, digits, ".", "_", "-", such as before-refactor.');
 
 /** What a first checkpoint (one that reads and stores every file) may take unless told otherwise. */
 export const FIRST_CHECKPOINT_BUDGET = { maxBytes: 1024 ** 3, maxFiles: 100_000 } as const;
@@ -46,9 +45,9 @@ export const checkpointOperation = defineOperation({
     'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later. A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
   input: () =>
     z.object({
-      label,
-      messages: messagesInput.optional(),
-      format: formatInput,
+      label: label(),
+      messages: messagesInput().optional(),
+      format: formatInput(),
       maxSize: z
         .string({ error: UNLIMITED_OR_SIZE })
         .refine(
@@ -105,7 +104,7 @@ export const rollbackOperation = defineOperation({
         .optional()
         .describe('What changed since the checkpoint, told to the model in the resume note.'),
       paths: z
-        .array(workspacePath)
+        .array(workspacePath())
         .optional()
         .describe('Restore only these files or directories (default: the whole workspace).'),
       scope: z
@@ -148,7 +147,7 @@ export const undoOperation = defineOperation({
   input: () =>
     z
       .object({
-        id: actionId.optional(),
+        id: actionId().optional(),
         last: z
           .boolean()
           .optional()
@@ -196,12 +195,12 @@ export const pruneOperation = defineOperation({
     z
       .object({
         keepLast: wholeNumber(1).optional().describe('Keep the newest this many, drop the rest.'),
-        olderThan: durationText
+        olderThan: durationText()
           .optional()
           .describe(
             'Drop those recorded longer ago than this, such as "30m", "12h", "7d" or "2w".',
           ),
-        maxSize: sizeText
+        maxSize: sizeText()
           .optional()
           .describe(
             'Keep the newest checkpoints whose files (each counted once) fit in this, such as "500MB" or "2GiB"; drop the older ones.',

@@ -7,9 +7,8 @@ import * as z from 'zod';
 import type { Compensation } from '../index.js';
 
 /** A path relative to the workspace root (the library refuses one that escapes it). */
-export const workspacePath = z
-  .string()
-  .describe('A path relative to the workspace root, such as "src/index.ts".');
+export const workspacePath = () =>
+  z.string().describe('A path relative to the workspace root, such as "src/index.ts".');
 
 /** The longest duration a timer waits (2^31 - 1 ms, about 24.8 days), in whole seconds. */
 const MAX_SECONDS = 2_147_483;
@@ -17,18 +16,20 @@ const MAX_SECONDS = 2_147_483;
 const SECONDS = 'must be a positive number of seconds';
 
 /** A duration in seconds, such as 0.5 or 120: at most what a timer can wait. */
-export const seconds = z.number({ error: SECONDS }).positive({ error: SECONDS }).max(MAX_SECONDS, {
-  error: 'must be at most 2,147,483 seconds (24 days)',
-});
+export const seconds = () =>
+  z.number({ error: SECONDS }).positive({ error: SECONDS }).max(MAX_SECONDS, {
+    error: 'must be at most 2,147,483 seconds (24 days)',
+  });
 
 const ACTION_ID = 'must be an action id: the number the log shows';
 
 /** An action id, as every action's answer and the log show it. */
-export const actionId = z
-  .number({ error: ACTION_ID })
-  .int({ error: ACTION_ID })
-  .positive({ error: ACTION_ID })
-  .describe('The action id, as the answer that journaled it and the log show it.');
+export const actionId = () =>
+  z
+    .number({ error: ACTION_ID })
+    .int({ error: ACTION_ID })
+    .positive({ error: ACTION_ID })
+    .describe('The action id, as the answer that journaled it and the log show it.');
 
 /** A whole number of `minimum` or more. */
 export function wholeNumber(minimum: number): z.ZodNumber {
@@ -37,7 +38,7 @@ export function wholeNumber(minimum: number): z.ZodNumber {
 }
 
 /** How an external action or a request is offset, declared up front: `compensable` then. */
-export const compensationInputs = {
+export const compensationInputs = () => ({
   compensateCommand: z
     .string()
     .optional()
@@ -51,7 +52,7 @@ export const compensationInputs = {
     .describe(
       'An HTTP request that offsets it, as "METHOD URL", such as "DELETE https://api.example.com/deploys/42".',
     ),
-};
+});
 
 /** The rule across the two compensation keys: one at most. */
 export function hasOneCompensation(input: {
@@ -128,13 +129,13 @@ export function parseSize(text: string): number | undefined {
 const DURATION = 'must be a duration such as 30m, 12h, 7d or 2w (s, m, h, d, w)';
 
 /** A duration as {@link parseDuration} reads it. */
-export const durationText = z
-  .string({ error: DURATION })
-  .refine((text) => parseDuration(text) !== undefined, { error: DURATION });
+export const durationText = () =>
+  z
+    .string({ error: DURATION })
+    .refine((text) => parseDuration(text) !== undefined, { error: DURATION });
 
 const SIZE = 'must be a size such as 500MB, 2GiB or 1.5G, or a number of bytes';
 
 /** A size as {@link parseSize} reads it. */
-export const sizeText = z
-  .string({ error: SIZE })
-  .refine((text) => parseSize(text) !== undefined, { error: SIZE });
+export const sizeText = () =>
+  z.string({ error: SIZE }).refine((text) => parseSize(text) !== undefined, { error: SIZE });

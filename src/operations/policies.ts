@@ -58,7 +58,7 @@ export const policySetOperation = defineOperation({
               .enum(['both', 'files', 'conversation'])
               .optional()
               .describe('What to restore (default: both).'),
-            ...verifierInputs,
+            ...verifierInputs(),
           }),
         ])
         .optional()

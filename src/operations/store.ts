@@ -47,7 +47,7 @@ export type InitOutput = InitResult & {
   warnings: string[];
 };
 
-const sessionInputs = {
+const sessionInputs = () => ({
   hashChain: z
     .boolean()
     .optional()
@@ -57,7 +57,7 @@ const sessionInputs = {
     .optional()
     .describe('Where the session runs commands (default: none).'),
   network: z.boolean().optional().describe('Let sandboxed commands use the network.'),
-};
+});
 
 /**
  * Checks a sandbox as a session starts with it, so one that cannot start is said at once, not at
@@ -119,7 +119,7 @@ export const initOperation = defineOperation({
     'Create the store (.rewind/) in the workspace and start its first session; on a workspace that has one, change nothing.',
   input: () =>
     z.object({
-      ...sessionInputs,
+      ...sessionInputs(),
       isolated: z
         .boolean()
         .optional()
@@ -214,7 +214,7 @@ export const sessionNewOperation = defineOperation({
     'Start a new session on the store, with its own ledger, and make it the current one unless switch is false. The other sessions stay as they are.',
   input: () =>
     z.object({
-      ...sessionInputs,
+      ...sessionInputs(),
       switch: z
         .boolean()
         .optional()
@@ -316,7 +316,7 @@ export const attachOperation = defineOperation({
     attachShared({ workspace, session, ledger, ...(objects !== undefined && { objects }) }),
 });
 
-const sharedBackendsInput = {
+const sharedBackendsInput = () => ({
   ledger: z
     .string()
     .optional()
@@ -327,7 +327,7 @@ const sharedBackendsInput = {
     .string()
     .optional()
     .describe('The bucket of the shared objects: s3://BUCKET/PREFIX (default: REWIND_OBJECTS).'),
-};
+});
 
 export const sessionFindOperation = defineOperation({
   name: 'session-find',
@@ -341,7 +341,7 @@ export const sessionFindOperation = defineOperation({
         .string()
         .optional()
         .describe('An id prefix, or part of a host name or workspace path (case ignored).'),
-      ledger: sharedBackendsInput.ledger,
+      ledger: sharedBackendsInput().ledger,
       last: wholeNumber(1).optional().describe('At most this many (default 20).'),
     }),
   scope: 'workspace',
@@ -369,7 +369,7 @@ export const pushOperation = defineOperation({
     'Copy a session of this store to the shared backends: the objects its entries reach go up to the bucket first, then the entries the shared ledger lacks are inserted exactly as they are (same seq, times, hash chain). Pushing again sends only what was added. Refused, with nothing written, when the shared copy went on with other entries.',
   input: () =>
     z.object({
-      ...sharedBackendsInput,
+      ...sharedBackendsInput(),
     }),
   scope: 'session',
   annotations: { idempotent: true },
@@ -399,7 +399,7 @@ export const pullOperation = defineOperation({
       session: z
         .string()
         .describe("The session's id, or a unique prefix of four characters or more."),
-      ...sharedBackendsInput,
+      ...sharedBackendsInput(),
     }),
   scope: 'workspace',
   annotations: { idempotent: true },
