@@ -55,6 +55,7 @@ export {
   type HttpEndpoint,
   type HttpRefusal,
   isLoopbackHost,
+  type LockWait,
   normalizeWorkspacePath,
   REWIND_VERSION,
   type RedactionOptions,

@@ -6,6 +6,7 @@ import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import {
   displayPath,
+  type LockWait,
   locateWorkspace,
   type OpenSessionOptions,
   openSession,
@@ -218,6 +219,10 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
             workspace: root,
             ...(session !== undefined && { session }),
             ...protections,
+            // Another process holds the workspace: said after a second, never waited in silence.
+            ...(!globals.quiet && {
+              onLockWait: (wait: LockWait) => io.stderr(`rewind: ${wait.message}\n`),
+            }),
           });
           return opened;
         },

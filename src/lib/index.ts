@@ -30,8 +30,10 @@ export {
   type AcquireLockOptions,
   acquireLock,
   isHolderAlive,
+  isHolderStopped,
   type Lock,
   type LockHolder,
+  type LockWait,
   withLock,
 } from './lock.js';
 export {

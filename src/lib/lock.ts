@@ -30,25 +30,62 @@ export interface Lock {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** A wait for a lock, as {@link AcquireLockOptions.onWait} is told of it. */
+export interface LockWait {
+  readonly path: string;
+  readonly holder: LockHolder;
+  /** The holder is stopped (Ctrl-Z, SIGSTOP, a debugger): it releases nothing until resumed. */
+  readonly isStopped: boolean;
+  readonly waitedMs: number;
+  readonly timeoutMs: number;
+  /** The wait, for people: who holds the lock, how long this waits, and what to do. */
+  readonly message: string;
+}
+
 /** Options of {@link acquireLock}. */
 export interface AcquireLockOptions {
   /** How long to wait for a live holder before failing with `LOCK_HELD`. Default 10 000 ms. */
   timeoutMs?: number;
   /** Shown to a process that has to wait for this lock. */
   purpose?: string;
+  /**
+   * Told when this has waited {@link LOCK_WAIT_NOTICE_MS} for the lock, and again whenever the
+   * holder changes or stops or resumes meanwhile: so that a person is not left waiting in silence.
+   */
+  onWait?: (wait: LockWait) => void;
 }
+
+/** How long {@link acquireLock} waits before it tells `onWait`. */
+export const LOCK_WAIT_NOTICE_MS = 1000;
 
 /** Tombstones of taken-over locks older than this are removed. */
 const TOMBSTONE_MAX_AGE_MS = 10 * 60 * 1000;
 
-function readProcessStart(pid: number): string | undefined {
+/** Fields 3 on of Linux's `/proc/PID/stat` (state, ppid...), or undefined where there is none. */
+function processStatFields(pid: number): string[] | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name (field 2) may hold spaces and parentheses, so count from the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   } catch {
     return undefined;
   }
+}
+
+function readProcessStart(pid: number): string | undefined {
+  return processStatFields(pid)?.[19];
+}
+
+/**
+ * True when the holder is a process of this host that is stopped (state T, or t when traced):
+ * it holds the lock until someone resumes it.
+ */
+export function isHolderStopped(holder: LockHolder): boolean {
+  if (holder.host !== hostname()) return false;
+  const fields = processStatFields(holder.pid);
+  if (fields === undefined) return false;
+  if (holder.processStart !== undefined && fields[19] !== holder.processStart) return false;
+  return fields[0] === 'T' || fields[0] === 't';
 }
 
 let cachedOwnStart: { value: string | undefined } | undefined;
@@ -185,6 +222,10 @@ function describeHolder(holder: LockHolder): string {
   return `process ${holder.pid} on ${holder.host}${purpose} since ${holder.acquiredAt}`;
 }
 
+function resumeAdvice(holder: LockHolder): string {
+  return `It is stopped (suspended by Ctrl-Z, SIGSTOP or a debugger) and releases nothing until it is resumed: \`fg\` in its shell, or \`kill -CONT ${holder.pid}\`.`;
+}
+
 /**
  * Takes an exclusive cross-process lock by creating `path` (a file holding pid, host and a unique
  * token). Waits while a live process holds it; takes it over when the holder's process is gone,
@@ -206,8 +247,11 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
   if (processStart !== undefined) holder.processStart = processStart;
   if (options.purpose !== undefined) holder.purpose = options.purpose;
 
-  const deadline = Date.now() + timeoutMs;
+  const startedAt = Date.now();
+  const deadline = startedAt + timeoutMs;
   let delayMs = 1;
+  /** The holder and state `onWait` was last told of. */
+  let told: { token: string; isStopped: boolean } | undefined;
   for (;;) {
     if (tryCreate(path, holder)) return createLock(path, holder);
     const current = readHolder(path);
@@ -217,13 +261,34 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
       await takeOver(path, current, holder, `${path}.taken-${current.token}`);
       continue;
     }
-    if (Date.now() >= deadline) {
+    const now = Date.now();
+    if (now >= deadline) {
+      const isStopped = isHolderStopped(current);
       throw new RewindError(
         'LOCK_HELD',
         `The lock ${path} is held by ${describeHolder(current)}, and was not released within ${timeoutMs} ms. ` +
-          'Wait for that process to finish; if it is certainly gone, delete the lock file and retry.',
-        { data: { path, holder: current, timeoutMs } },
+          (isStopped
+            ? resumeAdvice(current)
+            : 'Wait for that process to finish; if it is certainly gone, delete the lock file and retry.'),
+        { data: { path, holder: current, timeoutMs, ...(isStopped && { isStopped }) } },
       );
+    }
+    if (options.onWait && now - startedAt >= LOCK_WAIT_NOTICE_MS) {
+      const isStopped = isHolderStopped(current);
+      if (told?.token !== current.token || told.isStopped !== isStopped) {
+        told = { token: current.token, isStopped };
+        const message =
+          `Waiting for the lock ${path}, held by ${describeHolder(current)}; giving up after ${Math.ceil(timeoutMs / 1000)} s.` +
+          (isStopped ? ` ${resumeAdvice(current)}` : '');
+        options.onWait({
+          path,
+          holder: current,
+          isStopped,
+          waitedMs: now - startedAt,
+          timeoutMs,
+          message,
+        });
+      }
     }
     await sleep(delayMs + Math.random() * delayMs);
     delayMs = Math.min(delayMs * 2, 50);

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
 import type { SessionLedger } from '../ledger/index.js';
-import type { Redactor } from '../lib/index.js';
+import type { LockWait, Redactor } from '../lib/index.js';
 import { createSandbox, type Sandbox, type SandboxBackend } from '../sandbox/index.js';
 import type { ObjectStore } from '../store/index.js';
 import {
@@ -66,6 +66,8 @@ export interface SessionSettings {
   readonly watch: boolean;
   /** Told why the watcher stopped for good, when it does (see `OpenSessionOptions`). */
   readonly onWatchStopped?: (why: string) => void;
+  /** Told of a wait for the workspace lock (see `OpenSessionOptions`). */
+  readonly onLockWait?: (wait: LockWait) => void;
   /** The clock for ledger entries and automatic checkpoint labels. */
   readonly now: () => Date;
 }

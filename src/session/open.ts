@@ -4,7 +4,12 @@ import { chown, cp, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { RewindError } from '../errors.js';
 import { type SessionLedger, setCurrentSession } from '../ledger/index.js';
-import { createRedactor, type RedactionOptions, readNamesSync } from '../lib/index.js';
+import {
+  createRedactor,
+  type LockWait,
+  type RedactionOptions,
+  readNamesSync,
+} from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { openObjectStore, openStore, type StoreLocation } from '../store/index.js';
 import type { SnapshotResult } from '../workspace/index.js';
@@ -95,6 +100,13 @@ export interface OpenSessionOptions {
    * so that a process can say why its checkpoints look at every entry again.
    */
   onWatchStopped?: (why: string) => void;
+  /**
+   * Told when an operation of the session has waited a second for the workspace lock, which
+   * another process holds (an agent's command, a long first checkpoint), and again if that holder
+   * changes, or stops or resumes (`wait.isStopped`: suspended by Ctrl-Z or SIGSTOP, it releases
+   * nothing until resumed): `wait.message` says so for people. The CLI prints it on stderr.
+   */
+  onLockWait?: (wait: LockWait) => void;
 }
 
 /** Options of `startIsolatedSession`. */
@@ -147,6 +159,7 @@ async function createContext(
       budget: options.budget,
       watch: options.watch === true,
       ...(options.onWatchStopped && { onWatchStopped: options.onWatchStopped }),
+      ...(options.onLockWait && { onLockWait: options.onLockWait }),
       now: options.now ?? (() => new Date()),
     }),
   } satisfies SessionContext);

@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The repository root. */
@@ -27,4 +28,19 @@ export function runNode(
     child.on('error', reject);
     child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
   });
+}
+
+/**
+ * A separate process holding the lock at `path` (test/helpers/lock-child.mjs, purpose "holding
+ * for a test") until killed: resolves once it holds it.
+ */
+export async function holdLockInChild(path: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [join(ROOT, 'test/helpers/lock-child.mjs'), 'hold', path], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.once('data', () => resolve());
+    child.once('error', reject);
+  });
+  return child;
 }

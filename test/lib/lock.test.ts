@@ -3,8 +3,15 @@ import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { acquireLock, isHolderAlive, type LockHolder, withLock } from '../../src/lib/index.js';
-import { ROOT, runNode } from '../helpers/processes.js';
+import {
+  acquireLock,
+  isHolderAlive,
+  isHolderStopped,
+  type LockHolder,
+  type LockWait,
+  withLock,
+} from '../../src/lib/index.js';
+import { holdLockInChild, ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const CHILD = join(ROOT, 'test/helpers/lock-child.mjs');
@@ -62,11 +69,8 @@ describe('acquireLock', () => {
   it('fails with LOCK_HELD, naming the holder, while a live process holds it, and changes nothing', async () => {
     const directory = await makeTempDirectory();
     const path = join(directory, 'x.lock');
-    const child = spawn(process.execPath, [CHILD, 'hold', path], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = await holdLockInChild(path);
     try {
-      await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
       const before = await readFile(path, 'utf8');
       const error = await acquireLock(path, { timeoutMs: 200 }).catch((caught: unknown) => caught);
       expect(error).toMatchObject({ code: 'LOCK_HELD', data: { holder: { pid: child.pid } } });
@@ -78,13 +82,50 @@ describe('acquireLock', () => {
     }
   });
 
+  it.runIf(process.platform === 'linux')(
+    'tells a waiter who holds the lock after a second, and again when the holder stops: resuming it is what helps',
+    async () => {
+      const directory = await makeTempDirectory();
+      const path = join(directory, 'x.lock');
+      const child = await holdLockInChild(path);
+      try {
+        const waits: LockWait[] = [];
+        const started = Date.now();
+        const waiting = acquireLock(path, {
+          timeoutMs: 4000,
+          onWait: (wait) => waits.push(wait),
+        }).catch((caught: unknown) => caught);
+        await expect.poll(() => waits.length, { timeout: 3000 }).toBe(1);
+        expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
+        expect(waits[0]).toMatchObject({ path, isStopped: false, holder: { pid: child.pid } });
+        expect(waits[0]?.message).toContain(`held by process ${child.pid}`);
+        expect(waits[0]?.message).toContain('holding for a test');
+        expect(waits[0]?.message).not.toContain('kill -CONT');
+
+        child.kill('SIGSTOP');
+        await expect.poll(() => waits.length, { timeout: 2000 }).toBe(2);
+        expect(waits[1]).toMatchObject({ isStopped: true });
+        expect(waits[1]?.message).toContain(`kill -CONT ${child.pid}`);
+        expect(isHolderStopped(waits[1]?.holder as LockHolder)).toBe(true);
+
+        // Still stopped when the wait ends: the error says what to do about it.
+        const error = await waiting;
+        expect(error).toMatchObject({ code: 'LOCK_HELD', data: { isStopped: true } });
+        expect(String(error)).toContain(`kill -CONT ${child.pid}`);
+        child.kill('SIGCONT');
+        await expect
+          .poll(() => isHolderStopped(waits[1]?.holder as LockHolder), { timeout: 2000 })
+          .toBe(false);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    },
+  );
+
   it('takes over the lock of a holder that was killed', async () => {
     const directory = await makeTempDirectory();
     const path = join(directory, 'x.lock');
-    const child = spawn(process.execPath, [CHILD, 'hold', path], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    const child = await holdLockInChild(path);
     child.kill('SIGKILL');
     await new Promise((resolve) => child.once('exit', resolve));
     const lock = await acquireLock(path, { timeoutMs: 2000 });

@@ -212,6 +212,7 @@ export async function withWorkspaceLock<T>(
   const lock = await acquireLock(workspaceLockOf(context.storeDirectory), {
     timeoutMs: options.timeoutMs ?? context.settings.lockTimeoutMs,
     purpose: `${purpose} (session ${context.id})`,
+    ...(context.settings.onLockWait && { onWait: context.settings.onLockWait }),
   });
   try {
     const journal = journalOf(context);
