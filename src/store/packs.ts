@@ -166,18 +166,21 @@ export class PackSet {
     const usage = { count: 0, sizeBytes: 0 };
     // Only an object whose digest's first four bytes are another's too can be in two packs.
     const prefixes = new Uint32Array(indexes.reduce((sum, index) => sum + index.count, 0));
-    for (const { records, count } of indexes) {
-      for (let at = 0; at < count * RECORD_BYTES; at += RECORD_BYTES) {
-        prefixes[usage.count++] = records.readUInt32BE(at);
-        usage.sizeBytes += sizeAt(records, at);
-      }
+    for (const index of indexes) {
+      prefixes.set(index.prefixes, usage.count);
+      usage.count += index.count;
+      usage.sizeBytes += index.sizeBytes;
     }
     prefixes.sort();
-    const shared = new Set(prefixes.filter((prefix, place) => prefixes[place - 1] === prefix));
+    const shared = new Set<number>();
+    for (let place = 1; place < prefixes.length; place++) {
+      if (prefixes[place] === prefixes[place - 1]) shared.add(prefixes[place] as number);
+    }
     if (shared.size === 0) return usage;
-    indexes.forEach(({ records, count }, place) => {
-      for (let at = 0; at < count * RECORD_BYTES; at += RECORD_BYTES) {
-        if (!shared.has(records.readUInt32BE(at))) continue;
+    indexes.forEach(({ records, count, prefixes: own }, place) => {
+      for (let record = 0; record < count; record++) {
+        if (!shared.has(own[record] as number)) continue;
+        const at = record * RECORD_BYTES;
         // Counted once, in the first pack that lists it.
         if (indexes.slice(0, place).some((earlier) => recordOf(earlier, records, at) !== -1)) {
           usage.count -= 1;
