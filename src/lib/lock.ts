@@ -56,7 +56,7 @@ export interface AcquireLockOptions {
 }
 
 /** How long {@link acquireLock} waits before it tells `onWait`. */
-export const LOCK_WAIT_NOTICE_MS = 1000;
+const LOCK_WAIT_NOTICE_MS = 1000;
 
 /** Tombstones of taken-over locks older than this are removed. */
 const TOMBSTONE_MAX_AGE_MS = 10 * 60 * 1000;

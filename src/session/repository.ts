@@ -388,7 +388,7 @@ export async function log(
   const location = await openStore(options.workspace);
   const ledgers = ledgersOf(location);
   const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
-  // The current one is read once: named or not, it is marked in the summary.
+  // Read once: the session shown when none is named, and marked current in the summary.
   const session =
     options.session === undefined && current
       ? current
