@@ -21,6 +21,7 @@ import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import {
   currentSessionId,
+  type LockWait,
   locateWorkspace,
   type OpenSessionOptions,
   openSession,
@@ -110,6 +111,11 @@ class KeptSessions implements SessionKeeper {
   readonly #said = new WeakSet<Session>();
   /** Told why when a kept session's watcher stops for good. */
   readonly #onWatchStopped: (why: string) => void;
+  /**
+   * Where the command being served hears that a kept session waits for the workspace lock: its
+   * own stderr (commands run one at a time), and nowhere between commands.
+   */
+  #onLockWait: ((wait: LockWait) => void) | undefined;
 
   constructor(root: string, onWatchStopped: (why: string) => void) {
     this.#root = root;
@@ -136,6 +142,7 @@ class KeptSessions implements SessionKeeper {
       this.#kept.delete(other);
       await (await session.catch(() => undefined))?.close();
     }
+    this.#onLockWait = options.onLockWait;
     let kept = this.#kept.get(id);
     if (kept === undefined) {
       kept = openSession({
@@ -143,6 +150,7 @@ class KeptSessions implements SessionKeeper {
         session: id,
         watch: true,
         onWatchStopped: this.#onWatchStopped,
+        onLockWait: (wait) => this.#onLockWait?.(wait),
       });
       this.#kept.set(id, kept);
       kept.then(
@@ -163,7 +171,8 @@ class KeptSessions implements SessionKeeper {
   }
 
   async release(session: Session): Promise<void> {
-    if (!this.#own.has(session)) await session.close();
+    if (this.#own.has(session)) this.#onLockWait = undefined;
+    else await session.close();
   }
 
   recoveriesToSay(session: Session): readonly string[] {

@@ -7,7 +7,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ROOT, runNode } from '../helpers/processes.js';
+import { holdLockInChild, ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
@@ -243,6 +243,32 @@ describe('rewind daemon', () => {
     expect(await settled(one)).toBe(one);
     expect(await labels(workspace, { REWIND_DAEMON: '0' })).toEqual(['second']);
   });
+
+  it('tells the command it serves that it waits for the workspace, as the command alone would', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    // Another process takes the workspace (once the daemon's watch has its base).
+    const holder = await holdLockInChild(join(workspace, '.rewind/workspace.lock'));
+    try {
+      await appendFile(join(workspace, 'src/app.ts'), '// more\n');
+      const command = spawn(process.execPath, [BIN, 'checkpoint', 'waited'], {
+        cwd: workspace,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      command.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => command.on('close', resolve));
+      await expect.poll(() => stderr, { timeout: 10_000 }).toContain('Waiting for the lock');
+      expect(stderr).toContain(`held by process ${holder.pid}`);
+      holder.kill('SIGKILL');
+      expect(await exited).toBe(0);
+      expect(daemon.log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
+    } finally {
+      holder.kill('SIGKILL');
+    }
+  }, 30_000);
 
   it("checkpoints Claude Code's hook events in the daemon, whatever directory the hook runs from", async () => {
     const workspace = await project();
