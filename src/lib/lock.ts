@@ -36,8 +36,6 @@ export interface LockWait {
   readonly holder: LockHolder;
   /** The holder is stopped (Ctrl-Z, SIGSTOP, a debugger): it releases nothing until resumed. */
   readonly isStopped: boolean;
-  readonly waitedMs: number;
-  readonly timeoutMs: number;
   /** The wait, for people: who holds the lock, how long this waits, and what to do. */
   readonly message: string;
 }
@@ -280,14 +278,7 @@ export async function acquireLock(path: string, options: AcquireLockOptions = {}
         const message =
           `Waiting for the lock ${path}, held by ${describeHolder(current)}; giving up after ${Math.ceil(timeoutMs / 1000)} s.` +
           (isStopped ? ` ${resumeAdvice(current)}` : '');
-        options.onWait({
-          path,
-          holder: current,
-          isStopped,
-          waitedMs: now - startedAt,
-          timeoutMs,
-          message,
-        });
+        options.onWait({ path, holder: current, isStopped, message });
       }
     }
     await sleep(delayMs + Math.random() * delayMs);

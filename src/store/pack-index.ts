@@ -31,8 +31,6 @@ export interface LoadedIndex {
    */
   filter: Uint8Array;
   filterShift: number;
-  /** The sum of its objects' sizes (`rewind status`). */
-  sizeBytes: number;
   modifiedAtMs: number;
 }
 
@@ -95,19 +93,17 @@ export function parseIndex(
   while (2 ** filterBits < count * 8 && filterBits < 24) filterBits++;
   const filter = new Uint8Array(2 ** (filterBits - 3));
   const filterShift = 32 - filterBits;
-  let sizeBytes = 0;
   for (let record = 0; record < count; record++) {
     fanout[(records[record * RECORD_BYTES] as number) + 1] = record + 1;
     const prefix = records.readUInt32BE(record * RECORD_BYTES);
     prefixes[record] = prefix;
-    sizeBytes += sizeAt(records, record * RECORD_BYTES);
     const bit = prefix >>> filterShift;
     filter[bit >>> 3] = (filter[bit >>> 3] as number) | (1 << (bit & 7));
   }
   for (let byte = 1; byte <= 256; byte++) {
     fanout[byte] = Math.max(fanout[byte] as number, fanout[byte - 1] as number);
   }
-  return { name, records, count, fanout, prefixes, filter, filterShift, sizeBytes, modifiedAtMs };
+  return { name, records, count, fanout, prefixes, filter, filterShift, modifiedAtMs };
 }
 
 /** A new index for `count` records, to fill with {@link setRecord} and seal with {@link sealIndex}. */

@@ -166,10 +166,12 @@ export class PackSet {
     const usage = { count: 0, sizeBytes: 0 };
     // Only an object whose digest's first four bytes are another's too can be in two packs.
     const prefixes = new Uint32Array(indexes.reduce((sum, index) => sum + index.count, 0));
-    for (const index of indexes) {
-      prefixes.set(index.prefixes, usage.count);
-      usage.count += index.count;
-      usage.sizeBytes += index.sizeBytes;
+    for (const { prefixes: own, records, count } of indexes) {
+      prefixes.set(own, usage.count);
+      usage.count += count;
+      for (let at = 0; at < count * RECORD_BYTES; at += RECORD_BYTES) {
+        usage.sizeBytes += sizeAt(records, at);
+      }
     }
     prefixes.sort();
     const shared = new Set<number>();
