@@ -208,6 +208,10 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         ...(globals.blockPrivate && { blockPrivate: true }),
       };
       let opened: Promise<Session> | undefined;
+      // Another process holds the workspace: said after a second, never waited in silence.
+      const onLockWait = globals.quiet
+        ? undefined
+        : (wait: LockWait) => io.stderr(`rewind: ${wait.message}\n`);
       const progressLine =
         io.isErrorTerminal === true && !globals.quiet && !globals.json
           ? createProgressLine(io.stderr)
@@ -219,10 +223,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
             workspace: root,
             ...(session !== undefined && { session }),
             ...protections,
-            // Another process holds the workspace: said after a second, never waited in silence.
-            ...(!globals.quiet && {
-              onLockWait: (wait: LockWait) => io.stderr(`rewind: ${wait.message}\n`),
-            }),
+            ...(onLockWait && { onLockWait }),
           });
           return opened;
         },
@@ -231,6 +232,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
         resolveFile: async (path) => resolve(io.cwd, path),
         defaults: {},
         ...(progressLine && { progress: progressLine.report }),
+        ...(onLockWait && { onLockWait }),
       };
       try {
         return await work(target);

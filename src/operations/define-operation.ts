@@ -3,7 +3,7 @@
  * framework adapters' tools), with its input schema and the one call it makes.
  */
 import * as z from 'zod';
-import type { RedactionOptions, Session } from '../index.js';
+import type { LockWait, RedactionOptions, Session } from '../index.js';
 
 /** What an operation acts on, as the edge that runs it provides it. */
 export interface OperationTarget {
@@ -33,6 +33,12 @@ export interface OperationTarget {
   readonly defaults: { readonly execTimeoutMs?: number; readonly httpTimeoutMs?: number };
   /** Where a long operation says how it is going, when the edge shows progress. */
   readonly progress?: (event: ProgressEvent) => void;
+  /**
+   * Told when the operation has waited a second for the workspace lock another process holds,
+   * and again when that changes: for the operations that take the lock themselves rather than
+   * through {@link session} (gc, a note with attachments).
+   */
+  readonly onLockWait?: (wait: LockWait) => void;
 }
 
 /** How a long operation is going: files read by a checkpoint, paths set by a rollback or commit. */

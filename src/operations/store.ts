@@ -501,6 +501,7 @@ export const noteOperation = defineOperation({
         (attachments ?? []).map((attachment) => target.resolveFile(attachment)),
       ),
       ...(session !== undefined && { session }),
+      ...(target.onLockWait && { onLockWait: target.onLockWait }),
     });
   },
 });
@@ -535,10 +536,11 @@ export const gcOperation = defineOperation({
   excludedFrom: {
     mcp: 'it deletes objects from the store: maintenance a person runs, not an agent',
   },
-  run: ({ workspace }, { dryRun, graceSeconds }) =>
+  run: ({ workspace, onLockWait }, { dryRun, graceSeconds }) =>
     gc({
       workspace,
       dryRun: dryRun === true,
       ...(graceSeconds !== undefined && { graceMs: graceSeconds * 1000 }),
+      ...(onLockWait && { onLockWait }),
     }),
 });

@@ -18,6 +18,7 @@ import {
   createRedactor,
   type Digest,
   forEachConcurrently,
+  type LockWait,
   type UnreadableLine,
 } from '../lib/index.js';
 import {
@@ -451,6 +452,8 @@ export async function note(
     attachments?: readonly string[];
     session?: string;
     now?: () => Date;
+    /** Told after a second of waiting for another process's lock (attachments only). */
+    onLockWait?: (wait: LockWait) => void;
   },
 ): Promise<NoteResult> {
   if (options.text.trim() === '') {
@@ -470,6 +473,7 @@ export async function note(
     ? await acquireLock(workspaceLockOf(location.directory), {
         timeoutMs: 60_000,
         purpose: `adding a note to session ${session.id}`,
+        ...(options.onLockWait && { onWait: options.onLockWait }),
       })
     : undefined;
   try {

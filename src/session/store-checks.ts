@@ -10,7 +10,7 @@ import {
   type LedgerReading,
   type SessionFile,
 } from '../ledger/index.js';
-import { type Digest, withLock } from '../lib/index.js';
+import { type Digest, type LockWait, withLock } from '../lib/index.js';
 import {
   createObjectStore,
   type ObjectReference,
@@ -264,6 +264,8 @@ export async function gc(
     now?: () => Date;
     /** How long to wait for an operation in progress. Default 60 000 ms. */
     lockTimeoutMs?: number;
+    /** Told after a second of waiting for another process's lock: see `acquireLock`. */
+    onLockWait?: (wait: LockWait) => void;
   },
 ): Promise<GcReport> {
   const location = await openStore(options.workspace);
@@ -272,6 +274,7 @@ export async function gc(
   return withLock(workspaceLockOf(location.directory), () => collectGarbage(location, options), {
     timeoutMs: options.lockTimeoutMs ?? 60_000,
     purpose: 'collecting garbage',
+    ...(options.onLockWait && { onWait: options.onLockWait }),
   });
 }
 

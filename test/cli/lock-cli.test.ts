@@ -41,4 +41,34 @@ describe('a command waiting for the workspace', () => {
     }
     expect((await rewind(workspace, ['checkpoints'])).stdout).toMatch(/told[\s\S]*quiet/);
   });
+
+  it('says so too for gc and a note with attachments, which take the lock themselves', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(join(workspace, 'a.txt'), 'a\n');
+    expect((await rewind(workspace, ['init'])).code).toBe(0);
+    expect((await rewind(workspace, ['checkpoint', 'first'])).code).toBe(0);
+    const lock = join(workspace, '.rewind', 'workspace.lock');
+    for (const args of [
+      ['gc', '--dry-run'],
+      ['note', 'see the log', '--attach', 'a.txt'],
+    ]) {
+      const holder = await holdLockInChild(lock);
+      try {
+        let stderr = '';
+        const run = runCli(args, {
+          cwd: workspace,
+          stdout: () => {},
+          stderr: (text) => {
+            stderr += text;
+          },
+        });
+        await expect.poll(() => stderr, { timeout: 5000 }).toContain('Waiting for the lock');
+        expect(stderr).toContain(`held by process ${holder.pid}`);
+        holder.kill('SIGKILL');
+        expect(await run).toBe(0);
+      } finally {
+        holder.kill('SIGKILL');
+      }
+    }
+  });
 });
