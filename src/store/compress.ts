@@ -127,9 +127,6 @@ function startCompressor(): Compressor | undefined {
       eval: true,
       workerData: { claims: claims.buffer },
     });
-    // Never keeps the process alive: a process that is done exits, and what it waited for
-    // falls back to compressing here (see `compressedElsewhere`).
-    worker.unref();
     const started: Compressor = { worker, claims, next: 0, sent: new Map() };
     const fail = (): void => {
       if (compressor === started) compressor = undefined;
@@ -162,6 +159,10 @@ function startCompressor(): Compressor | undefined {
     });
     worker.on('error', fail);
     worker.on('exit', fail);
+    // Never keeps the process alive: a process that is done exits, and what it waited for
+    // falls back to compressing here (see `compressedElsewhere`). Only after the listeners,
+    // which would ref the worker's port again (see pack-reads.ts).
+    worker.unref();
     return started;
   } catch {
     return undefined;

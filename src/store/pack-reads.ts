@@ -103,9 +103,6 @@ let readElsewhere = 0;
 function startReader(): Reader | undefined {
   try {
     const worker = new (workerThreads().Worker)(WORKER_SOURCE, { eval: true });
-    // Never keeps the process alive: a process that is done exits, and what it waited for is
-    // read here (see `fail`).
-    worker.unref();
     const started: Reader = { worker, online: false, next: 0, sent: new Map() };
     const fail = (): void => {
       if (reader === started) reader = undefined;
@@ -137,6 +134,11 @@ function startReader(): Reader | undefined {
     });
     worker.on('error', fail);
     worker.on('exit', fail);
+    // Never keeps the process alive: a process that is done exits, and what it waited for is
+    // read here (see `fail`). Only after the listeners: a 'message' listener added to an unref'd
+    // worker refs its port again (nodejs/node#53036), and a worker started but never sent a
+    // read (it was not yet online) kept a finished command from exiting.
+    worker.unref();
     return started;
   } catch {
     return undefined;

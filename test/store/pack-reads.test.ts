@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, open, rename, symlink, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -6,6 +7,7 @@ import type { Digest } from '../../src/lib/index.js';
 import { createObjectStore, initStore, type ObjectStore } from '../../src/store/index.js';
 import { packedReadsElsewhere } from '../../src/store/pack-reads.js';
 import { PackSet } from '../../src/store/packs.js';
+import { ROOT } from '../helpers/processes.js';
 import { sessionOn } from '../helpers/session.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { random } from '../helpers/trees.js';
@@ -148,4 +150,27 @@ describe('reads ahead on another thread (store/pack-reads.ts)', () => {
     }
     expect(packedReadsElsewhere() - before).toBeGreaterThanOrEqual(200);
   }, 120_000);
+
+  it('never keep a process that is done from exiting, even when the worker was started but sent nothing', async () => {
+    // 16 reads in one turn start the worker; it is not running yet, so they are read here and
+    // nothing is sent to it. A 'message' listener added after unref() refs the worker's port
+    // (nodejs/node#53036): a rollback run this way printed its result and never exited.
+    const script = `
+      import { readPackedElsewhere } from '${ROOT}dist/store/pack-reads.js';
+      import { compressedElsewhere } from '${ROOT}dist/store/compress.js';
+      const location = { digest: 'sha256:${'0'.repeat(64)}', pack: '/nonexistent', index: '',
+        offset: 0, storedBytes: 1, sizeBytes: 1 };
+      const reads = await Promise.all(Array.from({ length: 16 }, () => readPackedElsewhere(location)));
+      const compressed = await compressedElsewhere([Buffer.alloc(4096)]);
+      console.log(reads.filter((read) => read === undefined).length, compressed.length);`;
+    // From a file: a process evaluating `node -e` exits even then.
+    const file = join(await makeTempDirectory(), 'reads.mjs');
+    await writeFile(file, script);
+    const { stdout } = await new Promise<{ stdout: string }>((resolve, reject) => {
+      execFile(process.execPath, [file], { timeout: 10_000 }, (error, out) =>
+        error ? reject(error) : resolve({ stdout: out }),
+      );
+    });
+    expect(stdout.trim()).toBe('16 1');
+  });
 });
