@@ -1,0 +1,32 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ROOT, runNode } from '../helpers/processes.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const rewind = (cwd: string, args: string[]) =>
+  runNode([join(ROOT, 'bin/rewind.cjs'), ...args], { cwd, env: { REWIND_DAEMON: '0' } });
+
+describe('the `rewind` command as a process', () => {
+  it('exits once a rollback or an undo of many files is done', async () => {
+    const workspace = await makeTempDirectory();
+    const write = (version: string) =>
+      Promise.all(
+        Array.from({ length: 40 }, (_, index) =>
+          writeFile(join(workspace, `f${index}.txt`), `${version} ${index}\n`),
+        ),
+      );
+    await write('one');
+    expect((await rewind(workspace, ['-q', 'init'])).code).toBe(0);
+    expect((await rewind(workspace, ['-q', 'checkpoint', 'one'])).code).toBe(0);
+    await write('two');
+    // Before the fix, each of these printed its result and then never exited (vitest's 30 s
+    // timeout ends the test then).
+    const rollback = await rewind(workspace, ['rollback', 'one']);
+    expect(rollback.stdout).toContain('40 written');
+    expect(rollback.code).toBe(0);
+    const undo = await rewind(workspace, ['undo', '--last']);
+    expect(undo.code).toBe(0);
+    expect(undo.stdout).toContain('40 written');
+  });
+});
