@@ -113,6 +113,89 @@ function createIgnoreCheck(
 }
 
 /**
+ * What a restore with these options leaves alone: `isIgnored`, a path that the workspace's rules
+ * (as on disk before anything moves), the target's rules or `leaveAlone` leave out; `isKept`, one
+ * that the target's rules or `leaveAlone` leave out, never put back even where nothing is.
+ */
+function createLeftOutChecks(
+  root: string,
+  options: Pick<ApplyOptions, 'outside' | 'target' | 'leaveAlone'>,
+): {
+  isIgnored: (path: string, isDirectory: boolean) => Promise<boolean>;
+  isKept: (path: string, isDirectory: boolean) => Promise<boolean>;
+} {
+  const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const leaveAlone = options.leaveAlone ?? [];
+  const isTargetIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
+    (await options.target?.(path, isDirectory)) ?? false;
+  return {
+    // What could not be read first: its ignore files are never read.
+    isIgnored: async (path, isDirectory) =>
+      isAtOrUnder(path, leaveAlone) ||
+      isIgnoredNow(path, isDirectory) ||
+      (await isTargetIgnored(path, isDirectory)),
+    isKept: async (path, isDirectory) =>
+      isAtOrUnder(path, leaveAlone) || (await isTargetIgnored(path, isDirectory)),
+  };
+}
+
+/**
+ * The paths among `changes` that {@link applyChanges} with these options would leave alone, as
+ * the workspace is now (for a dry run): what either side's rules or `leaveAlone` leave out,
+ * except a path only the workspace's rules leave out where nothing is (it is put back), and a
+ * directory to remove that would not be empty (it holds what is left alone, or what no change
+ * names: files the rules leave out).
+ */
+export async function leftAloneOf(
+  workspace: string,
+  changes: readonly TreeChange[],
+  options: Pick<ApplyOptions, 'outside' | 'target' | 'leaveAlone'> = {},
+): Promise<string[]> {
+  const root = checkWorkspace(workspace);
+  const { isIgnored, isKept } = createLeftOutChecks(root, options);
+  const { removals, placements } = applicationOrder(changes);
+  const removed = new Set(removals.map((change) => change.path));
+  const leftAlone = new Set<string>();
+  const remainsIn = (directory: string): boolean => {
+    let names: string[];
+    try {
+      names = readNamesSync(`${root}/${directory}`);
+    } catch {
+      return false;
+    }
+    return names.some((name) => {
+      const child = `${directory}/${name}`;
+      return !removed.has(child) || leftAlone.has(child);
+    });
+  };
+  // Deepest first, as they are removed.
+  for (const change of removals) {
+    const isDirectory = change.before?.type === 'directory';
+    if ((await isIgnored(change.path, isDirectory)) || (isDirectory && remainsIn(change.path))) {
+      leftAlone.add(change.path);
+    }
+  }
+  for (const change of placements) {
+    const isDirectory = change.after?.type === 'directory';
+    if (!(await isIgnored(change.path, isDirectory))) continue;
+    if ((await isKept(change.path, isDirectory)) || isPresent(`${root}/${change.path}`)) {
+      leftAlone.add(change.path);
+    }
+  }
+  return [...leftAlone];
+}
+
+/** Whether anything (a link included, never followed) is at `absolute`. */
+function isPresent(absolute: string): boolean {
+  try {
+    lstatSync(diskPath(absolute));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * What a workspace's own rules leave out, as on disk now (each directory's rules read once, on
  * first use): the current side of a rollback, an undo or a commit.
  */
@@ -298,15 +381,10 @@ async function applyWithin(
   changes: readonly TreeChange[],
   options: ApplyOptions,
 ): Promise<ApplyResult> {
-  const isIgnoredNow = createIgnoreCheck(root, options.outside ?? readOutsideRules(root));
+  const { isIgnored, isKept } = createLeftOutChecks(root, options);
   const owner = ownerOf(root);
   const umask = currentUmask();
-  const leaveAlone = options.leaveAlone ?? [];
   const watcher = options.watcher?.root === root ? options.watcher : undefined;
-  const isIgnored = async (path: string, isDirectory: boolean): Promise<boolean> =>
-    isAtOrUnder(path, leaveAlone) ||
-    isIgnoredNow(path, isDirectory) ||
-    ((await options.target?.(path, isDirectory)) ?? false);
   const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [], skippedCount: 0 };
   const skip = (path: string): void => {
     result.skippedCount += 1;
@@ -364,10 +442,7 @@ async function applyWithin(
         // What the workspace leaves out now is never overwritten; but where nothing is, putting
         // the path back tramples nothing (a rule written just before deleting it must not keep
         // it from coming back).
-        if (
-          !isAtOrUnder(change.path, leaveAlone) &&
-          !((await options.target?.(change.path, isDirectory)) ?? false)
-        ) {
+        if (!(await isKept(change.path, isDirectory))) {
           try {
             at = directories.locateToCreate(change.path);
           } catch (error) {

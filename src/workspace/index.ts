@@ -4,6 +4,7 @@ export {
   applicationOrder,
   applyChanges,
   isAtOrUnder,
+  leftAloneOf,
   MAX_LISTED_SKIPPED,
   removeRestoreLeftovers,
   WRITES_AT_ONCE,

@@ -134,6 +134,63 @@ describe('rules that change between checkpoints', () => {
     }
   });
 
+  it('a dry run lists what the rollback would leave alone, not as deleted (rules changed since the checkpoint)', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, {
+      '.gitignore': 'node_modules\ndist\n.env\n',
+      '.env': 'SECRET=1\n',
+      'dist/o.js': 'built\n',
+      'src/a.js': 'a\n',
+    });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      await session.checkpoint('ign1');
+      // The rules change: .env and dist are recorded by the next checkpoint.
+      await writeFile(join(workspace, '.gitignore'), 'node_modules\n');
+      await session.checkpoint('ign2');
+      await writeFile(join(workspace, '.env'), 'SECRET=2\n');
+      const plan = await session.rollback('ign1', { dryRun: true });
+      expect(plan.changes.map((change) => [change.action, change.path])).toEqual([
+        ['written', '.gitignore'],
+      ]);
+      expect(plan.leftAlone?.sort()).toEqual(['.env', 'dist', 'dist/o.js']);
+      const done = await session.rollback('ign1');
+      expect(done.applied?.skipped.sort()).toEqual(['.env', 'dist', 'dist/o.js']);
+      expect(await readFile(join(workspace, '.env'), 'utf8')).toBe('SECRET=2\n');
+      // Back the other way, what the workspace's rules leave out now is left alone too.
+      const cli = await rewind(workspace, ['rollback', 'ign2', '--dry-run']);
+      expect(cli.stdout).toBe(
+        'Rolling back to ign2 would change 1 path:\n  written  .gitignore\n' +
+          'It would leave alone (ignored): .env, dist, dist/o.js.\n',
+      );
+    } finally {
+      await session.close();
+    }
+  });
+
+  it('a dry run leaves a directory to remove alone when what the rules leave out stays in it', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { '.gitignore': '*.log\n', 'a.txt': 'a\n' });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      await session.checkpoint('before');
+      await lay(workspace, { 'gen/keep.txt': 'kept\n', 'gen/run.log': 'ignored\n' });
+      await session.checkpoint('after');
+      const plan = await session.rollback('before', { dryRun: true });
+      expect(plan.changes.map((change) => [change.action, change.path])).toEqual([
+        ['deleted', 'gen/keep.txt'],
+      ]);
+      expect(plan.leftAlone).toEqual(['gen']);
+      const done = await session.rollback('before');
+      expect(done.applied?.skipped).toEqual(['gen']);
+      expect(await readdir(join(workspace, 'gen'))).toEqual(['run.log']);
+    } finally {
+      await session.close();
+    }
+  });
+
   it('an undo of a rollback that brought back a path the rules now leave out removes it again', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'a.txt': 'a', '.env': 'secret' });
@@ -285,7 +342,14 @@ describe('rules that change between checkpoints', () => {
               const before = await filesUnder(workspace);
               const paths = [...before.keys()];
               const leftOutBefore = await ignoredBy(before, paths);
+              // The dry run tells what the rollback then does: what it changes, what it leaves.
+              const plan = await session.rollback(target.label, { dryRun: true });
               const result = await session.rollback(target.label);
+              const skipped = result.applied?.skipped ?? [];
+              expect(new Set(plan.leftAlone), 'left alone, as the dry run said').toEqual(
+                new Set(skipped),
+              );
+              for (const change of plan.changes) expect(skipped).not.toContain(change.path);
               const after = await filesUnder(workspace);
               const leftOutAfter = await ignoredBy(after, [
                 ...new Set([...paths, ...after.keys()]),

@@ -151,8 +151,12 @@ function renderRollback(
       `${applied?.deleted ?? 0} deleted${skipped}. The previous state is saved: \`rewind undo ${result.id}\` brings it back.\n`
     );
   }
+  const leftAlone =
+    result.leftAlone && result.leftAlone.length > 0
+      ? `It would leave alone (ignored): ${listInline(result.leftAlone, isVerbose)}.\n`
+      : '';
   if (result.changes.length === 0)
-    return `Rolling back ${what}to ${result.label} would change nothing.\n`;
+    return `Rolling back ${what}to ${result.label} would change nothing.\n${leftAlone}`;
   const lines = [
     `Rolling back ${what}to ${result.label} would change ${plural(result.changes.length, 'path')}:`,
     ...listLines(result.changes, isVerbose, (change) => {
@@ -162,7 +166,7 @@ function renderRollback(
       return `  ${change.action.padEnd(7)}  ${change.path}${note}`;
     }),
   ];
-  return `${lines.join('\n')}\n`;
+  return `${lines.join('\n')}\n${leftAlone}`;
 }
 
 /** Where the restored conversation went: written to `file` (when given, and not a dry run), or how to see it. */

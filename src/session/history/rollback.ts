@@ -15,7 +15,7 @@ import { type SessionContext, snapshotWorkspace } from '../context.js';
 import { type PathChange, referencesOf } from '../journal/action-records.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
-import { applyAnnounced, changesOf } from '../journal/recovery.js';
+import { applyAnnounced, changesOf, leftAloneBy } from '../journal/recovery.js';
 import {
   type RestoredConversation,
   type RestoreOptions,
@@ -63,6 +63,11 @@ export interface RollbackResult {
   beforeTree: Digest;
   afterTree: Digest;
   changes: PlannedChange[];
+  /**
+   * In a dry run, the paths the rollback would leave alone rather than change (what the rules of
+   * the workspace or of the checkpoint leave out: see `applied.skipped` after a real one).
+   */
+  leftAlone?: string[];
   applied: ApplyResult | undefined;
   warnings: string[];
   /** The checkpoint's conversation, repaired and with the resume note, when it has one. */
@@ -98,6 +103,24 @@ export async function planChanges(
     planned.push({ path: change.path, action: actions[kind], isUnrecorded });
   }
   return planned;
+}
+
+/**
+ * A dry run's result: the changes the rollback would make, each marked when what is there now
+ * was never recorded, and apart from them what the rules of either side would leave alone.
+ */
+async function planned(
+  context: SessionContext,
+  journal: Journal,
+  result: RollbackResult,
+  body: Record<string, unknown>,
+  changes: readonly TreeChange[],
+  leaveAlone: readonly string[],
+): Promise<RollbackResult> {
+  const leftAlone = await leftAloneBy(context, body, changes, leaveAlone);
+  const skipped = new Set(leftAlone);
+  const made = changes.filter((change) => !skipped.has(change.path));
+  return { ...result, changes: await planChanges(context, made, journal), leftAlone };
 }
 
 /**
@@ -149,45 +172,43 @@ export async function rollbackWithin(
     (change) => !isAtOrUnder(change.path, leaveAlone),
   );
   const isDryRun = options.dryRun === true;
+  const restored =
+    scope === 'files' ? undefined : await restoreConversation(context, journal, target, options);
+  const before = journal.currentConversation();
+  const rules = journal.rulesAt(target);
+  const body = {
+    label: target.label,
+    checkpointSeq: target.seq,
+    beforeTree: snapshot.tree,
+    afterTree,
+    changeCount: changes.length,
+    ...(scope !== 'both' && { scope }),
+    // What the checkpoint left out is left alone, even if the rules changed since.
+    ...(rules && scope !== 'conversation' && { afterRules: rules }),
+    ...(restored && {
+      ...(before && { conversationBefore: before }),
+      conversationAfter: restored.ref,
+    }),
+  };
   const result: RollbackResult = {
     isDryRun,
     label: target.label,
     id: undefined,
     beforeTree: snapshot.tree,
     afterTree,
-    changes: await planChanges(context, changes, isDryRun ? journal : undefined),
+    changes: [],
     applied: undefined,
     warnings: snapshot.warnings,
+    ...(restored && { conversation: restored.result }),
   };
-  const restored =
-    scope === 'files' ? undefined : await restoreConversation(context, journal, target, options);
-  if (restored) result.conversation = restored.result;
-  if (isDryRun) return result;
-  const before = journal.currentConversation();
-  const rules = journal.rulesAt(target);
-  const started = await journal.append(
-    'rollback-started',
-    {
-      label: target.label,
-      checkpointSeq: target.seq,
-      beforeTree: snapshot.tree,
-      afterTree,
-      changeCount: changes.length,
-      ...(scope !== 'both' && { scope }),
-      // What the checkpoint left out is left alone, even if the rules changed since.
-      ...(rules && scope !== 'conversation' && { afterRules: rules }),
-      ...(restored && {
-        ...(before && { conversationBefore: before }),
-        conversationAfter: restored.ref,
-      }),
-    },
-    [
-      { type: 'tree', digest: snapshot.tree },
-      { type: 'tree', digest: afterTree },
-      ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
-      ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
-    ],
-  );
+  if (isDryRun) return planned(context, journal, result, body, changes, leaveAlone);
+  result.changes = await planChanges(context, changes);
+  const started = await journal.append('rollback-started', body, [
+    { type: 'tree', digest: snapshot.tree },
+    { type: 'tree', digest: afterTree },
+    ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
+    ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
+  ]);
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,
@@ -291,36 +312,33 @@ async function restorePaths(
   const changes = (await changesOf(context, { type: 'paths', paths: pathChanges })).filter(
     (change) => !isAtOrUnder(change.path, leaveAlone),
   );
-  const isDryRun = options.dryRun === true;
+  const rules = journal.rulesAt(target);
+  const body = {
+    label: target.label,
+    checkpointSeq: target.seq,
+    beforeTree: snapshot.tree,
+    afterTree: target.tree,
+    paths: pathChanges,
+    changeCount: changes.length,
+    ...(rules && { afterRules: rules }),
+  };
   const result: RollbackResult = {
-    isDryRun,
+    isDryRun: options.dryRun === true,
     label: target.label,
     id: undefined,
     beforeTree: snapshot.tree,
     afterTree: target.tree,
-    changes: await planChanges(context, changes, isDryRun ? journal : undefined),
+    changes: [],
     applied: undefined,
     warnings: snapshot.warnings,
   };
-  if (isDryRun) return result;
-  const rules = journal.rulesAt(target);
-  const started = await journal.append(
-    'rollback-started',
-    {
-      label: target.label,
-      checkpointSeq: target.seq,
-      beforeTree: snapshot.tree,
-      afterTree: target.tree,
-      paths: pathChanges,
-      changeCount: changes.length,
-      ...(rules && { afterRules: rules }),
-    },
-    [
-      ...referencesOf(pathChanges),
-      { type: 'tree', digest: snapshot.tree },
-      { type: 'tree', digest: target.tree },
-    ],
-  );
+  if (result.isDryRun) return planned(context, journal, result, body, changes, leaveAlone);
+  result.changes = await planChanges(context, changes);
+  const started = await journal.append('rollback-started', body, [
+    ...referencesOf(pathChanges),
+    { type: 'tree', digest: snapshot.tree },
+    { type: 'tree', digest: target.tree },
+  ]);
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,

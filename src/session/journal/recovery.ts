@@ -13,6 +13,7 @@ import {
   exceptFor,
   isSameEntry,
   type LeftOutCheck,
+  leftAloneOf,
   removeRestoreLeftovers,
   type SnapshotResult,
   type TreeChange,
@@ -68,6 +69,24 @@ async function targetRulesOf(
       : outsideRulesOf(context);
   const mayRemove = Array.isArray(body.mayRemove) ? body.mayRemove.map(String) : undefined;
   return exceptFor(treeRules(context.store, tree as Digest, outside), mayRemove);
+}
+
+/**
+ * The paths among `changes` that a restore announced with `body` would leave alone, as the
+ * workspace is now: what {@link applyAnnounced} would skip, for a dry run to tell.
+ */
+export async function leftAloneBy(
+  context: SessionContext,
+  body: Record<string, unknown>,
+  changes: readonly TreeChange[],
+  leaveAlone: readonly string[],
+): Promise<string[]> {
+  const target = await targetRulesOf(context, body);
+  return leftAloneOf(workspaceFor(context, body), changes, {
+    outside: outsideRulesOf(context),
+    ...(target && { target }),
+    leaveAlone,
+  });
 }
 
 /**
