@@ -96,9 +96,13 @@ export async function resolveSession(
       { data: { session: query, matches: matches.map((session) => session.id) } },
     );
   }
+  const short =
+    wanted.length < 4 && sessions.some((session) => session.id.startsWith(wanted))
+      ? ' A prefix of an id needs 4 characters or more.'
+      : '';
   throw new RewindError(
     'SESSION_NOT_FOUND',
-    `There is no session "${query}" in this store. Run \`rewind session list\` to list the sessions.`,
+    `There is no session "${query}" in this store.${short} Run \`rewind session list\` to list the sessions.`,
     { data: { session: query } },
   );
 }

@@ -41,7 +41,7 @@ export const conversationShowOperation = defineOperation({
       throw new RewindError(
         'CONVERSATION_NOT_FOUND',
         label === undefined
-          ? 'This session has no conversation yet. Record one first (conversation-sync).'
+          ? 'This session has no conversation yet. Record one first (`rewind conversation sync`, the conversation-sync tool, or `session.syncConversation`).'
           : `Checkpoint ${label} has no conversation. Give the messages to the checkpoint, or sync a conversation before checkpointing.`,
         { data: { label } },
       );

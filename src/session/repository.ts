@@ -4,6 +4,7 @@ import { basename, join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
 import {
   describeEntry,
+  ENTRY_KINDS,
   findUnsupportedEntry,
   type LedgerEntry,
   type LedgerReading,
@@ -386,6 +387,7 @@ export async function log(
     checkpoint?: string;
   },
 ): Promise<LogReport> {
+  if (options.kind !== undefined) checkKindFilter(options.kind);
   const location = await openStore(options.workspace);
   const ledgers = ledgersOf(location);
   const current = await readCurrentSession(location.directory, ledgers).catch(() => undefined);
@@ -413,6 +415,25 @@ export async function log(
       }),
     unreadable: reading.unreadable,
   };
+}
+
+/**
+ * Refuses a kind that names no entry kind nor family of them (`checkpoint`, `rollback`...), and
+ * no external action (`x.deploy`): a typo would list an empty timeline.
+ */
+function checkKindFilter(kind: string): void {
+  const kinds = Object.keys(ENTRY_KINDS);
+  if (
+    kind.startsWith('x.') ||
+    kinds.some((known) => known === kind || known.startsWith(`${kind}-`))
+  )
+    return;
+  const families = [...new Set(kinds.map((known) => known.split('-')[0] as string))];
+  throw new RewindError(
+    'INVALID_ARGUMENT',
+    `No entry is of kind "${kind}". Give a kind or its first word (${families.join(', ')}), or x.NAME for an external action.`,
+    { data: { field: 'kind', kind, families } },
+  );
 }
 
 function matchesFilter(

@@ -25,6 +25,16 @@ function describe(entry: TreeEntry | undefined): string {
 }
 
 /**
+ * A change's sides as files see them: a directory is nothing there (what is under it comes as
+ * changes of its own), so a file that became a directory shows as deleted, and the reverse as
+ * added.
+ */
+function fileSides(change: TreeChange): [TreeEntry | undefined, TreeEntry | undefined] {
+  const side = (entry: TreeEntry | undefined) => (entry?.type === 'directory' ? undefined : entry);
+  return [side(change.before), side(change.after)];
+}
+
+/**
  * Renders changes as a unified diff, like `git diff`: text files line by line, binary and large
  * files summarized, mode changes and symbolic links described. Directories are implied by the
  * files in them.
@@ -34,15 +44,15 @@ export async function renderDiff(
   changes: readonly TreeChange[],
 ): Promise<string> {
   const parts: string[] = [];
-  for (const { path, before, after } of changes) {
-    if (before?.type === 'directory' || after?.type === 'directory') {
-      if (before?.type === 'directory' && after?.type === 'directory') {
-        parts.push(
-          `mode of directory ${path}: ${before.mode.toString(8)} -> ${after.mode.toString(8)}\n`,
-        );
-      }
+  for (const change of changes) {
+    const { path } = change;
+    if (change.before?.type === 'directory' && change.after?.type === 'directory') {
+      const modes = `${change.before.mode.toString(8)} -> ${change.after.mode.toString(8)}`;
+      parts.push(`mode of directory ${path}: ${modes}\n`);
       continue;
     }
+    const [before, after] = fileSides(change);
+    if (!before && !after) continue;
     const oldName = before ? `a/${path}` : '/dev/null';
     const newName = after ? `b/${path}` : '/dev/null';
     if (before?.type !== 'file' || after?.type !== 'file') {
@@ -93,8 +103,9 @@ export async function countLineChanges(
   changes: readonly TreeChange[],
 ): Promise<LineCounts> {
   const counts: LineCounts = { linesAdded: 0, linesRemoved: 0 };
-  for (const { before, after } of changes) {
-    if (before?.type === 'directory' || after?.type === 'directory') continue;
+  for (const change of changes) {
+    const [before, after] = fileSides(change);
+    if (!before && !after) continue;
     if (before?.type === 'file' && after?.type === 'file' && before.digest === after.digest)
       continue;
     const [oldText, newText] = await Promise.all([textOf(store, before), textOf(store, after)]);

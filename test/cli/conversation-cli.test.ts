@@ -112,6 +112,7 @@ describe('rewind conversation', () => {
     expect(mismatch.stderr).toContain('[CONVERSATION_FORMAT_MISMATCH]');
     const none = await rewind(cwd, ['conversation', 'show']);
     expect(none.stderr).toContain('[CONVERSATION_NOT_FOUND]');
+    expect(none.stderr).toContain('`rewind conversation sync`');
     expect((await rewind(cwd, ['conversation', 'sync', 'x.json', '--format', 'nope'])).code).toBe(
       2,
     );

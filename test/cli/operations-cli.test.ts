@@ -42,6 +42,26 @@ describe('rewind commands settled by the operation table', () => {
     });
   });
 
+  it('says what is wrong with an action id, a short session prefix and a kind no entry has', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    await rewind(cwd, ['note', 'one']);
+    const id = JSON.parse((await rewind(cwd, ['status', '--json'])).stdout).currentSession;
+    const none = await rewind(cwd, ['undo', '99999']);
+    expect(none.stderr).toMatch(/has no entry #99999 \(its last is #2\)\. .*\[ACTION_NOT_FOUND\]/);
+    const note = await rewind(cwd, ['undo', '2']);
+    expect(note.stderr).toContain('has entry #2, which is not an action');
+    const short = await rewind(cwd, ['log', '--session', id.slice(0, 2)]);
+    expect(short.stderr).toContain('A prefix of an id needs 4 characters or more.');
+    const kind = await rewind(cwd, ['log', '--kind', 'bogus']);
+    expect(kind).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('No entry is of kind "bogus"'),
+    });
+    expect((await rewind(cwd, ['log', '--kind', 'note'])).stdout).toContain('one');
+    expect((await rewind(cwd, ['log', '--kind', 'x.deploy'])).code).toBe(0);
+  });
+
   it('keeps the last entries of the log with --last', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);

@@ -325,8 +325,12 @@ describe('what fuzzing the MCP server found', () => {
 
   it('says there are no entries when a log filter matches none, instead of an empty answer', async () => {
     const { client: on } = await connected();
+    expect(await call(on, 'log', { kind: 'escalation' })).toMatch(
+      /^no entries of kind "escalation" in session \w+$/,
+    );
+    // A kind no entry can have is a mistake to say, not an empty answer.
     expect(await call(on, 'log', { kind: 'nothing-matches' })).toMatch(
-      /^no entries of kind "nothing-matches" in session \w+$/,
+      /No entry is of kind "nothing-matches"\. Give a kind or its first word \(session, /,
     );
   });
 

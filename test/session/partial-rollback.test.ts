@@ -59,6 +59,23 @@ describe('a rollback of some paths', () => {
     expect(existsSync(join(workspace, 'docs'))).toBe(false);
   });
 
+  it('says that a path the rules leave out is ignored, not that nothing is there', async () => {
+    const { workspace, session } = await sessionOn({
+      '.gitignore': '.env\nbuild/\n',
+      '.env': 'SECRET=1\n',
+      'build/out.js': 'x',
+      'a.txt': 'a',
+    });
+    await session.checkpoint('c1');
+    for (const path of ['.env', 'build', 'build/out.js']) {
+      await expect(session.rollback('c1', { paths: [path] })).rejects.toMatchObject({
+        code: 'PATH_IGNORED',
+        message: expect.stringContaining(`${path} is left out of snapshots`),
+      });
+    }
+    expect(await read(workspace, '.env')).toBe('SECRET=1\n');
+  });
+
   it('refuses a path neither side has, an empty list, and a path below a file', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'a', 'd/f.txt': 'f' });
     await session.checkpoint('c1');

@@ -360,6 +360,31 @@ describe('diff', () => {
     ]);
     expect(own.text).toContain('-two\n+one\n');
   });
+
+  it('shows a file that became a directory as deleted, and a directory that became a file as added', async () => {
+    const { workspace, session } = await sessionOn({ a: 'hello\n', 'e/x': 'x\n' });
+    await session.checkpoint('one');
+    await rm(join(workspace, 'a'));
+    await rm(join(workspace, 'e'), { recursive: true });
+    await lay(workspace, { 'a/f': 'inside\n', e: 'now a file\n' });
+    const diff = await session.diff('one');
+    expect(diff.changes).toEqual([
+      { path: 'a', kind: 'deleted' },
+      { path: 'a/f', kind: 'added' },
+      { path: 'e', kind: 'added' },
+      { path: 'e/x', kind: 'deleted' },
+    ]);
+    for (const hunk of ['--- a/a\n+++ /dev/null', '-hello', '+++ b/a/f', '+inside']) {
+      expect(diff.text).toContain(hunk);
+    }
+    for (const hunk of ['--- /dev/null\n+++ b/e', '+now a file', '--- a/e/x', '-x']) {
+      expect(diff.text).toContain(hunk);
+    }
+    // A listing counts their lines too: `a` and `e/x` removed, `a/f` and `e` added.
+    await session.checkpoint('two');
+    const two = (await session.checkpoints({ withLines: true })).at(-1);
+    expect(two).toMatchObject({ label: 'two', linesAdded: 2, linesRemoved: 2 });
+  });
 });
 
 describe('a rollback killed midway', () => {

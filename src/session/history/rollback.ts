@@ -1,5 +1,6 @@
+import { lstatSync } from 'node:fs';
 import { RewindError } from '../../errors.js';
-import { type Digest, normalizeWorkspacePath } from '../../lib/index.js';
+import { type Digest, diskPath, normalizeWorkspacePath } from '../../lib/index.js';
 import { encodeTree, findEntryAt, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
@@ -7,11 +8,12 @@ import {
   diffTrees,
   fileChangeKind,
   isAtOrUnder,
+  isIgnoredPath,
   isSameEntry,
   type SnapshotResult,
   type TreeChange,
 } from '../../workspace/index.js';
-import { type SessionContext, snapshotWorkspace } from '../context.js';
+import { outsideRulesOf, type SessionContext, snapshotWorkspace } from '../context.js';
 import { type PathChange, referencesOf } from '../journal/action-records.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
@@ -220,8 +222,8 @@ export async function rollbackWithin(
 /**
  * The changes that give `paths` (and what is under them) their state in `target`, nothing else:
  * a path whose parent directories the workspace lacks is created with them, holding only what was
- * asked for. Throws `PATH_NOT_FOUND` for a path that neither side has, `PATH_CONFLICT` for one
- * below a file of the workspace.
+ * asked for. Throws `PATH_NOT_FOUND` for a path that neither side has (`PATH_IGNORED` when the
+ * rules leave it out), `PATH_CONFLICT` for one below a file of the workspace.
  */
 async function pathChangesTo(
   context: SessionContext,
@@ -240,6 +242,21 @@ async function pathChangesTo(
     const before = await entryIn(current, path);
     const after = await entryIn(target.tree, path);
     if (before === undefined && after === undefined) {
+      if (
+        isIgnoredPath(
+          context.workspace,
+          path,
+          isDirectoryNow(context, path),
+          outsideRulesOf(context),
+        )
+      ) {
+        throw new RewindError(
+          'PATH_IGNORED',
+          `${path} is left out of snapshots (by .gitignore or .rewindignore, or it is in .git or .rewind): ` +
+            `no checkpoint holds it, so a rollback cannot restore it. Restore it without Rewind, or re-include it with a "!" line in .rewindignore for the checkpoints to come.`,
+          { data: { path, label: target.label } },
+        );
+      }
       throw new RewindError(
         'PATH_NOT_FOUND',
         `Nothing is at ${path}, neither in the workspace nor in checkpoint ${target.label}.`,
@@ -296,6 +313,15 @@ async function pathChangesTo(
     await batch.commit();
   }
   return changes;
+}
+
+/** Whether a directory (not a link to one) is at `path` in the workspace now. */
+function isDirectoryNow(context: SessionContext, path: string): boolean {
+  try {
+    return lstatSync(diskPath(`${context.workspace}/${path}`)).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** A rollback of some paths only: an action on those paths, undone like a file action. */

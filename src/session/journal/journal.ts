@@ -115,9 +115,14 @@ export class Journal {
   findAction(id: number): ActionRecord {
     const action = this.#actions.byId.get(id);
     if (action) return action;
+    const last = this.#entries.at(-1)?.seq ?? 0;
+    const what =
+      id > last || id < 1
+        ? `has no entry #${id} (its last is #${last})`
+        : `has entry #${id}, which is not an action`;
     throw new RewindError(
       'ACTION_NOT_FOUND',
-      `Entry #${id} of session ${this.#ledger.session.id} is not an action. Run \`rewind log\` to see the action ids.`,
+      `Session ${this.#ledger.session.id} ${what}. Run \`rewind log\` to see the action ids.`,
       { data: { id } },
     );
   }
