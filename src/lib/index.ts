@@ -14,7 +14,7 @@ export {
   MAX_TIMER_MS,
   timerDelayOf,
 } from './concurrency.js';
-export { readAt, writeAll } from './descriptor-io.js';
+export { readAt, writeAll, writeAllTo } from './descriptor-io.js';
 export {
   createDigester,
   DIGEST_LENGTH,

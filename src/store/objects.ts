@@ -13,6 +13,7 @@ import {
   nodeCrypto,
   syncPath,
   syncPaths,
+  writeAllTo,
 } from '../lib/index.js';
 import { compressedElsewhere, compressWaitingHere } from './compress.js';
 import {
@@ -348,7 +349,7 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
       for await (const chunk of chunks) {
         digester.update(chunk);
         sizeBytes += chunk.byteLength;
-        await handle.write(chunk);
+        await writeAllTo(handle, chunk);
       }
     }, batch);
     const info = { digest: digester.digest(), sizeBytes };

@@ -13,7 +13,7 @@ import {
 } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
-import { digestFile, diskPath, nameBytes, nodeCrypto, writeAll } from '../lib/index.js';
+import { digestFile, diskPath, nameBytes, nodeCrypto, writeAll, writeAllTo } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
 
@@ -95,7 +95,7 @@ async function writeSkippingZeros(
       if (block.length === BLOCK_BYTES && block.equals(ZERO_BLOCK)) break;
       end += block.length;
     }
-    if (end > start) await handle.write(chunk, start, end - start, position + start);
+    if (end > start) await writeAllTo(handle, chunk, start, end - start, position + start);
     while (end < chunk.length) {
       const block = chunk.subarray(end, end + BLOCK_BYTES);
       if (block.length !== BLOCK_BYTES || !block.equals(ZERO_BLOCK)) break;

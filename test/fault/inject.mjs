@@ -11,6 +11,8 @@
 //   REWIND_FAULT=error:CODE:N         make call N (change or sync) fail with CODE (ENOSPC, EIO,
 //                                     EACCES...) instead of running it
 //   REWIND_FAULT=error:CODE:N+        the same, and every call after it: a disk that stays full
+//   REWIND_FAULT=short                every write through a FileHandle writes half of what was
+//                                     asked (at least a byte), as a disk nearly full can
 //
 // Numbering in JS call order rather than by syscall (strace counts per syscall and per thread, and
 // libuv spreads one operation over its thread pool) makes a point name the same place in every
@@ -246,6 +248,11 @@ for (const name of [
   prototype[name] = function injectedHandle(...args) {
     const error = account(kindOf(name, args, -1), `handle.${name}`, [this.fd]);
     if (error) return Promise.reject(error);
+    if (mode === 'short' && name === 'write' && ArrayBuffer.isView(args[0])) {
+      const [bytes, offset = 0, length = bytes.byteLength - offset, position = null] = args;
+      const part = Math.max(1, Math.floor(length / 2));
+      return original.call(this, bytes, offset, Math.min(length, part), position);
+    }
     return original.apply(this, args);
   };
 }
