@@ -270,9 +270,13 @@ export async function checkAfterFault(
       );
     }
   }
-  // What recovery saved before overwriting is the workspace as it found it, nothing else.
+  // What recovery saved before overwriting is the workspace as it found it, nothing else; and
+  // it saves only what was edited since the fault: nothing when nothing was.
   for (const [label, held] of checkpoints.get(sessionId) ?? []) {
     if (!label.startsWith('saved-before-recovery')) continue;
+    if (!edit && !template.checkpoints.get(sessionId)?.has(label)) {
+      problems.push(`recovery saved ${label} though nothing was edited since the fault`);
+    }
     if (!sameState(held, tracked(found))) {
       problems.push(
         `checkpoint ${label} does not hold the workspace recovery found:\n${describeDifference(tracked(found), held)}`,

@@ -390,6 +390,27 @@ describe('diff', () => {
 describe('a rollback killed midway', () => {
   const FILES = 400;
 
+  // A restore removes what is at a path before it puts another type there: killed in between,
+  // the path is absent. That is the restore midway, not an edit: nothing is saved for it.
+  it.each([
+    ['a directory that becomes a file', { 'x/inner.txt': 'inner\n' }, { x: 'a file\n' }],
+    ['a file that becomes a directory', { x: 'a file\n' }, { 'x/inner.txt': 'inner\n' }],
+  ])('finds %s absent, and finishes without saving anything', async (_, now, target) => {
+    const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a\n', ...target });
+    const base = await session.checkpoint('base');
+    await rm(join(workspace, 'x'), { recursive: true });
+    await lay(workspace, now);
+    await session.rollback('base');
+    await session.close();
+    // Killed after removing what was at x, before putting the checkpoint's x there.
+    await dropClosingEntry(workspace, 'rollback-completed');
+    await rm(join(workspace, 'x'), { recursive: true });
+    const reopened = await openSession({ workspace });
+    expect(await stateOf()).toBe(base.tree);
+    expect((await reopened.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual(['base']);
+    await reopened.close();
+  });
+
   async function interruptedWorkspace(killAfter: number) {
     const layout: Layout = {};
     for (let index = 0; index < FILES; index++)

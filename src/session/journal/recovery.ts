@@ -185,6 +185,16 @@ const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean 
   a === undefined || b === undefined ? a === b : isSameEntry(a, b);
 
 /**
+ * Whether a restore removes `before` first to put `after` at its path (see `applyChanges`): one
+ * type for another, but a file put over a link (renamed over it); a link given another target.
+ */
+function isRemovedFirst(before: TreeEntry | undefined, after: TreeEntry | undefined): boolean {
+  if (before === undefined || after === undefined) return false;
+  if (before.type === after.type) return before.type === 'symlink' && !isSameEntry(before, after);
+  return after.type !== 'file' || before.type === 'directory';
+}
+
+/**
  * The paths an interrupted restore would set that hold neither the state it started from nor the
  * one it leads to: edited since the crash. Paths either side's rules leave out are never touched,
  * so they are not counted; a directory is judged by what is in it. A path back in the state the
@@ -243,7 +253,9 @@ async function findDrift(
       notReached.push({ path, place, entries: [current, before, after] });
       continue;
     }
-    if (sameState(current, after)) {
+    // Absent where the restore removes what is there before putting its path in place (one
+    // type for another, a link retargeted): killed in between, the restore was at this path.
+    if (sameState(current, after) || (current === undefined && isRemovedFirst(before, after))) {
       applied += 1;
       await reached(place);
       continue;
