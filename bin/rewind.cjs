@@ -257,8 +257,40 @@ async function serveUi(argv) {
   });
 }
 
+/** The command `args` name: the first word that is neither an option nor a global option's value. */
+function commandOf(args) {
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index];
+    if (arg === '--dir' || arg === '--redact-pattern') index++;
+    else if (!arg.startsWith('-')) return arg;
+  }
+  return undefined;
+}
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) ends a command at once, as it would without this, but first says
+ * what that leaves: the servers (`daemon`, `mcp`, `ui`) stop on these signals in their own way.
+ */
+function sayWhenInterrupted() {
+  if (['daemon', 'mcp', 'ui'].includes(commandOf(argv))) return;
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      try {
+        require('node:fs').writeSync(
+          2,
+          `\nrewind: interrupted (${signal}). If it was changing the workspace, the next rewind command ` +
+            'finishes or undoes what it left half-done (`rewind status` shows it): nothing is lost.\n',
+        );
+      } catch {}
+      // No handler now: the signal ends the process, and its exit status says which one.
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
 /** Runs the command in this process. */
 async function runHere() {
+  sayWhenInterrupted();
   const { runCli } = loadBundle('cli');
   process.exitCode = await runCli(argv, {
     stdout: writerOf(process.stdout),

@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -28,5 +30,30 @@ describe('the `rewind` command as a process', () => {
     const undo = await rewind(workspace, ['undo', '--last']);
     expect(undo.code).toBe(0);
     expect(undo.stdout).toContain('40 written');
+  });
+
+  it('says what an interrupted command leaves before it ends by the signal (Ctrl-C)', async () => {
+    const workspace = await makeTempDirectory();
+    expect((await rewind(workspace, ['-q', 'init', '--sandbox', 'none'])).code).toBe(0);
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'bin/rewind.cjs'), 'exec', '--', 'sh', '-c', 'echo > started; sleep 20'],
+      { cwd: workspace, env: { ...process.env, REWIND_DAEMON: '0' } },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk;
+    });
+    const ended = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('close', (_code, signal) => resolve(signal)),
+    );
+    await expect.poll(() => existsSync(join(workspace, 'started')), { timeout: 10_000 }).toBe(true);
+    child.kill('SIGINT');
+    expect(await ended).toBe('SIGINT');
+    expect(stderr).toContain('rewind: interrupted (SIGINT). If it was changing the workspace');
+    // The command it ran is recorded as interrupted by the next one.
+    const log = await rewind(workspace, ['log']);
+    expect(log.code).toBe(0);
+    expect(log.stdout).toMatch(/sh -c/);
   });
 });
