@@ -1,4 +1,5 @@
 import { createTwoFilesPatch, diffLines } from 'diff';
+import { nameBytes } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
 
@@ -22,6 +23,40 @@ function describe(entry: TreeEntry | undefined): string {
   if (entry.type === 'symlink') return `a symbolic link to ${entry.target}`;
   if (entry.type === 'directory') return `a directory (mode ${entry.mode.toString(8)})`;
   return `a file of ${entry.sizeBytes} bytes (mode ${entry.mode.toString(8)})`;
+}
+
+/** How git's C-style quoting writes each byte that needs it (others as three octal digits). */
+const QUOTED: Record<number, string> = {
+  7: '\\a',
+  8: '\\b',
+  9: '\\t',
+  10: '\\n',
+  11: '\\v',
+  12: '\\f',
+  13: '\\r',
+  34: '\\"',
+  92: '\\\\',
+};
+
+/**
+ * A path as `git diff` writes it in a header: as it is when every byte is printable ASCII, else
+ * in double quotes with C escapes, each byte outside ASCII as three octal digits (its UTF-8 bytes,
+ * or the bytes of a name that is not UTF-8, exactly).
+ */
+function quotedName(path: string): string {
+  const bytes = nameBytes(path);
+  if (bytes.every((byte) => byte >= 0x20 && byte < 0x7f && byte !== 34 && byte !== 92)) {
+    return path;
+  }
+  let quoted = '';
+  for (const byte of bytes) {
+    if (byte >= 0x20 && byte < 0x7f && byte !== 34 && byte !== 92) {
+      quoted += String.fromCharCode(byte);
+    } else {
+      quoted += QUOTED[byte] ?? `\\${byte.toString(8).padStart(3, '0')}`;
+    }
+  }
+  return `"${quoted}"`;
 }
 
 /**
@@ -53,8 +88,8 @@ export async function renderDiff(
     }
     const [before, after] = fileSides(change);
     if (!before && !after) continue;
-    const oldName = before ? `a/${path}` : '/dev/null';
-    const newName = after ? `b/${path}` : '/dev/null';
+    const oldName = before ? quotedName(`a/${path}`) : '/dev/null';
+    const newName = after ? quotedName(`b/${path}`) : '/dev/null';
     if (before?.type !== 'file' || after?.type !== 'file') {
       if (before?.type === 'symlink' || after?.type === 'symlink') {
         parts.push(`${path}: ${describe(before)} -> ${describe(after)}\n`);
@@ -72,11 +107,12 @@ export async function renderDiff(
       );
       continue;
     }
-    parts.push(
-      createTwoFilesPatch(oldName, newName, oldText, newText, undefined, undefined, {
-        context: 3,
-      }).replace(/^=+\n/, ''),
-    );
+    // The names are quoted here, from their bytes: the library would quote a name's lone
+    // surrogates (its bytes that are not UTF-8) as the replacement character's.
+    const patch = createTwoFilesPatch('a', 'b', oldText, newText, undefined, undefined, {
+      context: 3,
+    });
+    parts.push(patch.replace(/^=+\n--- a\n\+\+\+ b\n/, () => `--- ${oldName}\n+++ ${newName}\n`));
   }
   return parts.join('');
 }

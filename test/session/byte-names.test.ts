@@ -131,6 +131,23 @@ describe('file names that are not UTF-8', () => {
     await expect(lstat(at(workspace, LATIN1))).rejects.toMatchObject({ code: 'ENOENT' });
   });
 
+  it('a diff names them in its headers by their bytes, quoted as git quotes them', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(at(workspace, LATIN1), 'x\n');
+    await writeFile(join(workspace, 'my notes é.md'), 'one\n');
+    expect((await rewind(workspace, ['init'])).code).toBe(0);
+    expect((await rewind(workspace, ['checkpoint', 'one'])).code).toBe(0);
+    await writeFile(at(workspace, LATIN1), 'y\n');
+    await writeFile(join(workspace, 'my notes é.md'), 'two\n');
+    const diff = await rewind(workspace, ['diff', 'one']);
+    expect(diff.stdout).toContain(
+      '--- "a/caf\\351.txt"\n+++ "b/caf\\351.txt"\n@@ -1,1 +1,1 @@\n-x\n+y\n',
+    );
+    expect(diff.stdout).toContain(
+      '--- "a/my notes \\303\\251.md"\n+++ "b/my notes \\303\\251.md"\n',
+    );
+  });
+
   it('the CLI shows their odd bytes as \\xHH, and --json keeps them exactly', async () => {
     const workspace = await makeTempDirectory();
     expect((await rewind(workspace, ['init', '--sandbox', 'none'])).code).toBe(0);
