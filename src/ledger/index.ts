@@ -39,5 +39,11 @@ export {
   storeOfSharedSession,
 } from './postgres.js';
 export { migratePostgres, POSTGRES_SCHEMA_VERSION } from './postgres-client.js';
-export { listSessions, readCurrentSession, resolveSession, setCurrentSession } from './sessions.js';
+export {
+  clearCurrentSession,
+  listSessions,
+  readCurrentSession,
+  resolveSession,
+  setCurrentSession,
+} from './sessions.js';
 export { checkLedger, type LedgerProblem } from './verify.js';

@@ -1,4 +1,4 @@
-import { readdir } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import {
@@ -131,6 +131,20 @@ export async function readCurrentSession(
   }
   if (id === '') return undefined;
   return resolveSession(sessionsOf, id);
+}
+
+/**
+ * Leaves the store with no current session if `session` is the current one (a destroyed
+ * session cannot be used); returns whether it was.
+ */
+export async function clearCurrentSession(
+  storeDirectory: string,
+  session: SessionFile,
+): Promise<boolean> {
+  const current = await readCurrentSession(storeDirectory).catch(() => undefined);
+  if (current?.id !== session.id) return false;
+  await rm(join(storeDirectory, CURRENT_FILE), { force: true });
+  return true;
 }
 
 /** Makes `session` the current one. */

@@ -44,8 +44,8 @@ export const destroyOperation = defineOperation({
   excludedFrom: {
     mcp: "it ends the server's own session and drops its view: a person decides when the work is over",
   },
-  run: async (target, { force }): Promise<{ destroyed: true }> => {
-    await (await target.session()).destroy({ force: force === true });
-    return { destroyed: true };
+  run: async (target, { force }): Promise<{ destroyed: true; wasCurrent: boolean }> => {
+    const { wasCurrent } = await (await target.session()).destroy({ force: force === true });
+    return { destroyed: true, wasCurrent };
   },
 });

@@ -1,6 +1,7 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../errors.js';
+import { clearCurrentSession } from '../ledger/index.js';
 import type { Digest } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { findEntryAt, type TreeEntry } from '../store/index.js';
@@ -274,10 +275,14 @@ export function commitToHost(
 }
 
 /**
- * Removes an isolated session's view and journals it; see `Session.destroy`. Throws
+ * Removes an isolated session's view and journals it; see `Session.destroy`. If it was the
+ * current session, none is current after (it cannot be used): `wasCurrent` says so. Throws
  * `UNCOMMITTED_CHANGES` while the view holds uncommitted changes, unless `force`.
  */
-export function destroyView(context: SessionContext, options: { force?: boolean }): Promise<void> {
+export function destroyView(
+  context: SessionContext,
+  options: { force?: boolean },
+): Promise<{ wasCurrent: boolean }> {
   return withWorkspaceLock(context, 'destroying the session', async (journal) => {
     const base = baseTree(context, journal);
     const current = await snapshotWorkspace(context);
@@ -304,6 +309,9 @@ export function destroyView(context: SessionContext, options: { force?: boolean 
       [{ type: 'tree', digest: current.tree }],
     );
     await rm(join(context.storeDirectory, 'views', context.id), { recursive: true, force: true });
+    return {
+      wasCurrent: await clearCurrentSession(context.storeDirectory, context.ledger.session),
+    };
   });
 }
 

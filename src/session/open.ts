@@ -182,7 +182,7 @@ export async function openContext(options: OpenSessionOptions): Promise<SessionC
     if (context.isolation === 'isolated' && !existsSync(context.workspace)) {
       throw new RewindError(
         'SESSION_NOT_FOUND',
-        `Session ${context.id} is isolated and its view is gone (the session was destroyed). Start another with \`rewind init --isolated\`.`,
+        `Session ${context.id} is isolated and its view is gone (the session was destroyed). Pick another with \`rewind session use ID\` (\`rewind session list\` lists them), or start one with \`rewind init --isolated\`.`,
         { data: { session: context.id } },
       );
     }

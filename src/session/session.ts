@@ -460,12 +460,12 @@ export class Session {
 
   /**
    * Removes an isolated session's view and journals it; the session cannot be used afterwards
-   * (its ledger and everything it stored stay). Refuses (`UNCOMMITTED_CHANGES`) while the view
-   * holds changes not committed to the host, unless `force`.
+   * (its ledger and what it stored stay), nor be current (`wasCurrent`: it was). Refuses
+   * (`UNCOMMITTED_CHANGES`) while the view holds changes not committed, unless `force`.
    */
-  async destroy(options: { force?: boolean } = {}): Promise<void> {
-    await destroyView(this.#context, options);
-    await this.close();
+  async destroy(options: { force?: boolean } = {}): Promise<{ wasCurrent: boolean }> {
+    const destroyed = await destroyView(this.#context, options);
+    return this.close().then(() => destroyed);
   }
 
   /**

@@ -30,9 +30,20 @@ describe('rewind init --isolated, commit, destroy', () => {
     const committed = await rewind(cwd, ['commit']);
     expect(committed.code).toBe(0);
     expect(await readFile(join(cwd, 'b.txt'), 'utf8')).toBe('new');
-    expect((await rewind(cwd, ['destroy'])).code).toBe(0);
+    const isolated = JSON.parse((await rewind(cwd, ['status', '--json'])).stdout).currentSession;
+    const destroyed = await rewind(cwd, ['destroy']);
+    expect(destroyed.code).toBe(0);
+    // It was the current session: none is now, and the commands say how to go on.
+    expect(destroyed.stdout).toContain('No session is current now: `rewind session use ID`');
     const gone = await rewind(cwd, ['status']);
     expect(gone.code).toBe(0);
+    expect(gone.stdout).not.toMatch(/^\* /m);
+    expect((await rewind(cwd, ['checkpoints'])).stderr).toContain(
+      'This store has no current session.',
+    );
+    expect((await rewind(cwd, ['checkpoints', '--session', isolated])).stderr).toContain(
+      'its view is gone (the session was destroyed). Pick another with `rewind session use ID`',
+    );
     expect(existsSync(join(cwd, 'b.txt'))).toBe(true);
   });
 });

@@ -82,7 +82,16 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
       command,
       destroyOperation,
       { force: flags.force },
-      { text: (_output, globals) => (globals.quiet ? '' : 'Destroyed the session view.\n') },
+      {
+        text: (output, globals) =>
+          globals.quiet
+            ? ''
+            : `Destroyed the session view.${
+                output.wasCurrent
+                  ? ' No session is current now: `rewind session use ID` picks one (`rewind session list` lists them), `rewind session new` starts one.'
+                  : ''
+              }\n`,
+      },
     ),
   );
 }
