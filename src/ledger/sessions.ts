@@ -141,7 +141,9 @@ export async function clearCurrentSession(
   storeDirectory: string,
   session: SessionFile,
 ): Promise<boolean> {
-  const current = await readCurrentSession(storeDirectory).catch(() => undefined);
+  // Resolved among this session alone: whatever the store keeps its ledgers in.
+  const sessionsOf = { names: async () => [session] };
+  const current = await readCurrentSession(storeDirectory, sessionsOf).catch(() => undefined);
   if (current?.id !== session.id) return false;
   await rm(join(storeDirectory, CURRENT_FILE), { force: true });
   return true;
