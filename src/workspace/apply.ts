@@ -5,6 +5,7 @@ import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import {
   createOrderedWindow,
   diskPath,
+  isAbsentSync,
   readNamesSync,
   syncPaths,
   WorkspaceDirectories,
@@ -178,21 +179,23 @@ export async function leftAloneOf(
   for (const change of placements) {
     const isDirectory = change.after?.type === 'directory';
     if (!(await isIgnored(change.path, isDirectory))) continue;
-    if ((await isKept(change.path, isDirectory)) || isPresent(`${root}/${change.path}`)) {
+    if (
+      (await isKept(change.path, isDirectory)) ||
+      !isAbsentSync(diskPath(`${root}/${change.path}`))
+    ) {
       leftAlone.add(change.path);
     }
   }
   return [...leftAlone];
 }
 
-/** Whether anything (a link included, never followed) is at `absolute`. */
-function isPresent(absolute: string): boolean {
-  try {
-    lstatSync(diskPath(absolute));
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * Whether a restore removes what is at a path, of `type` (`other`: a FIFO, a socket), before it
+ * puts `after` there: one type for another, but a file, which is renamed over anything but a
+ * directory. (A link given another target is removed and made again too.)
+ */
+export function isRemovedBeforePlacing(type: NonNullable<Current>, after: TreeEntry): boolean {
+  return type !== after.type && (type === 'directory' || after.type !== 'file');
 }
 
 /**
@@ -472,11 +475,7 @@ async function applyWithin(
           ? change.before?.type
           : currentType(at);
       // A file is renamed over whatever non-directory is there; anything else must go first.
-      if (
-        type !== undefined &&
-        type !== after.type &&
-        (type === 'directory' || after.type !== 'file')
-      ) {
+      if (type !== undefined && isRemovedBeforePlacing(type, after)) {
         if ((await removeEntry(at, type)) === 'not-empty') {
           throw new RewindError(
             'PATH_UNREADABLE',

@@ -95,7 +95,7 @@ function readIgnoreFile(file: string): string | undefined {
 }
 
 /** Whether `absolute` is a directory itself, not a link to one (nor a link that loops). */
-function isRealDirectory(absolute: string): boolean {
+export function isRealDirectory(absolute: string): boolean {
   try {
     return lstatSync(diskPath(absolute)).isDirectory();
   } catch (error) {

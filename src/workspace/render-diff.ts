@@ -44,17 +44,14 @@ const QUOTED: Record<number, string> = {
  * or the bytes of a name that is not UTF-8, exactly).
  */
 function quotedName(path: string): string {
+  const isPlain = (byte: number) => byte >= 0x20 && byte < 0x7f && byte !== 34 && byte !== 92;
   const bytes = nameBytes(path);
-  if (bytes.every((byte) => byte >= 0x20 && byte < 0x7f && byte !== 34 && byte !== 92)) {
-    return path;
-  }
+  if (bytes.every(isPlain)) return path;
   let quoted = '';
   for (const byte of bytes) {
-    if (byte >= 0x20 && byte < 0x7f && byte !== 34 && byte !== 92) {
-      quoted += String.fromCharCode(byte);
-    } else {
-      quoted += QUOTED[byte] ?? `\\${byte.toString(8).padStart(3, '0')}`;
-    }
+    quoted += isPlain(byte)
+      ? String.fromCharCode(byte)
+      : (QUOTED[byte] ?? `\\${byte.toString(8).padStart(3, '0')}`);
   }
   return `"${quoted}"`;
 }

@@ -1,6 +1,5 @@
-import { lstatSync } from 'node:fs';
 import { RewindError } from '../../errors.js';
-import { type Digest, diskPath, normalizeWorkspacePath } from '../../lib/index.js';
+import { type Digest, normalizeWorkspacePath } from '../../lib/index.js';
 import { encodeTree, findEntryAt, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
@@ -9,6 +8,7 @@ import {
   fileChangeKind,
   isAtOrUnder,
   isIgnoredPath,
+  isRealDirectory,
   isSameEntry,
   type SnapshotResult,
   type TreeChange,
@@ -246,7 +246,7 @@ async function pathChangesTo(
         isIgnoredPath(
           context.workspace,
           path,
-          isDirectoryNow(context, path),
+          isRealDirectory(`${context.workspace}/${path}`),
           outsideRulesOf(context),
         )
       ) {
@@ -313,15 +313,6 @@ async function pathChangesTo(
     await batch.commit();
   }
   return changes;
-}
-
-/** Whether a directory (not a link to one) is at `path` in the workspace now. */
-function isDirectoryNow(context: SessionContext, path: string): boolean {
-  try {
-    return lstatSync(diskPath(`${context.workspace}/${path}`)).isDirectory();
-  } catch {
-    return false;
-  }
 }
 
 /** A rollback of some paths only: an action on those paths, undone like a file action. */

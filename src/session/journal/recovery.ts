@@ -11,6 +11,7 @@ import {
   diffEntries,
   diffTrees,
   exceptFor,
+  isRemovedBeforePlacing,
   isSameEntry,
   type LeftOutCheck,
   leftAloneOf,
@@ -184,14 +185,12 @@ const emptyTree = (context: SessionContext): Promise<Digest> => putTree(context.
 const sameState = (a: TreeEntry | undefined, b: TreeEntry | undefined): boolean =>
   a === undefined || b === undefined ? a === b : isSameEntry(a, b);
 
-/**
- * Whether a restore removes `before` first to put `after` at its path (see `applyChanges`): one
- * type for another, but a file put over a link (renamed over it); a link given another target.
- */
+/** Whether a restore removes `before` first to put `after` there (see `isRemovedBeforePlacing`). */
 function isRemovedFirst(before: TreeEntry | undefined, after: TreeEntry | undefined): boolean {
   if (before === undefined || after === undefined) return false;
-  if (before.type === after.type) return before.type === 'symlink' && !isSameEntry(before, after);
-  return after.type !== 'file' || before.type === 'directory';
+  // A link given another target is removed and made again.
+  if (before.type === 'symlink' && after.type === 'symlink') return !isSameEntry(before, after);
+  return isRemovedBeforePlacing(before.type, after);
 }
 
 /**
