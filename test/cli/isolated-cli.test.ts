@@ -22,7 +22,14 @@ describe('rewind init --isolated, commit, destroy', () => {
     expect(plan.stdout).toBe(
       'Committing would change the workspace: 1 written, 1 created, 0 deleted.\n  written  a.txt\n  created  b.txt\n',
     );
+    expect(plan.code).toBe(0);
     await writeFile(join(cwd, 'a.txt'), 'host');
+    // A plan that would be refused says so with its exit code too, as the commit would.
+    const conflicted = await rewind(cwd, ['commit', '--dry-run']);
+    expect(conflicted.code).toBe(1);
+    expect(conflicted.stdout).toContain(
+      'Conflicts (the commit would be refused):\n  a.txt: the session modified, the workspace modified\n',
+    );
     const refused = await rewind(cwd, ['commit']);
     expect(refused.code).toBe(1);
     expect(refused.stdout).toContain('a.txt: the session modified, the workspace modified');

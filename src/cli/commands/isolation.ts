@@ -66,7 +66,9 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
             : renderCommit(output, globals.verbose),
         // Only a commit that happened is an action: otherwise `id` is null rather than missing.
         json: (output) => ({ ...output, id: output.id ?? null }),
-        exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
+        // A plan with conflicts says the commit would be refused: scripts can test it.
+        exitCode: (output) =>
+          output.status === 'refused' || output.conflicts.length > 0 ? EXIT_FAILED : undefined,
       },
     ),
   );
