@@ -212,6 +212,10 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
       const onLockWait = globals.quiet
         ? undefined
         : (wait: LockWait) => io.stderr(`rewind: ${wait.message}\n`);
+      // So is a recovery that may take a while, before it starts: what it came to is said after.
+      const onRecoveryStart = globals.quiet
+        ? undefined
+        : (message: string) => io.stderr(`rewind: ${message}\n`);
       const progressLine =
         io.isErrorTerminal === true && !globals.quiet && !globals.json
           ? createProgressLine(io.stderr)
@@ -224,6 +228,7 @@ export function createCliContext(io: CliIo, state: { exitCode: number }): CliCon
             ...(session !== undefined && { session }),
             ...protections,
             ...(onLockWait && { onLockWait }),
+            ...(onRecoveryStart && { onRecoveryStart }),
           });
           return opened;
         },

@@ -116,6 +116,8 @@ class KeptSessions implements SessionKeeper {
    * own stderr (commands run one at a time), and nowhere between commands.
    */
   #onLockWait: ((wait: LockWait) => void) | undefined;
+  /** Likewise, where it hears that a kept session starts finishing what a killed process left. */
+  #onRecoveryStart: ((message: string) => void) | undefined;
 
   constructor(root: string, onWatchStopped: (why: string) => void) {
     this.#root = root;
@@ -143,6 +145,7 @@ class KeptSessions implements SessionKeeper {
       await (await session.catch(() => undefined))?.close();
     }
     this.#onLockWait = options.onLockWait;
+    this.#onRecoveryStart = options.onRecoveryStart;
     let kept = this.#kept.get(id);
     if (kept === undefined) {
       kept = openSession({
@@ -151,6 +154,7 @@ class KeptSessions implements SessionKeeper {
         watch: true,
         onWatchStopped: this.#onWatchStopped,
         onLockWait: (wait) => this.#onLockWait?.(wait),
+        onRecoveryStart: (message) => this.#onRecoveryStart?.(message),
       });
       this.#kept.set(id, kept);
       kept.then(
@@ -171,8 +175,10 @@ class KeptSessions implements SessionKeeper {
   }
 
   async release(session: Session): Promise<void> {
-    if (this.#own.has(session)) this.#onLockWait = undefined;
-    else await session.close();
+    if (this.#own.has(session)) {
+      this.#onLockWait = undefined;
+      this.#onRecoveryStart = undefined;
+    } else await session.close();
   }
 
   recoveriesToSay(session: Session): readonly string[] {

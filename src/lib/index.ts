@@ -81,5 +81,5 @@ export {
   SENSITIVE_HEADERS,
   withoutUrlPasswords,
 } from './redact.js';
-export { jsonPreview, namedAndMore, textOf } from './text.js';
+export { clipped, jsonPreview, namedAndMore, textOf } from './text.js';
 export { REWIND_VERSION } from './version.js';

@@ -6,6 +6,11 @@ export function namedAndMore(items: readonly string[], count = 5): string {
   return items.length > count ? `${named} and ${items.length - count} more` : named;
 }
 
+/** `text` to quote in a message: whole, or its start and its length when longer than `length`. */
+export function clipped(text: string, length = 80): string {
+  return text.length > length ? `${text.slice(0, length)}… (${text.length} characters)` : text;
+}
+
 /**
  * `String(value)` for a value read from untrusted JSON: an object that `String()` cannot convert
  * (`{"toString": 1}`, or a list holding one) reads as its kind, `[object Object]`.

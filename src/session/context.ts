@@ -68,6 +68,8 @@ export interface SessionSettings {
   readonly onWatchStopped?: (why: string) => void;
   /** Told of a wait for the workspace lock (see `OpenSessionOptions`). */
   readonly onLockWait?: (wait: LockWait) => void;
+  /** Told when recovery starts on what a killed process left half-done (see `OpenSessionOptions`). */
+  readonly onRecoveryStart?: (message: string) => void;
   /** The clock for ledger entries and automatic checkpoint labels. */
   readonly now: () => Date;
 }

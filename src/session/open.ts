@@ -107,6 +107,12 @@ export interface OpenSessionOptions {
    * nothing until resumed): `wait.message` says so for people. The CLI prints it on stderr.
    */
   onLockWait?: (wait: LockWait) => void;
+  /**
+   * Told, before it begins, that an operation a killed process left half-done is being finished
+   * (or closed) first, with what it is: that can take a while (a rollback of many files). What
+   * it came to is {@link Session.recoveries}. The CLI prints it on stderr.
+   */
+  onRecoveryStart?: (message: string) => void;
 }
 
 /** Options of `startIsolatedSession`. */
@@ -160,6 +166,7 @@ async function createContext(
       watch: options.watch === true,
       ...(options.onWatchStopped && { onWatchStopped: options.onWatchStopped }),
       ...(options.onLockWait && { onLockWait: options.onLockWait }),
+      ...(options.onRecoveryStart && { onRecoveryStart: options.onRecoveryStart }),
       now: options.now ?? (() => new Date()),
     }),
   } satisfies SessionContext);

@@ -186,6 +186,20 @@ describe('rollback', () => {
     expect((await log({ workspace })).entries).toHaveLength(2);
   });
 
+  it('names the newest ten labels when there are more, and clips a long bad label', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'a' });
+    for (let index = 1; index <= 12; index += 1) await session.checkpoint(`c${index}`);
+    await expect(session.rollback('nope')).rejects.toThrow(
+      'has no checkpoint "nope". Its newest checkpoints: c3, c4, c5, c6, c7, c8, c9, c10, c11, c12 (`rewind checkpoints` lists all 12).',
+    );
+    const long = 'x'.repeat(5000);
+    await expect(session.rollback(long)).rejects.toThrow(`"${'x'.repeat(80)}… (5000 characters)"`);
+    await expect(session.checkpoint(`${long}/`)).rejects.toThrow(
+      `"${'x'.repeat(80)}… (5001 characters)" is not a valid checkpoint label.`,
+    );
+    await session.close();
+  });
+
   it('keeps checkpoint and rollback states alive through gc', async () => {
     const { workspace, session, stateOf } = await sessionOn({ 'a.txt': 'a' });
     const base = await session.checkpoint('base');
@@ -448,7 +462,16 @@ describe('a rollback killed midway', () => {
       // What a kill in the middle of writing one file leaves: its temporary file.
       await writeFile(join(workspace, 'd1/.f1.txt.rewind-0123456789ab.rewind-tmp'), 'half a file');
 
-      const reopened = await openSession({ workspace });
+      // It is told before recovery begins (a big rollback takes a while), then what it came to.
+      const told: string[] = [];
+      const reopened = await openSession({
+        workspace,
+        onRecoveryStart: (message) => told.push(message),
+      });
+      expect(told).toEqual([
+        'A killed process left the rollback #3 (base) unfinished: finishing or closing it before anything else...',
+      ]);
+      expect(reopened.recoveries()).toHaveLength(1);
       expect(await stateOf()).toBe(base.tree);
       const last = (await readLedgerFile(ledgerFile)).entries.at(-1);
       expect(last).toMatchObject({
@@ -499,7 +522,8 @@ describe('a rollback killed midway', () => {
     expect(result.code).toBe(0);
     // And it says so: the checkpoint asked for does not hold the hand fixes, another one does.
     expect(result.stderr).toBe(
-      'rewind: The rollback #3 (base) a killed process had left half-done was finished first; what was edited since (d1/f1.txt, d19/f399.txt) is saved in checkpoint saved-before-recovery-3: `rewind rollback saved-before-recovery-3 -- PATH` brings a path back.\n',
+      'rewind: A killed process left the rollback #3 (base) unfinished: finishing or closing it before anything else...\n' +
+        'rewind: The rollback #3 (base) a killed process had left half-done was finished first; what was edited since (d1/f1.txt, d19/f399.txt) is saved in checkpoint saved-before-recovery-3: `rewind rollback saved-before-recovery-3 -- PATH` brings a path back.\n',
     );
     const reopened = await openSession({ workspace });
     const labels = (await reopened.checkpoints()).map((checkpoint) => checkpoint.label);

@@ -1,5 +1,6 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
+import { clipped } from '../../lib/index.js';
 import { countLineChanges, diffTrees, type SnapshotProgress } from '../../workspace/index.js';
 import {
   isFirstSnapshotOf,
@@ -50,7 +51,7 @@ export function checkLabel(label: string): string {
   ) {
     throw new RewindError(
       'INVALID_ARGUMENT',
-      `"${label}" is not a valid checkpoint label. Use letters, digits, ".", "_" and "-" (up to 128, starting with a letter or digit, ` +
+      `"${clipped(label)}" is not a valid checkpoint label. Use letters, digits, ".", "_" and "-" (up to 128, starting with a letter or digit, ` +
         'not only digits, not "latest"), such as "before-refactor".',
       { data: { label } },
     );

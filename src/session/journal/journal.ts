@@ -1,6 +1,6 @@
 import { RewindError } from '../../errors.js';
 import type { EntryKind, LedgerEntry, SessionLedger } from '../../ledger/index.js';
-import { acquireLock, createLimiter, type Digest } from '../../lib/index.js';
+import { acquireLock, clipped, createLimiter, type Digest } from '../../lib/index.js';
 import { type ObjectReference, workspaceLockOf } from '../../store/index.js';
 import type { SessionContext } from '../context.js';
 import {
@@ -146,10 +146,12 @@ export class Journal {
       'CHECKPOINT_NOT_FOUND',
       label === 'latest'
         ? `Session ${id} has no checkpoint yet. Create one with \`rewind checkpoint LABEL\`.`
-        : `Session ${id} has no checkpoint "${label}". ` +
-            (known.length > 0
-              ? `Its checkpoints: ${known.join(', ')}.`
-              : 'It has no checkpoint yet.'),
+        : `Session ${id} has no checkpoint "${clipped(label)}". ` +
+            (known.length === 0
+              ? 'It has no checkpoint yet.'
+              : known.length <= 10
+                ? `Its checkpoints: ${known.join(', ')}.`
+                : `Its newest checkpoints: ${known.slice(-10).join(', ')} (\`rewind checkpoints\` lists all ${known.length}).`),
       { data: { label, known } },
     );
   }

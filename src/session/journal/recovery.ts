@@ -365,6 +365,9 @@ export async function recover(
   }
   if (isRecorded(action)) return undefined;
   const what = `${action.kind} #${action.id} (${action.target})`;
+  context.settings.onRecoveryStart?.(
+    `A killed process left the ${what} unfinished: finishing or closing it before anything else...`,
+  );
   if (action.effect) {
     const changes = await changesOf(context, action.effect);
     // Rewind's own half-written copies go first: they are neither side's, nor anyone's edit.
