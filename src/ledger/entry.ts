@@ -17,7 +17,7 @@ export const ENTRY_KINDS = {
   'note-added':
     'A person or program annotated the timeline. Body: `text`; `attachments` (`name`, `digest`, `sizeBytes`), each also a blob in `refs`.',
   'checkpoint-created':
-    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`, `conversation` (`tree`, `format`, `messageCount`) when the session has one, and `rules` (the blob of the rules from outside the workspace the snapshot applied) when there were any.',
+    'The workspace was recorded under a label. Body: `label`, `tree`, `fileCount`, `sizeBytes`, `added`, `modified`, `deleted` (files changed since the previous checkpoint), `isAutomatic`, `conversation` (`tree`, `format`, `messageCount`) when the session has one, `rules` (the blob of the rules from outside the workspace the snapshot applied) when there were any, and `unreadable` (the paths it could not read and left out, which a rollback to it leaves as they are) when there were some.',
   'conversation-synced':
     'The conversation changed and was recorded. Body: `conversation` (`tree`: one file per message, `format`, `messageCount`).',
   'rollback-started':

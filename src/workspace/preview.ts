@@ -25,7 +25,8 @@ const LISTED_LEFT_OUT = 20;
  * Looks at a workspace as a snapshot would, without reading or storing any file: how many files
  * and bytes it would hold, the largest directories, and what the rules (git's, `.rewindignore`)
  * leave out. `storeDirectory` tells whether a snapshot was taken before; `outside` as for
- * `snapshot`. Throws what `snapshot` throws for an unreadable directory.
+ * `snapshot`. A path it cannot read is left out, as `snapshot` leaves it out (with a warning);
+ * the workspace itself unreadable throws as `snapshot` does.
  */
 export function previewSnapshot(
   workspace: string,
@@ -37,7 +38,7 @@ export function previewSnapshot(
     root,
     '',
     IgnoreRules.root(root, options.outside ?? readOutsideRules(root)),
-    { cache: StatCache.empty(), warnings: [], ignoreDirectories: [], ignored },
+    { cache: StatCache.empty(), warnings: [], ignoreDirectories: [], ignored, unreadable: [] },
   );
   const visible = ignored.filter((path) => !/(^|\/)\.(git|rewind)$/.test(path));
   return {

@@ -4,8 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
 import { gc, log, openSession, previewWorkspace, verify } from '../../src/session/index.js';
 import { readTree } from '../../src/store/index.js';
+import { copyTree, runCli } from '../fault/harness.js';
 import { rewind } from '../helpers/cli.js';
 import { dropClosingEntry, rollbackKilledAfter, sessionOn } from '../helpers/session.js';
+import { makeTempDirectory } from '../helpers/temp.js';
 import { type Layout, lay } from '../helpers/workspace.js';
 
 describe('checkpoints', () => {
@@ -543,6 +545,58 @@ describe('a rollback killed midway', () => {
     expect(await readFile(join(workspace, 'd19/f399.txt'), 'utf8')).toBe('fixed by hand, late\n');
     expect(await stateOf()).not.toBe(base.tree);
     await reopened.close();
+  }, 60_000);
+
+  it('names what a recovery saved first when that recovery was killed too, and the next one finishes', async () => {
+    const interrupted = await interruptedWorkspace(100);
+    expect(interrupted.run.signal).toBe('SIGKILL');
+    await writeFile(join(interrupted.workspace, 'd1/f1.txt'), 'fixed by hand, early\n');
+    await writeFile(join(interrupted.workspace, 'd19/f399.txt'), 'fixed by hand, late\n');
+    // Two copies alike (a copy's files all look changed to a snapshot: their ctimes are new):
+    // one to count the recovery's calls, one to kill it at the one chosen.
+    const parent = await makeTempDirectory();
+    const [probe, workspace] = [join(parent, 'probe'), join(parent, 'works')];
+    copyTree(interrupted.workspace, probe);
+    copyTree(interrupted.workspace, workspace);
+    const calls = join(parent, 'calls.log');
+    await runCli(probe, ['checkpoints'], { fault: 'count', faultLog: calls });
+    const lines = (await readFile(calls, 'utf8'))
+      .split('\n')
+      .filter((line) => line.startsWith('change'));
+    // The ledger's lock is taken for the saved checkpoint, then for the completion: killed at
+    // the second, every path is written (the hand fixes overwritten), nothing closes it.
+    const ledgerLocks = lines.flatMap((line, index) =>
+      /^change writeFileSync .*\/sessions\/\..*\.lock\./.test(line) ? [index] : [],
+    );
+    expect(ledgerLocks).toHaveLength(2);
+    const killed = await runCli(workspace, ['checkpoints'], {
+      fault: `kill:${(ledgerLocks[1] as number) + 1}`,
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    expect((await log({ workspace })).entries.map(({ entry }) => entry.kind).slice(2)).toEqual([
+      'rollback-started',
+      'checkpoint-created',
+    ]);
+    expect(await readFile(join(workspace, 'd19/f399.txt'), 'utf8')).toBe('original 399\n');
+
+    const result = await rewind(workspace, ['checkpoint', 'after']);
+    expect(result.code).toBe(0);
+    expect(result.stderr).toContain(
+      'rewind: The rollback #3 (base) a killed process had left half-done was finished first; what was edited since (d1/f1.txt, d19/f399.txt) was saved, by a recovery cut short before, in checkpoint saved-before-recovery-3:',
+    );
+    const completed = (await log({ workspace, kind: 'rollback-completed' })).entries[0];
+    expect(completed?.entry.body).toMatchObject({
+      isRecovery: true,
+      savedAs: 'saved-before-recovery-3',
+      drifted: ['d1/f1.txt', 'd19/f399.txt'],
+      driftedCount: 2,
+    });
+    const session = await openSession({ workspace });
+    expect((await session.checkpoints()).at(-1)?.tree).toBe(interrupted.base.tree);
+    await session.rollback('saved-before-recovery-3', { paths: ['d1/f1.txt', 'd19/f399.txt'] });
+    expect(await readFile(join(workspace, 'd19/f399.txt'), 'utf8')).toBe('fixed by hand, late\n');
+    expect(await readFile(join(workspace, 'd1/f1.txt'), 'utf8')).toBe('fixed by hand, early\n');
+    await session.close();
   }, 60_000);
 
   it('saves a path put back as it was before the rollback, when the rollback had set it and went on', async () => {

@@ -32,6 +32,53 @@ describe('paths a snapshot cannot read', () => {
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
   }, 30_000);
 
+  it('a rollback to a checkpoint that could not read a path leaves that path as it is now', async () => {
+    const workspace = await workspaceOfNobody({
+      'secret.txt': 's\n',
+      'priv/p.txt': 'p\n',
+      'sub/hidden.txt': 'h\n',
+      'sub/open.txt': 'o1\n',
+      'notes.txt': 'a\n',
+    });
+    const out = await runAsNobody(
+      workspace,
+      `
+      for (const path of ['secret.txt', 'priv', 'sub/hidden.txt']) fs.chmodSync(workspace + '/' + path, 0);
+      await api.init({ workspace });
+      out.init = await api.previewWorkspace({ workspace });
+      // A first checkpoint with a size budget looks at the workspace first: unreadable paths too.
+      const session = await api.openSession({ workspace, budget: { maxBytes: 2 ** 30, maxFiles: 100000 } });
+      for (const path of ['secret.txt', 'priv', 'sub/hidden.txt']) fs.chmodSync(workspace + '/' + path, 0);
+      const start = await session.checkpoint('start');
+      out.unreadable = (await session.checkpoints())[0].unreadable;
+      fs.chmodSync(workspace + '/secret.txt', 0o644);
+      fs.chmodSync(workspace + '/priv', 0o755);
+      fs.chmodSync(workspace + '/sub/hidden.txt', 0o644);
+      fs.writeFileSync(workspace + '/notes.txt', 'b\\n');
+      fs.writeFileSync(workspace + '/sub/open.txt', 'o2\\n');
+      out.planned = (await session.rollback('start', { dryRun: true })).changes.map((change) => change.path);
+      out.some = (await session.rollback('start', { paths: ['sub'] })).applied;
+      out.sub = [fs.readFileSync(workspace + '/sub/open.txt', 'utf8'), fs.readFileSync(workspace + '/sub/hidden.txt', 'utf8')];
+      fs.writeFileSync(workspace + '/sub/open.txt', 'o2\\n');
+      const rollback = await session.rollback('start');
+      out.files = ['secret.txt', 'priv/p.txt', 'sub/hidden.txt', 'sub/open.txt', 'notes.txt'].map(
+        (path) => fs.readFileSync(workspace + '/' + path, 'utf8'),
+      );
+      out.undo = (await session.undo(rollback.id)).status;
+      out.undone = fs.readFileSync(workspace + '/notes.txt', 'utf8');
+      await session.close();`,
+    );
+    expect(out.error).toBeUndefined();
+    // The preview reads no file: only the folder it cannot list is left out.
+    expect(out.init).toMatchObject({ fileCount: 4 });
+    expect(out.unreadable).toEqual(['priv', 'secret.txt', 'sub/hidden.txt']);
+    expect(out.planned).toEqual(['notes.txt', 'sub/open.txt']);
+    expect(out.sub).toEqual(['o1\n', 'h\n']);
+    expect(out.files).toEqual(['s\n', 'p\n', 'h\n', 'o1\n', 'a\n']);
+    expect(out.undo).toBe('undone');
+    expect(out.undone).toBe('b\n');
+  }, 30_000);
+
   it('an undo refuses to touch a path it cannot read: a file action and a command', async () => {
     const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
     const out = await runAsNobody(

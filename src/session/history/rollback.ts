@@ -23,6 +23,7 @@ import {
   type RestoreOptions,
   restoreConversation,
 } from './conversation.js';
+import { keepUnread, pathChangesKeepingUnread } from './unread.js';
 
 /** Options of `Session.rollback`. */
 export interface RollbackOptions extends Omit<RestoreOptions, 'dryRun'> {
@@ -167,8 +168,12 @@ export async function rollbackWithin(
     return restorePaths(context, journal, target, snapshot, options.paths, options);
   }
   const leaveAlone = snapshot.unreadable.map(({ path }) => path);
-  // The files after the rollback: the checkpoint's, or (conversation only) those there now.
-  const afterTree = scope === 'conversation' ? snapshot.tree : target.tree;
+  // The files after the rollback: the checkpoint's (what it could not read left as it is now),
+  // or (conversation only) those there now.
+  const afterTree =
+    scope === 'conversation'
+      ? snapshot.tree
+      : await keepUnread(context.store, target.tree, snapshot.tree, target.unreadable ?? []);
   // What could not be read is left as it is (the snapshot's warnings say so).
   const changes = (await diffTrees(context.store, snapshot.tree, afterTree)).filter(
     (change) => !isAtOrUnder(change.path, leaveAlone),
@@ -325,7 +330,12 @@ async function restorePaths(
   options: RollbackOptions,
 ): Promise<RollbackResult> {
   const leaveAlone = snapshot.unreadable.map(({ path }) => path);
-  const pathChanges = await pathChangesTo(context, snapshot.tree, target, paths);
+  const pathChanges = await pathChangesKeepingUnread(
+    context.store,
+    await pathChangesTo(context, snapshot.tree, target, paths),
+    snapshot.tree,
+    target.unreadable ?? [],
+  );
   const changes = (await changesOf(context, { type: 'paths', paths: pathChanges })).filter(
     (change) => !isAtOrUnder(change.path, leaveAlone),
   );

@@ -33,6 +33,11 @@ export interface CheckpointInfo {
    */
   linesAdded?: number;
   linesRemoved?: number;
+  /**
+   * The paths it could not read (no permission, changing at every read), left out of its tree:
+   * a rollback to it leaves them as they are.
+   */
+  unreadable?: string[];
 }
 
 /** The checkpoint a `checkpoint-created` entry records. */
@@ -50,6 +55,9 @@ export function checkpointOf(entry: LedgerEntry): CheckpointInfo {
     modified: Number(body.modified),
     deleted: Number(body.deleted),
     isAutomatic: body.isAutomatic === true,
+    ...(Array.isArray(body.unreadable) && {
+      unreadable: body.unreadable.filter((path): path is string => typeof path === 'string'),
+    }),
     ...(conversation && {
       conversation: { format: conversation.format, messageCount: conversation.messageCount },
     }),
@@ -98,6 +106,9 @@ export async function appendCheckpoint(
       isAutomatic: options.isAutomatic,
       ...(conversation && { conversation }),
       ...(snapshot.rules && { rules: snapshot.rules }),
+      ...(snapshot.unreadable.length > 0 && {
+        unreadable: snapshot.unreadable.map(({ path }) => path),
+      }),
     },
     [
       { type: 'tree', digest: snapshot.tree },

@@ -11,6 +11,7 @@ import {
   diffEntries,
   diffTrees,
   exceptFor,
+  isAtOrUnder,
   isRemovedBeforePlacing,
   isSameEntry,
   type LeftOutCheck,
@@ -219,8 +220,11 @@ async function findDrift(
   const then = await targetRulesOf(context, started.body);
   const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
   const { removals, placements } = applicationOrder(changes);
+  /** What cannot be read now is left as it is by the restore: neither drifted nor saved. */
+  const unreadable = snapshot.unreadable.map(({ path }) => path);
   /** Whether either side's rules leave a path out: then it is never touched, nor counted. */
   const isLeftOut = async (path: string, entries: (TreeEntry | undefined)[]) => {
+    if (isAtOrUnder(path, unreadable)) return true;
     const isDirectory = entries.some((entry) => entry?.type === 'directory');
     return (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
   };
@@ -239,6 +243,7 @@ async function findDrift(
   };
   let applied = 0;
   for (const [place, { path, before, after }] of [...removals, ...placements].entries()) {
+    if (isAtOrUnder(path, unreadable)) continue;
     const current = await findEntryAt(context.store, snapshot.tree, path, trees);
     if (current?.type === 'directory' && after?.type === 'directory') {
       if (before?.type !== 'directory') {
@@ -331,6 +336,49 @@ async function replacedParents(
 }
 
 /** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
+/**
+ * The checkpoint an earlier recovery of action `id` saved what had drifted in, before it was
+ * itself cut short (the newest, if it was cut short more than once), with the paths it holds
+ * that were neither the action's source nor its target.
+ */
+async function earlierSave(
+  context: SessionContext,
+  journal: Journal,
+  id: number,
+  changes: readonly TreeChange[],
+): Promise<
+  | { completion: { savedAs: string; drifted: string[]; driftedCount: number }; shown: string }
+  | undefined
+> {
+  const base = `saved-before-recovery-${id}`;
+  const saved = journal
+    .checkpoints()
+    .filter(
+      (checkpoint) =>
+        checkpoint.seq > id &&
+        (checkpoint.label === base || checkpoint.label.startsWith(`${base}-`)),
+    )
+    .at(-1);
+  if (!saved) return undefined;
+  const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
+  const drifted: string[] = [];
+  for (const { path, before, after } of changes) {
+    // What it could not read is not in it: not saved there.
+    if (isAtOrUnder(path, saved.unreadable ?? [])) continue;
+    const there = await findEntryAt(context.store, saved.tree, path, trees);
+    if (!sameState(there, before) && !sameState(there, after)) drifted.push(path);
+  }
+  const shown = `${drifted.slice(0, 5).join(', ')}${drifted.length > 5 ? ', ...' : ''}`;
+  return {
+    completion: {
+      savedAs: saved.label,
+      drifted: drifted.slice(0, 50),
+      driftedCount: drifted.length,
+    },
+    shown,
+  };
+}
+
 function savedLabelFor(journal: Journal, id: number): string {
   const base = `saved-before-recovery-${id}`;
   for (let index = 1; ; index++) {
@@ -395,12 +443,19 @@ export async function recover(
       return `The ${what} a killed process had cut short before it changed anything was closed, not performed: run it again if it is still wanted.`;
     }
     const leaveAlone = drift.snapshot.unreadable.map(({ path }) => path);
+    // A recovery killed after saving what drifted left its checkpoint: it is still the one to name.
+    const earlier = await earlierSave(context, journal, action.id, changes);
     if (drift.paths.length === 0) {
       await applyAnnounced(context, journal, action.started, drift.changes, {
         isRecovery: true,
+        ...(earlier && { completion: earlier.completion }),
         leaveAlone,
       });
-      return `The ${what} a killed process had left half-done was finished first.`;
+      return earlier
+        ? `The ${what} a killed process had left half-done was finished first; what was edited since ` +
+            `(${earlier.shown}) was saved, by a recovery cut short before, in checkpoint ${earlier.completion.savedAs}: ` +
+            `\`rewind rollback ${earlier.completion.savedAs} -- PATH\` brings a path back.`
+        : `The ${what} a killed process had left half-done was finished first.`;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
     const shown = `${drift.paths.slice(0, 5).join(', ')}${drift.paths.length > 5 ? ', ...' : ''}`;
@@ -429,7 +484,11 @@ export async function recover(
     });
     return (
       `The ${what} a killed process had left half-done was finished first; what was edited since ` +
-      `(${shown}) is saved in checkpoint ${savedAs}: \`rewind rollback ${savedAs} -- PATH\` brings a path back.`
+      `(${shown}) is saved in checkpoint ${savedAs}` +
+      (earlier
+        ? ` (and what was edited before an earlier recovery was cut short, in ${earlier.completion.savedAs})`
+        : '') +
+      `: \`rewind rollback ${savedAs} -- PATH\` brings a path back.`
     );
   }
   const snapshot = action.kind === 'exec' ? await snapshotWorkspace(context) : undefined;
