@@ -187,7 +187,8 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
     async (reference) => {
       report.objectsChecked += 1;
       try {
-        await store.verify(reference.digest);
+        const { repaired } = await store.verify(reference.digest);
+        if (repaired) report.warnings.push(repaired);
       } catch (error) {
         if (isRewindError(error, 'OBJECT_NOT_FOUND')) {
           report.problems.push({

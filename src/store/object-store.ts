@@ -59,8 +59,11 @@ export interface ObjectStore {
   has(digest: Digest): Promise<boolean>;
   /** The object's size, or undefined when it is not present. */
   stat(digest: Digest): Promise<ObjectInfo | undefined>;
-  /** Re-hashes the object. Throws `OBJECT_NOT_FOUND` or `OBJECT_CORRUPT`. */
-  verify(digest: Digest): Promise<ObjectInfo>;
+  /**
+   * Re-hashes the object. Throws `OBJECT_NOT_FOUND` or `OBJECT_CORRUPT`. `repaired` says what
+   * was put right meanwhile (a bucket's damaged copy uploaded again from a sound cached one).
+   */
+  verify(digest: Digest): Promise<ObjectInfo & { repaired?: string }>;
   /**
    * Damage in the store's own structure that no single object read shows: for the local store,
    * pack indexes that are torn or changed (they list nothing, so their objects look missing).

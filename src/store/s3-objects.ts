@@ -1,7 +1,14 @@
 // Objects in S3-compatible storage: one key per object under `PREFIX/objects/`, content-addressed
 // like the local store, read through a local cache of verified objects (SPEC.md §3b).
 import { isRewindError, RewindError } from '../errors.js';
-import { createLimiter, DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
+import {
+  createDigester,
+  createLimiter,
+  DIGEST_PREFIX,
+  type Digest,
+  digestBytes,
+  isDigest,
+} from '../lib/index.js';
 import type {
   ObjectBatch,
   ObjectInfo,
@@ -212,11 +219,11 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
   /**
    * Uploads an object the cache holds. A small one is sent again whatever the bucket holds (the
    * same bytes under the same name: one request instead of a lookup and a write); a large one
-   * only when the bucket lacks it with its size.
+   * only when the bucket lacks it with its size (or `always`, to replace a damaged copy).
    */
-  async function upload(info: ObjectInfo): Promise<void> {
+  async function upload(info: ObjectInfo, always = false): Promise<void> {
     const key = objectKeyOf(location, info.digest);
-    if (info.sizeBytes > SMALL_OBJECT_BYTES) {
+    if (info.sizeBytes > SMALL_OBJECT_BYTES && !always) {
       const present = await remoteStat(info.digest);
       if (present?.sizeBytes === info.sizeBytes) return;
     }
@@ -328,13 +335,43 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
     const stored = await into.put(got.Body ? { stream: got.Body } : new Uint8Array());
     const actual = stored.digest;
     if (actual !== digest) {
+      const damage = `holds other bytes than its name says (they hash to ${actual})`;
       throw new RewindError(
         'OBJECT_CORRUPT',
-        `Object ${url} holds other bytes than its name says (they hash to ${actual}): it was changed or damaged in the bucket. Run \`rewind verify\` to list what refers to it.`,
-        { data: { url, digest, actual } },
+        `Object ${url} ${damage}: it was changed or damaged in the bucket. Run \`rewind verify\` to list what refers to it.`,
+        { data: { url, digest, actual, file: url, damage } },
       );
     }
     return stored;
+  }
+
+  /** A put that only hashes what it is given: what the bucket holds, checked without storing it. */
+  const hashOnly: Pick<ObjectStore, 'put'> = {
+    async put(source) {
+      const digester = createDigester();
+      let sizeBytes = 0;
+      const chunks =
+        source instanceof Uint8Array
+          ? [source]
+          : (source as { stream: AsyncIterable<Uint8Array> }).stream;
+      for await (const chunk of chunks) {
+        digester.update(chunk);
+        sizeBytes += chunk.length;
+      }
+      return { digest: digester.digest(), sizeBytes };
+    },
+  };
+
+  /** The cache's copy when it is there and sound (re-hashed), else undefined. */
+  async function soundCached(digest: Digest): Promise<ObjectInfo | undefined> {
+    try {
+      return await cache.verify(digest);
+    } catch (error) {
+      if (isRewindError(error, 'OBJECT_NOT_FOUND') || isRewindError(error, 'OBJECT_CORRUPT')) {
+        return undefined;
+      }
+      throw error;
+    }
   }
 
   async function ensureCached(digest: Digest): Promise<void> {
@@ -388,10 +425,39 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
     },
 
     async verify(digest) {
-      // What the bucket holds, not the cache: download it again, verified.
-      await cache.remove([digest]);
-      await fetchIntoCache(digest);
-      return cache.verify(digest);
+      // What the bucket holds, not only the cache. A sound cached copy is never dropped: a
+      // missing or damaged copy in the bucket is uploaded again from it.
+      const cached = await soundCached(digest);
+      if (!cached) {
+        try {
+          // Stores the bucket's content, which also rewrites a damaged cached copy.
+          await fetchIntoCache(digest);
+        } catch (error) {
+          if (!isRewindError(error, 'OBJECT_NOT_FOUND')) throw error;
+          throw new RewindError(
+            'OBJECT_NOT_FOUND',
+            `Object ${urlOf(digest)} is neither in the bucket nor in the local cache: it was removed, or never uploaded.`,
+            { data: { url: urlOf(digest), digest } },
+          );
+        }
+        return cache.verify(digest);
+      }
+      let problem: string;
+      try {
+        await fetchIntoCache(digest, hashOnly);
+        return cached;
+      } catch (error) {
+        if (isRewindError(error, 'OBJECT_CORRUPT')) {
+          problem = `held other bytes than its name says (they hash to ${(error.data as { actual: string }).actual})`;
+        } else if (isRewindError(error, 'OBJECT_NOT_FOUND')) {
+          problem = 'was missing';
+        } else throw error;
+      }
+      await limit(() => upload(cached, true));
+      return {
+        ...cached,
+        repaired: `Object ${urlOf(digest)} ${problem}: it was uploaded again from the local cache, which holds it sound.`,
+      };
     },
 
     async damage() {

@@ -2,6 +2,7 @@
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { digestBytes } from '../../src/lib/index.js';
 import { gc, init, openSession, status, verify } from '../../src/session/index.js';
 import { createObjectStore, createS3ObjectStore, initStore } from '../../src/store/index.js';
 import { ROOT, runNode } from '../helpers/processes.js';
@@ -74,6 +75,46 @@ describe('a store whose objects are in a bucket', () => {
       cache: createObjectStore((await initStore(await makeTempDirectory())).directory),
     });
     expect(await fresh.has(foreign.digest)).toBe(true);
+  });
+
+  it('verify keeps a sound cached copy of an object damaged in the bucket and uploads it again', async () => {
+    const workspace = await makeTempDirectory();
+    const content = 'precious content v1\n';
+    await lay(workspace, { 'p.txt': content });
+    await init({ workspace, objects: `s3://${server.bucket}/verify-repair` });
+    const session = await openSession({ workspace });
+    await session.checkpoint('c1');
+    await writeFile(join(workspace, 'p.txt'), 'other\n');
+    await session.checkpoint('c2');
+    await session.close();
+    const hex = digestBytes(content).slice('sha256:'.length);
+    const file = join(
+      server.directory,
+      server.bucket,
+      'verify-repair/objects',
+      hex.slice(0, 2),
+      `${hex.slice(2)}._S3rver_object`,
+    );
+    const damaged = Buffer.from('garbage\n');
+    await writeFile(file, damaged);
+
+    const report = await verify({ workspace });
+    expect(report.problems).toEqual([]);
+    expect(report.warnings.join('\n')).toMatch(
+      /held other bytes.*uploaded again from the local cache/,
+    );
+    expect((await readFile(file)).equals(damaged)).toBe(false);
+    const again = await openSession({ workspace });
+    await again.rollback('c1');
+    await again.close();
+    expect(await readFile(join(workspace, 'p.txt'), 'utf8')).toBe(content);
+
+    // Without a sound copy anywhere, verify names the damage without sending the user to itself.
+    await writeFile(file, damaged);
+    await dropLocalObjects(workspace);
+    const lost = await verify({ workspace });
+    expect(lost.problems.map((problem) => problem.type)).toContain('object-corrupt');
+    for (const problem of lost.problems) expect(problem.message).not.toContain('rewind verify');
   });
 
   it('is set by `rewind init --objects`, and never moved by a later init', async () => {
