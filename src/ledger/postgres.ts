@@ -181,8 +181,9 @@ export class PostgresLedger {
     checkEntryKind(kind);
     const { store, id, url } = this.location;
     const at = this.#now().toISOString();
-    // The line of an attempt whose answer was lost: if it committed, it is the session's last.
-    let attempted: string | undefined;
+    // The lines of attempts whose answer was lost, by the seq each took: one that committed is
+    // at its seq, whatever other writers appended after it.
+    const attempted: { seq: number; line: string }[] = [];
     for (let attempt = 1; ; attempt++) {
       try {
         return await inTransaction(this.#pool, async (client) => {
@@ -196,15 +197,21 @@ export class PostgresLedger {
             });
           }
           const lastSeq = Number(locked.rows[0]?.last_seq ?? 0);
+          for (const tried of attempted) {
+            if (tried.seq > lastSeq) continue;
+            const { rows } = await client.query<{ line: string }>(
+              'SELECT line FROM rewind_entries WHERE store = $1 AND session = $2 AND seq = $3',
+              [store, id, tried.seq],
+            );
+            if (rows[0]?.line === tried.line) return parseLine(tried.line, id, tried.seq);
+          }
           let last: LedgerEntry | undefined;
           if (lastSeq > 0) {
             const { rows } = await client.query<{ line: string }>(
               'SELECT line FROM rewind_entries WHERE store = $1 AND session = $2 AND seq = $3',
               [store, id, lastSeq],
             );
-            const line = rows[0]?.line ?? '';
-            last = parseLine(line, id, lastSeq);
-            if (line === attempted) return last;
+            last = parseLine(rows[0]?.line ?? '', id, lastSeq);
           }
           const entry = entryAfter(
             last,
@@ -216,10 +223,11 @@ export class PostgresLedger {
               data: { session: id },
             },
           );
-          attempted = encodeNewEntry(entry);
+          const line = encodeNewEntry(entry);
+          attempted.push({ seq: entry.seq, line });
           await client.query(
             'INSERT INTO rewind_entries (store, session, seq, line) VALUES ($1, $2, $3, $4)',
-            [store, id, entry.seq, attempted],
+            [store, id, entry.seq, line],
           );
           await client.query(
             'UPDATE rewind_sessions SET last_seq = $3 WHERE store = $1 AND session = $2',

@@ -1,4 +1,5 @@
 // The PostgreSQL ledger against a real server (Debian's package, started here).
+import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkLedger, migratePostgres, PostgresLedger } from '../../src/ledger/index.js';
@@ -92,6 +93,62 @@ describe('the PostgreSQL ledger', () => {
     ]);
     await reader.close();
     await ledger.close();
+  }, 60_000);
+
+  it('never applies an append twice when its COMMIT answer is lost and another writer appended since', async () => {
+    const created = await PostgresLedger.create(server.url, 'store-lost-answer');
+    const other = await PostgresLedger.open(server.url, 'store-lost-answer', created.session.id);
+    // A proxy that, once armed, lets a COMMIT through, withholds its answer, lets the other
+    // writer append, then drops the connection: the append committed but was not told so.
+    const target = new URL(server.url);
+    let armed = false;
+    const proxy = createNetServer((client) => {
+      const upstream = connect(Number(target.port), target.hostname);
+      let withheld = false;
+      client.on('data', (chunk) => {
+        upstream.write(chunk);
+        if (armed && chunk.includes('COMMIT')) {
+          armed = false;
+          withheld = true;
+          upstream.once('data', async () => {
+            await other.append('note-added', { text: 'other' });
+            client.destroy();
+            upstream.destroy();
+          });
+        }
+      });
+      upstream.on('data', (chunk) => {
+        if (!withheld) client.write(chunk);
+      });
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const proxied = new URL(server.url);
+      proxied.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+      const ledger = await PostgresLedger.open(
+        proxied.toString(),
+        'store-lost-answer',
+        created.session.id,
+      );
+      armed = true;
+      const entry = await ledger.append('note-added', { text: 'mine' });
+      expect(armed).toBe(false);
+      expect(entry.seq).toBe(2);
+      await ledger.close();
+    } finally {
+      proxy.close();
+    }
+    const { entries } = await other.read();
+    expect(entries.map((entry) => entry.body.text ?? entry.kind)).toEqual([
+      'session-started',
+      'mine',
+      'other',
+    ]);
+    await other.close();
+    await created.close();
   }, 60_000);
 
   it('refuses bad credentials with a clear error, and records nothing', async () => {
