@@ -263,8 +263,12 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
       const chunks: Buffer[] = [];
       let pending = 0;
       const partUploads: Promise<void>[] = [];
+      // The first part that failed: the reading stops, and it is thrown once every part settled
+      // (a rejection nobody awaits yet would end the process).
+      let failure: { error: unknown } | undefined;
       const sendPart = (body: Buffer, number: number) =>
         partLimit(async () => {
+          if (failure) return;
           const checksum = checksumOf(digestBytes(body));
           const sent = await send<{ ETag?: string }>(
             ({ UploadPartCommand }) =>
@@ -280,8 +284,11 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
             `Uploading part ${number} of`,
           );
           parts.push({ PartNumber: number, ETag: sent.ETag, ChecksumSHA256: checksum });
+        }).catch((error) => {
+          failure ??= { error };
         });
       for await (const chunk of cache.read(info.digest)) {
+        if (failure) break;
         chunks.push(chunk);
         pending += chunk.length;
         while (pending >= MULTIPART_PART_BYTES) {
@@ -292,8 +299,11 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
           pending -= MULTIPART_PART_BYTES;
         }
       }
-      if (pending > 0) partUploads.push(sendPart(Buffer.concat(chunks), partUploads.length + 1));
+      if (pending > 0 && !failure) {
+        partUploads.push(sendPart(Buffer.concat(chunks), partUploads.length + 1));
+      }
       await Promise.all(partUploads);
+      if (failure) throw failure.error;
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       await send(
         ({ CompleteMultipartUploadCommand }) =>

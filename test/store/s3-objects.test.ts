@@ -114,6 +114,61 @@ describe('the S3 object store', () => {
     expect(Buffer.concat(chunks).equals(content)).toBe(true);
   }, 60_000);
 
+  it('fails a multipart upload whose parts are refused with one clean error, and aborts it', async () => {
+    // A proxy that drops every connection carrying a part; everything else goes through.
+    const target = new URL(server.endpoint);
+    const proxy = createNetServer((client) => {
+      const upstream = connect(Number(target.port), target.hostname);
+      client.on('data', (chunk) => {
+        if (/[?&]partNumber=\d/.test(chunk.subarray(0, 1000).toString('latin1'))) {
+          client.destroy();
+          upstream.destroy();
+          return;
+        }
+        upstream.write(chunk);
+      });
+      upstream.on('data', (chunk) => client.write(chunk));
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const { directory } = await initStore(await makeTempDirectory());
+      const cache = createObjectStore(directory);
+      const store = createS3ObjectStore({
+        bucket: server.bucket,
+        prefix: 'refused-parts',
+        // A slow disk: the parts fail while the object is still being read.
+        cache: {
+          ...cache,
+          async *read(digest) {
+            for await (const chunk of cache.read(digest)) {
+              await new Promise((resolve) => setTimeout(resolve, 40));
+              yield chunk;
+            }
+          },
+        },
+        client: {
+          ...server.client,
+          endpoint: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        },
+      });
+      const file = join(await makeTempDirectory(), 'big.bin');
+      await writeFile(file, randomBytes(MULTIPART_PART_BYTES * 4 + 1));
+      await expect(store.put({ file })).rejects.toMatchObject({ code: 'IO_FAILED' });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(unhandled).toEqual([]);
+      expect(await (await storeAt('refused-parts')).listAbandoned(0)).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      proxy.close();
+    }
+  }, 60_000);
+
   it('names an object the bucket holds damaged, and never hands its bytes out', async () => {
     const store = await storeAt('damaged');
     const content = Buffer.from('the original content, long enough to find\n');
