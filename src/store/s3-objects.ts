@@ -121,10 +121,30 @@ function isLocalEndpoint(endpoint: unknown): boolean {
   }
 }
 
+/**
+ * What a request's error says beyond its name, for one the storage did not answer (a refused or
+ * dropped connection, a host not found): `connect ECONNREFUSED 127.0.0.1:9000`. Node joins the
+ * addresses it tried in an `AggregateError` whose own message may be empty.
+ */
+function causeOf(error: unknown): string | undefined {
+  const { message, errors } = error as { message?: string; errors?: unknown[] };
+  const inner = (errors ?? [])
+    .map((each) => (each as { message?: string }).message)
+    .filter((each): each is string => Boolean(each));
+  if (inner.length > 0) return [...new Set(inner)].join(', ');
+  return message || (error as { code?: string }).code;
+}
+
 /** What went wrong with a request, as an error that names the object and what to do. */
 function requestFailed(error: unknown, url: string, doing: string): RewindError {
   const name = (error as { name?: string }).name ?? 'Error';
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const code = (error as { code?: string }).code;
+  const isUnreachable =
+    status === undefined &&
+    /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE/.test(
+      `${code} ${causeOf(error)}`,
+    );
   const isCredentials =
     /InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|ExpiredToken|CredentialsProviderError|InvalidClientTokenId/.test(
       name,
@@ -132,11 +152,16 @@ function requestFailed(error: unknown, url: string, doing: string): RewindError 
   const advice = isCredentials
     ? 'The storage refused the credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to ones allowed to read and write the bucket.'
     : name === 'NoSuchBucket'
-      ? 'The bucket does not exist: create it, or give another in the s3:// location.'
-      : 'Check the endpoint (AWS_ENDPOINT_URL_S3), the network and the bucket, then retry; nothing that refers to the object was recorded.';
+      ? `The bucket ${url.replace(/^(s3:\/\/[^/]+).*$/, '$1')} does not exist: create it, or give another in the s3:// location (\`objects\` in .rewind/config.json).`
+      : isUnreachable
+        ? 'The storage cannot be reached: check the endpoint (AWS_ENDPOINT_URL_S3) and the network, and that the server runs, then retry; nothing that refers to the object was recorded.'
+        : 'Check the endpoint (AWS_ENDPOINT_URL_S3), the network and the bucket, then retry; nothing that refers to the object was recorded.';
+  // A name the storage answered says enough; a bare `Error` is named by its cause.
+  const cause =
+    status === undefined && /^(Error|AggregateError)$/.test(name) ? causeOf(error) : undefined;
   return new RewindError(
     'IO_FAILED',
-    `${doing} ${url} failed (${name}${status ? `, HTTP ${status}` : ''}). ${advice}`,
+    `${doing} ${url} failed (${cause ?? name}${status ? `, HTTP ${status}` : ''}). ${advice}`,
     { data: { url, code: name, ...(status && { status }) }, cause: error },
   );
 }
@@ -183,7 +208,10 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
     try {
       return (await s3.send(command(module) as never)) as T;
     } catch (error) {
-      if (isMissing(error)) throw notFound(url);
+      // A 404 whose body says the bucket is missing is not a missing object.
+      if (isMissing(error) && (error as { name?: string }).name !== 'NoSuchBucket') {
+        throw notFound(url);
+      }
       throw requestFailed(error, url, doing);
     }
   };

@@ -252,6 +252,42 @@ describe('the S3 object store', () => {
     }
   }, 30_000);
 
+  it('says a bucket that does not exist does not exist, rather than that an object is missing', async () => {
+    const { directory } = await initStore(await makeTempDirectory());
+    const store = createS3ObjectStore({
+      bucket: 'no-such-bucket',
+      prefix: 'x',
+      cache: createObjectStore(directory),
+      client: server.client,
+    });
+    const noBucket = {
+      code: 'IO_FAILED',
+      message: expect.stringContaining('bucket s3://no-such-bucket does not exist'),
+    };
+    await expect(store.put(Buffer.from('x'))).rejects.toMatchObject(noBucket);
+    await expect(store.get(digestBytes('not cached'))).rejects.toMatchObject(noBucket);
+  });
+
+  it('names the cause of a connection that fails: the address refused', async () => {
+    const closed = createNetServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const store = await storeAt('unreachable', {
+      ...server.client,
+      endpoint: `http://127.0.0.1:${port}`,
+      maxAttempts: 1,
+    });
+    await expect(store.put(Buffer.from('x'))).rejects.toMatchObject({
+      code: 'IO_FAILED',
+      message: expect.stringMatching(
+        new RegExp(
+          `failed \\(connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\)\\. The storage cannot be reached`,
+        ),
+      ),
+    });
+  });
+
   it('refuses bad credentials with a clear error, and the put does not resolve', async () => {
     const store = await storeAt('refused', {
       ...server.client,
