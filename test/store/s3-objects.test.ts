@@ -288,6 +288,25 @@ describe('the S3 object store', () => {
     });
   });
 
+  it('lists more than 1,000 objects, page after page, from a server in a process of its own', async () => {
+    const own = await startS3Server('rewind-many', { process: true });
+    try {
+      const { directory } = await initStore(await makeTempDirectory());
+      const store = createS3ObjectStore({
+        bucket: own.bucket,
+        prefix: 'many',
+        cache: createObjectStore(directory),
+        client: own.client,
+      });
+      const batch = store.batch();
+      for (let index = 0; index < 1_050; index++) await batch.put(Buffer.from(`object ${index}\n`));
+      await batch.commit();
+      expect((await store.usage()).count).toBe(1_050);
+    } finally {
+      await own.close();
+    }
+  }, 60_000);
+
   it('refuses bad credentials with a clear error, and the put does not resolve', async () => {
     const store = await storeAt('refused', {
       ...server.client,
