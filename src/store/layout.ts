@@ -8,7 +8,7 @@ import {
   withoutUrlPasswords,
   writeFileAtomic,
 } from '../lib/index.js';
-import { parseS3Url } from './s3-objects.js';
+import { checkBucketExists, parseS3Url } from './s3-objects.js';
 
 /** The name of the store directory at a workspace root, like `.git`. */
 export const STORE_DIRECTORY_NAME = '.rewind';
@@ -299,6 +299,7 @@ export async function initStore(
         { data: { setting: what } },
       );
     }
+    if (isObjectsAsked) await checkBucketExists(options.objects as string);
     // Before the marker: a store is never found without the settings it was made with.
     const config = {
       ...(options.objects !== undefined && { objects: options.objects }),

@@ -173,6 +173,49 @@ const isMissing = (error: unknown): boolean => {
 };
 
 /**
+ * Throws `INVALID_ARGUMENT` when the bucket of `url` does not exist (the storage answers 404 to a
+ * look at it): what `rewind init --objects` checks before it records the location. Any other
+ * answer (a storage not reachable now, credentials that may only lack this right) is left to the
+ * first request that needs the bucket.
+ */
+export async function checkBucketExists(
+  url: string,
+  client?: Record<string, unknown>,
+): Promise<void> {
+  const { bucket } = parseS3Url(url);
+  const { S3Client, HeadBucketCommand } = await loadSdk();
+  const s3 = new S3Client(clientConfig(client));
+  try {
+    // A storage that does not answer is not waited for: the look is only a courtesy.
+    await s3.send(new HeadBucketCommand({ Bucket: bucket }), {
+      abortSignal: AbortSignal.timeout(10_000),
+    });
+  } catch (error) {
+    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    if (status === 404 || (error as { name?: string }).name === 'NoSuchBucket') {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `The bucket s3://${bucket} does not exist: create it, or give another in the s3:// location. Nothing was created.`,
+        { data: { url, code: 'NoSuchBucket' } },
+      );
+    }
+  } finally {
+    s3.destroy();
+  }
+}
+
+/** The SDK's configuration: `options`, with path-style addressing for a local endpoint. */
+function clientConfig(options?: Record<string, unknown>): Record<string, unknown> {
+  const config: Record<string, unknown> = { ...options };
+  const endpoint =
+    config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+  if (config.forcePathStyle === undefined && isLocalEndpoint(endpoint)) {
+    config.forcePathStyle = true;
+  }
+  return config;
+}
+
+/**
  * An object store in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2...). Objects are stored
  * whole and uncompressed under `PREFIX/objects/<2 hex>/<62 hex>`, uploaded with their SHA-256 as
  * the request's checksum (the service refuses a body that does not match), read back verified
@@ -188,15 +231,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
   const urlOf = (digest: Digest) => `s3://${location.bucket}/${objectKeyOf(location, digest)}`;
   let client: Promise<InstanceType<S3Module['S3Client']>> | undefined;
   const clientOf = () => {
-    client ??= loadSdk().then(({ S3Client }) => {
-      const config: Record<string, unknown> = { ...options.client };
-      const endpoint =
-        config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
-      if (config.forcePathStyle === undefined && isLocalEndpoint(endpoint)) {
-        config.forcePathStyle = true;
-      }
-      return new S3Client(config);
-    });
+    client ??= loadSdk().then(({ S3Client }) => new S3Client(clientConfig(options.client)));
     return client;
   };
   const send = async <T>(

@@ -117,6 +117,17 @@ describe('a store whose objects are in a bucket', () => {
     for (const problem of lost.problems) expect(problem.message).not.toContain('rewind verify');
   });
 
+  it('is refused by `rewind init --objects` when the bucket does not exist, with nothing created', async () => {
+    const workspace = await makeTempDirectory();
+    await expect(init({ workspace, objects: 's3://no-such-bucket/p' })).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringContaining('The bucket s3://no-such-bucket does not exist'),
+    });
+    await expect(readFile(join(workspace, '.rewind', 'config.json'))).rejects.toMatchObject({
+      code: 'ENOENT',
+    });
+  });
+
   it('is set by `rewind init --objects`, and never moved by a later init', async () => {
     const workspace = await makeTempDirectory();
     const bin = join(ROOT, 'bin', 'rewind.cjs');
