@@ -269,32 +269,105 @@ function useLoad(load, keys) {
   return state;
 }
 
+/** C escapes of a quoted name in a diff header, as the byte each stands for. */
+const ESCAPED_BYTES = { a: 7, b: 8, t: 9, n: 10, v: 11, f: 12, r: 13, '"': 34, '\\': 92 };
+
 /**
- * Rewind's unified diff with git's per-file headers added, so that the renderer tells a created
- * or deleted file from a renamed one (`--- /dev/null` alone reads as a rename to it).
+ * A name of a diff header as a path: `/dev/null` is none; a quoted name (git's quoting: C
+ * escapes, each byte outside ASCII as three octal digits of its UTF-8) is unquoted; the `a/` or
+ * `b/` prefix goes.
  */
-function withGitHeaders(text) {
-  return text.replace(/^--- (.*)\n\+\+\+ (.*)$/gm, (pair, before, after) => {
-    const path = (before === '/dev/null' ? after : before).replace(/^[ab]\//, '');
-    const mode =
-      before === '/dev/null'
-        ? 'new file mode 100644\n'
-        : after === '/dev/null'
-          ? 'deleted file mode 100644\n'
-          : '';
-    return `diff --git a/${path} b/${path}\n${mode}${pair}`;
-  });
+function pathOfName(name) {
+  if (name === '/dev/null') return undefined;
+  let path = name;
+  if (name.startsWith('"') && name.endsWith('"') && name.length > 1) {
+    const bytes = [];
+    const inner = name.slice(1, -1);
+    for (let index = 0; index < inner.length; index += 1) {
+      const char = inner[index];
+      if (char !== '\\') bytes.push(...new TextEncoder().encode(char));
+      else if (/[0-7]{3}/.test(inner.slice(index + 1, index + 4))) {
+        bytes.push(Number.parseInt(inner.slice(index + 1, index + 4), 8));
+        index += 3;
+      } else {
+        index += 1;
+        bytes.push(ESCAPED_BYTES[inner[index]] ?? inner.charCodeAt(index));
+      }
+    }
+    path = new TextDecoder().decode(new Uint8Array(bytes));
+  }
+  return path.replace(/^[ab]\//, '');
 }
+
+/** The two names of a `Binary files A and B differ` line (both sides name the same path). */
+function binaryNames(names) {
+  if (names.startsWith('/dev/null and ')) return ['/dev/null', names.slice(14)];
+  if (names.endsWith(' and /dev/null')) return [names.slice(0, -14), '/dev/null'];
+  const half = (names.length - 5) / 2;
+  return [names.slice(0, half), names.slice(half + 5)];
+}
+
+/**
+ * Rewind's unified diff for the renderer, with git's per-file headers added, so that it tells a
+ * created or deleted file from a renamed one (`--- /dev/null` alone reads as a rename to it) and
+ * a binary file from the text file before it. Each path is named by a token (the renderer would
+ * mangle quoted names and backslashes), `names[n]` the path of token n.
+ */
+function forRenderer(text) {
+  const names = [];
+  const out = [];
+  const header = (before, after) => {
+    const token = `\uE000${names.push(before ?? after) - 1}\uE001`;
+    out.push(`diff --git a/${token} b/${token}`);
+    if (before === undefined) out.push('new file mode 100644');
+    if (after === undefined) out.push('deleted file mode 100644');
+    return [
+      before === undefined ? '/dev/null' : `a/${token}`,
+      after === undefined ? '/dev/null' : `b/${token}`,
+    ];
+  };
+  const lines = text.split('\n');
+  for (let index = 0; index < lines.length; index += 1) {
+    const line = lines[index];
+    const hunk = /^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@/.exec(line);
+    const binary = /^Binary files (.*) differ(?: \(.*\))?$/.exec(line);
+    if (hunk) {
+      // A hunk's lines as counted, so that a removed `-- x` is not taken for a header.
+      out.push(line);
+      let [removed, added] = [Number(hunk[1] ?? 1), Number(hunk[2] ?? 1)];
+      while ((removed > 0 || added > 0) && index + 1 < lines.length) {
+        const next = lines[++index];
+        out.push(next);
+        if (next.startsWith('-') || next.startsWith(' ')) removed -= 1;
+        if (next.startsWith('+') || next.startsWith(' ')) added -= 1;
+      }
+    } else if (line.startsWith('--- ') && lines[index + 1]?.startsWith('+++ ')) {
+      const [before, after] = header(
+        pathOfName(line.slice(4)),
+        pathOfName(lines[index + 1].slice(4)),
+      );
+      out.push(`--- ${before}`, `+++ ${after}`);
+      index += 1;
+    } else if (binary) {
+      const [before, after] = header(...binaryNames(binary[1]).map(pathOfName));
+      out.push(`Binary files ${before} and ${after} differ`);
+    } else out.push(line);
+  }
+  return { text: out.join('\n'), names };
+}
+
+const escapeHtml = (text) => text.replace(/[&<>"']/g, (char) => `&#${char.charCodeAt(0)};`);
 
 /** A unified diff, side by side or line by line, with its file list (+/- per file). */
 function DiffView({ text }) {
   const [format, setFormat] = useState('line-by-line');
   if (!text) return html`<p class="hint">No changes to files.</p>`;
-  const rendered = renderDiffHtml(withGitHeaders(text), {
+  const { text: input, names } = forRenderer(text);
+  const rendered = renderDiffHtml(input, {
     outputFormat: format,
     drawFileList: true,
     matching: 'lines',
-  });
+  }).replace(/\uE000(\d+)\uE001/g, (_, index) => escapeHtml(names[Number(index)]));
   return html`<div class="diff">
     <div class="diff-format" role="group" aria-label="diff format">
       <button aria-pressed=${format === 'line-by-line'} onClick=${() => setFormat('line-by-line')}>

@@ -1,0 +1,121 @@
+// The page's views in a real browser, each over a workspace of its own: diffs with binary files
+// and quoted names, the rollback plan, outcomes, the buttons offered, conversations, verdicts.
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { init, openSession, type Session } from '../../src/index.js';
+import { type RunningUi, startUi } from '../../src/ui/server.js';
+import { git } from '../helpers/git.js';
+import { ROOT } from '../helpers/processes.js';
+
+const CHROMIUM = process.env.REWIND_CHROMIUM ?? '/usr/bin/chromium';
+
+let browser: Browser;
+let page: Page;
+let workspace: string;
+let session: Session | undefined;
+let ui: RunningUi | undefined;
+
+/** A fresh git workspace with a Rewind store and a session open in it. */
+async function setUp(): Promise<Session> {
+  workspace = await mkdtemp(join(tmpdir(), 'rewind-ui-page-test-'));
+  git(workspace, ['init', '-q']);
+  await writeFile(join(workspace, 'notes.txt'), 'a\n');
+  await init({ workspace });
+  session = await openSession({ workspace });
+  return session;
+}
+
+/** Serves the workspace and opens the page on it. */
+async function open(): Promise<void> {
+  ui = await startUi({ workspace, assets: join(ROOT, 'dist/ui-assets'), pollMs: 100 });
+  await page.goto(ui.url);
+  await page.locator('.timeline li').first().waitFor();
+}
+
+/** Picks the timeline entry with this seq. */
+async function pick(seq: number): Promise<void> {
+  await page.locator(`.timeline li[data-seq="${seq}"]`).click();
+  await expect.poll(() => page.locator('.detail h2').textContent()).toContain(`#${seq} `);
+}
+
+/** The seq of the entry of checkpoint `label`. */
+async function checkpointSeq(label: string): Promise<number> {
+  const seq = await page
+    .locator('.timeline li', { hasText: `checkpoint ${label}` })
+    .getAttribute('data-seq');
+  return Number(seq);
+}
+
+/** Each file of the diff shown: its name and its text, flattened. */
+async function diffBlocks(): Promise<string[]> {
+  await page.locator('.detail .d2h-file-wrapper').first().waitFor();
+  const blocks = await page.locator('.detail .d2h-file-wrapper').allInnerTexts();
+  return blocks.map((block) => block.replace(/\s+/g, ' ').trim());
+}
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `No chromium at ${CHROMIUM}: install Debian's (apt-get install chromium), or set REWIND_CHROMIUM.`,
+    );
+  }
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.setDefaultTimeout(8000);
+  page.on('dialog', (dialog) => void dialog.accept());
+}, 60_000);
+
+afterEach(async () => {
+  await ui?.close();
+  await session?.close();
+  ui = undefined;
+  session = undefined;
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe("the page's views", () => {
+  it('shows a binary file in a diff as binary, each file under its own name', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'notes.txt'), 'a\nb\n');
+    await writeFile(join(workspace, 'z.bin'), Buffer.from([0, 1, 2, 255, 0, 7]));
+    await session.checkpoint('two');
+    const copy = (await session.exec('cp z.bin z2.bin')).id as number;
+    await open();
+    await pick(await checkpointSeq('two'));
+    const blocks = await diffBlocks();
+    expect(blocks).toHaveLength(2);
+    expect(blocks[0]).toMatch(/^notes\.txt .*\+ b/);
+    expect(blocks[1]).toMatch(/^z\.bin .*Binary file/);
+    expect(blocks[1]).not.toContain('+ b');
+    // A change of a binary file alone.
+    await pick(copy);
+    await expect
+      .poll(() => page.locator('.detail .d2h-file-list-title').textContent())
+      .toContain('Files changed (1)');
+    expect(await diffBlocks()).toEqual([expect.stringMatching(/^z2\.bin .*Binary file/)]);
+  });
+
+  it('names files as they are, however the diff quoted them', async () => {
+    const session = await setUp();
+    const names = ['café ü.txt', 'back\\slash.txt', 'q"uote.txt', 'tab\there.txt', '-- x <b>.txt'];
+    const seqs: number[] = [];
+    for (const name of names) seqs.push((await session.write(name, 'x\n')).id as number);
+    await open();
+    for (const [index, name] of names.entries()) {
+      await pick(seqs[index] as number);
+      await page.locator('.detail .d2h-file-wrapper').first().waitFor();
+      const shown = await page.locator('.detail .d2h-file-name').allTextContents();
+      // Once in the list of files, once over the file's lines.
+      expect(shown.map((text) => text.trim())).toEqual([name, name]);
+    }
+  });
+});
