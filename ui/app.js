@@ -429,11 +429,14 @@ function RollbackForm({ session, label, onDone }) {
         .filter(Boolean),
     }),
   });
-  const showPlan = () =>
-    act('rollback', session, { ...input(), dryRun: true }).then(
-      (output) => setPlan({ output }),
+  // The rollback that runs is the plan's: a plan goes when what it was asked for changes.
+  const showPlan = () => {
+    const planned = input();
+    act('rollback', session, { ...planned, dryRun: true }).then(
+      (output) => setPlan({ output, input: planned }),
       (error) => setPlan({ error }),
     );
+  };
   const run = () => {
     if (
       !window.confirm(
@@ -441,7 +444,7 @@ function RollbackForm({ session, label, onDone }) {
       )
     )
       return;
-    act('rollback', session, input()).then(
+    act('rollback', session, plan.input).then(
       (output) => {
         setResult({ output });
         setPlan(undefined);
@@ -453,7 +456,10 @@ function RollbackForm({ session, label, onDone }) {
   return html`<form class="rollback" aria-label="rollback" onSubmit=${(event) => event.preventDefault()}>
     <label>
       Restore
-      <select aria-label="scope" value=${scope} onChange=${(event) => setScope(event.target.value)}>
+      <select aria-label="scope" value=${scope} onChange=${(event) => {
+        setScope(event.target.value);
+        setPlan(undefined);
+      }}>
         <option value="both">files and conversation</option>
         <option value="files">files only</option>
         <option value="conversation">conversation only</option>
@@ -465,7 +471,10 @@ function RollbackForm({ session, label, onDone }) {
         aria-label="paths"
         placeholder="all (or: src, README.md)"
         value=${paths}
-        onInput=${(event) => setPaths(event.target.value)}
+        onInput=${(event) => {
+          setPaths(event.target.value);
+          setPlan(undefined);
+        }}
       />
     </label>
     <button type="button" onClick=${showPlan}>Show the rollback plan</button>

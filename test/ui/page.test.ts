@@ -1,7 +1,7 @@
 // The page's views in a real browser, each over a workspace of its own: diffs with binary files
 // and quoted names, the rollback plan, outcomes, the buttons offered, conversations, verdicts.
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -117,5 +117,33 @@ describe("the page's views", () => {
       // Once in the list of files, once over the file's lines.
       expect(shown.map((text) => text.trim())).toEqual([name, name]);
     }
+  });
+
+  it('runs the rollback of the plan shown: a plan goes when its paths or scope change', async () => {
+    const session = await setUp();
+    await writeFile(join(workspace, 'b.txt'), 'b\n');
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'notes.txt'), 'changed\n');
+    await writeFile(join(workspace, 'b.txt'), 'changed\n');
+    await open();
+    await pick(await checkpointSeq('one'));
+    const paths = page.locator('[aria-label="paths"]');
+    const plan = page.locator('[aria-label="rollback plan"]');
+    await paths.fill('notes.txt');
+    await page.getByRole('button', { name: 'Show the rollback plan' }).click();
+    await expect.poll(() => plan.textContent()).toContain('notes.txt');
+    // Other paths, or another scope: the plan shown no longer says what would run.
+    await paths.fill('b.txt');
+    expect(await plan.count()).toBe(0);
+    await page.getByRole('button', { name: 'Show the rollback plan' }).click();
+    await expect.poll(() => plan.textContent()).toContain('b.txt');
+    await page.locator('select[aria-label="scope"]').selectOption('conversation');
+    expect(await plan.count()).toBe(0);
+    await page.locator('select[aria-label="scope"]').selectOption('files');
+    await page.getByRole('button', { name: 'Show the rollback plan' }).click();
+    await plan.getByRole('button', { name: 'Roll back to one' }).click();
+    await page.locator('[role="status"]', { hasText: 'Rolled back to one' }).waitFor();
+    expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('b\n');
+    expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('changed\n');
   });
 });
