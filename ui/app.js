@@ -595,8 +595,13 @@ function ActionDetail({ session, line, onDone }) {
       </div>`
     }
     ${
+      outcome?.output?.state === 'failed' &&
+      html`<p class="problem" role="alert">${outcome.name} failed: ${failureOf(outcome.output)}.</p>`
+    }
+    ${
       outcome?.output &&
       outcome.output.status !== 'refused' &&
+      outcome.output.state !== 'failed' &&
       html`<p class="done" role="status">
       ${outcome.name} done${outcome.output.status ? `: ${outcome.output.status}` : ''}.
     </p>`
@@ -627,6 +632,18 @@ function ActionDetail({ session, line, onDone }) {
       html`<h3>Files changed</h3><${DiffView} text=${diff.value.text} />`
     }
   `;
+}
+
+/** Why an action that ran failed, as a person reads it: how its command ended, its response. */
+function failureOf(output) {
+  if (output.timedOut) return 'the command timed out';
+  if (output.signal) return `the command was ended by ${output.signal}`;
+  if (typeof output.exitCode === 'number') {
+    const stderr = output.stderr?.trim();
+    return `the command exited ${output.exitCode}${stderr ? `: ${stderr}` : ''}`;
+  }
+  if (output.response) return `the response was ${output.response.status}`;
+  return [...(output.warnings ?? []), 'the ledger says more'].join('; ');
 }
 
 /** A request or a response as text: its first line, its headers, a blank line, its body. */

@@ -2,6 +2,8 @@
 // and quoted names, the rollback plan, outcomes, the buttons offered, conversations, verdicts.
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
@@ -145,5 +147,40 @@ describe("the page's views", () => {
     await page.locator('[role="status"]', { hasText: 'Rolled back to one' }).waitFor();
     expect(await readFile(join(workspace, 'b.txt'), 'utf8')).toBe('b\n');
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('changed\n');
+  });
+
+  it('says so, with why, when an approved draft or a compensation fails', async () => {
+    const session = await setUp();
+    const draft = (await session.exec('echo will-fail; exit 5', { draft: true })).id as number;
+    const service = createServer((_request, response) => {
+      response.writeHead(201);
+      response.end('{}');
+    });
+    await new Promise<void>((done) => service.listen(0, '127.0.0.1', done));
+    try {
+      const port = (service.address() as AddressInfo).port;
+      const order = (
+        await session.http(
+          { method: 'POST', url: `http://127.0.0.1:${port}/orders` },
+          { compensation: { command: 'echo no such order >&2; exit 3' } },
+        )
+      ).id as number;
+      await open();
+      await pick(draft);
+      await page.getByRole('button', { name: 'Review the draft' }).click();
+      await page.getByRole('button', { name: 'Approve and run' }).click();
+      await page.locator('[role="alert"]', { hasText: 'approve failed' }).waitFor();
+      expect(await page.locator('.detail [role="alert"]').textContent()).toContain('exited 5');
+      expect(await page.locator('.detail [role="status"]').count()).toBe(0);
+      await pick(order);
+      await page.getByRole('button', { name: 'Review the compensation' }).click();
+      await page.getByRole('button', { name: 'Compensate' }).click();
+      const failed = page.locator('[role="alert"]', { hasText: 'compensate failed' });
+      await failed.waitFor();
+      expect(await failed.textContent()).toContain('exited 3: no such order');
+      expect(await page.locator('.detail [role="status"]').count()).toBe(0);
+    } finally {
+      service.close();
+    }
   });
 });
