@@ -506,6 +506,14 @@ function ActionDetail({ session, line, onDone }) {
   const [draft, setDraft] = useState(undefined);
   const [compensation, setCompensation] = useState(undefined);
   const { state } = line.action;
+  // What the CLI's `rewind undo N` and `rewind compensate N` take (a failed command is undone
+  // too: what it changed before it failed); the server refuses, with why, what they refuse.
+  const isUndoable =
+    line.action.class === 'reversible' &&
+    (['done', 'undo-refused', 'interrupted'].includes(state) ||
+      (state === 'failed' && line.entry.body.action === 'exec'));
+  const isCompensable =
+    line.action.class === 'compensable' && !['compensated', 'draft', 'discarded'].includes(state);
   const run = (name, input, question) => {
     if (!window.confirm(question)) return;
     act(name, session, input).then(
@@ -520,8 +528,7 @@ function ActionDetail({ session, line, onDone }) {
   return html`
     <div class="actions" role="group" aria-label="actions">
       ${
-        (state === 'done' || state === 'undo-refused') &&
-        line.action.class === 'reversible' &&
+        isUndoable &&
         html`<button onClick=${() => run('undo', { id }, `Undo #${id}? It is refused if later edits would be overwritten.`)}>
         Undo
       </button>`
@@ -540,8 +547,7 @@ function ActionDetail({ session, line, onDone }) {
         <button onClick=${() => run('discard', { id }, `Discard draft #${id} for good?`)}>Discard</button>`
       }
       ${
-        state === 'done' &&
-        line.action.class === 'compensable' &&
+        isCompensable &&
         html`<button
         onClick=${() =>
           act('compensate', session, { id, dryRun: true }).then(

@@ -183,4 +183,48 @@ describe("the page's views", () => {
       service.close();
     }
   });
+
+  it('offers Undo for a failed command, and Compensate for a failed or interrupted action', async () => {
+    const session = await setUp();
+    const failed = (await session.exec('echo partial > partial.txt; exit 3')).id as number;
+    const service = createServer((_request, response) => {
+      response.writeHead(500);
+      response.end('no');
+    });
+    await new Promise<void>((done) => service.listen(0, '127.0.0.1', done));
+    try {
+      const port = (service.address() as AddressInfo).port;
+      const refused = (
+        await session.http(
+          { method: 'POST', url: `http://127.0.0.1:${port}/orders` },
+          { compensation: { command: 'echo undo > comp.txt' } },
+        )
+      ).id as number;
+      // Journaled and never reported: interrupted once the session is opened again.
+      const deploy = (
+        await session.record('deploy', {
+          compensation: { command: 'echo undeploy > undeploy.txt' },
+        })
+      ).id as number;
+      await open();
+      expect(
+        await page.locator(`.timeline li[data-seq="${refused}"] .state`).textContent(),
+      ).toContain('failed');
+      await pick(failed);
+      await page.getByRole('button', { name: 'Undo', exact: true }).click();
+      await page.locator('[role="status"]', { hasText: 'undo done' }).waitFor();
+      expect(existsSync(join(workspace, 'partial.txt'))).toBe(false);
+      for (const [id, made] of [
+        [refused, 'comp.txt'],
+        [deploy, 'undeploy.txt'],
+      ] as const) {
+        await pick(id);
+        await page.getByRole('button', { name: 'Review the compensation' }).click();
+        await page.getByRole('button', { name: 'Compensate' }).click();
+        await expect.poll(() => existsSync(join(workspace, made))).toBe(true);
+      }
+    } finally {
+      service.close();
+    }
+  });
 });
