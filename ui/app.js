@@ -714,6 +714,8 @@ function CommitButton({ session, onDone }) {
 
 /** A message's parts: text, and tool calls and results with the id that pairs them. */
 function partsOf(message) {
+  if (message.type === 'function_call_output')
+    return [{ kind: 'result', id: message.call_id, value: message.output }];
   const parts = [];
   const content = message.content ?? message.parts ?? message.output ?? [];
   const list =
@@ -742,14 +744,15 @@ function partsOf(message) {
     else if (part.functionCall)
       parts.push({
         kind: 'call',
-        id: part.functionCall.id ?? part.functionCall.name,
+        id: part.functionCall.id,
         name: part.functionCall.name,
         args: part.functionCall.args,
       });
     else if (part.functionResponse)
       parts.push({
         kind: 'result',
-        id: part.functionResponse.id ?? part.functionResponse.name,
+        id: part.functionResponse.id,
+        name: part.functionResponse.name,
         value: part.functionResponse.response,
       });
     else parts.push({ kind: 'other', value: part });
@@ -758,16 +761,59 @@ function partsOf(message) {
     parts.push({
       kind: 'call',
       id: call.id,
-      name: call.function?.name,
-      args: call.function?.arguments,
+      name: call.function?.name ?? call.name,
+      args: call.function?.arguments ?? call.args,
     });
   if (message.type === 'function_call')
     parts.push({ kind: 'call', id: message.call_id, name: message.name, args: message.arguments });
-  if (message.type === 'function_call_output')
-    parts.push({ kind: 'result', id: message.call_id, value: message.output });
+
   if (message.role === 'tool' && message.tool_call_id)
     return [{ kind: 'result', id: message.tool_call_id, value: message.content }];
   return parts;
+}
+
+/** LangChain's classes of messages, by the role each is shown with. */
+const LANGCHAIN_ROLES = {
+  HumanMessage: 'human',
+  AIMessage: 'ai',
+  SystemMessage: 'system',
+  ToolMessage: 'tool',
+  ChatMessage: 'generic',
+  FunctionMessage: 'function',
+};
+
+/**
+ * A LangChain message (serialized by `toJSON()`, or as `{ type, data }`) as its fields with its
+ * role; any other format's message as it is.
+ */
+function plainMessage(message, format) {
+  if (format !== 'langchain') return message;
+  if (message.lc === 1 && message.type === 'constructor' && Array.isArray(message.id)) {
+    const name = String(message.id.at(-1)).replace(/Chunk$/, '');
+    return { ...message.kwargs, role: LANGCHAIN_ROLES[name] ?? name };
+  }
+  return message.data ? { ...message.data, role: message.type } : message;
+}
+
+/**
+ * Each tool call's result: by id, or (a Gemini call and result without ids) the results of that
+ * name in order, the first result to the first call.
+ */
+function resultsOfCalls(partsList) {
+  const byId = new Map();
+  const byName = new Map();
+  for (const part of partsList.flat()) {
+    if (part.kind !== 'result') continue;
+    if (part.id !== undefined) byId.set(part.id, part);
+    else byName.set(part.name, [...(byName.get(part.name) ?? []), part]);
+  }
+  const results = new Map();
+  for (const part of partsList.flat()) {
+    if (part.kind !== 'call') continue;
+    const result = part.id !== undefined ? byId.get(part.id) : byName.get(part.name)?.shift();
+    if (result) results.set(part, result);
+  }
+  return results;
 }
 
 /** The conversation a checkpoint recorded: messages in order, each tool call with its result. */
@@ -776,14 +822,14 @@ function Conversation({ session, label }) {
   if (!shown) return html`<p class="hint">Loading the conversation…</p>`;
   if (shown.error) return html`<p class="problem">${shown.error.message}</p>`;
   const { format, messages } = shown.value;
-  const results = new Map();
-  for (const message of messages)
-    for (const part of partsOf(message)) if (part.kind === 'result') results.set(part.id, part);
+  const shownMessages = messages.map((message) => plainMessage(message, format));
+  const partsList = shownMessages.map(partsOf);
+  const results = resultsOfCalls(partsList);
   const text = (value) => (typeof value === 'string' ? value : JSON.stringify(value, null, 2));
   return html`<h3>Conversation (${format}, ${messages.length} messages)</h3>
     <ol class="conversation" aria-label="conversation">
-      ${messages.map((message) => {
-        const parts = partsOf(message).filter((part) => part.kind !== 'result');
+      ${shownMessages.map((message, index) => {
+        const parts = partsList[index].filter((part) => part.kind !== 'result');
         if (parts.length === 0) return null;
         return html`<li class=${`message ${message.role ?? message.type ?? 'other'}`}>
           <span class="role">${message.role ?? message.type ?? 'message'}</span>
@@ -795,8 +841,8 @@ function Conversation({ session, label }) {
                     <span>tool ${part.name}</span>
                     <pre>${text(part.args)}</pre>
                     ${
-                      results.has(part.id) &&
-                      html`<div class="tool-result"><span>result</span><pre>${text(results.get(part.id).value)}</pre></div>`
+                      results.has(part) &&
+                      html`<div class="tool-result"><span>result</span><pre>${text(results.get(part).value)}</pre></div>`
                     }
                   </div>`
                 : html`<pre>${text(part.value)}</pre>`,

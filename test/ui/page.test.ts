@@ -227,4 +227,76 @@ describe("the page's views", () => {
       service.close();
     }
   });
+
+  it('shows LangChain messages, pairs Gemini calls of one name in order, and a Responses result once', async () => {
+    const session = await setUp();
+    await session.checkpoint('lc', {
+      format: 'langchain',
+      messages: [
+        {
+          lc: 1,
+          type: 'constructor',
+          id: ['langchain_core', 'messages', 'HumanMessage'],
+          kwargs: { content: 'Hello from langchain', additional_kwargs: {}, response_metadata: {} },
+        },
+        {
+          lc: 1,
+          type: 'constructor',
+          id: ['langchain_core', 'messages', 'AIMessage'],
+          kwargs: {
+            content: 'Hi, I am the AI',
+            tool_calls: [],
+            additional_kwargs: {},
+            response_metadata: {},
+          },
+        },
+      ],
+    });
+    await session.checkpoint('gem', {
+      format: 'gemini',
+      messages: [
+        { role: 'user', parts: [{ text: 'List files please' }] },
+        {
+          role: 'model',
+          parts: [
+            { functionCall: { name: 'list', args: { dir: '.' } } },
+            { functionCall: { name: 'list', args: { dir: 'src' } } },
+          ],
+        },
+        {
+          role: 'user',
+          parts: [
+            { functionResponse: { name: 'list', response: { files: ['a', 'b'] } } },
+            { functionResponse: { name: 'list', response: { files: ['src/app.js'] } } },
+          ],
+        },
+        { role: 'model', parts: [{ text: 'Two listings done.' }] },
+      ],
+    });
+    await session.checkpoint('resp', {
+      format: 'openai-responses',
+      messages: [
+        { role: 'user', content: 'Run the build' },
+        { type: 'function_call', call_id: 'fc_1', name: 'build', arguments: '{"target":"prod"}' },
+        { type: 'function_call_output', call_id: 'fc_1', output: 'build ok' },
+        { role: 'assistant', content: 'Built it.' },
+      ],
+    });
+    await open();
+    const conversation = page.locator('.conversation');
+    await pick(await checkpointSeq('lc'));
+    await expect.poll(() => conversation.textContent()).toContain('Hello from langchain');
+    expect(await conversation.textContent()).toContain('Hi, I am the AI');
+    await pick(await checkpointSeq('gem'));
+    const calls = conversation.locator('.tool-call');
+    await expect.poll(() => calls.count()).toBe(2);
+    expect(await calls.nth(0).locator('.tool-result').textContent()).toContain('"b"');
+    expect(await calls.nth(1).locator('.tool-result').textContent()).toContain('src/app.js');
+    await pick(await checkpointSeq('resp'));
+    await expect.poll(() => conversation.textContent()).toContain('Built it.');
+    expect((await conversation.textContent())?.split('build ok')).toHaveLength(2);
+    expect(await conversation.locator('.tool-call .tool-result').textContent()).toContain(
+      'build ok',
+    );
+  });
 });
