@@ -208,7 +208,7 @@ function Detail({ session, line, checkpoints, onDone }) {
     ${
       line.kind === 'verification-recorded' &&
       html`<p class=${`verdict ${body.status}`}>Verdict: ${body.status}</p>
-      <pre>${[body.summary, ...(body.errors ?? []), ...(body.notes ?? [])].filter(Boolean).join('\n')}</pre>`
+      <pre>${[body.summary, ...(body.errors ?? []), ...[body.notes ?? []].flat()].filter(Boolean).join('\n')}</pre>`
     }
     <details>
       <summary>The ledger entry</summary>

@@ -299,4 +299,14 @@ describe("the page's views", () => {
       'build ok',
     );
   });
+
+  it("shows an unknown verdict's notes as the text they are", async () => {
+    const session = await setUp();
+    const { id, notes } = await session.test({ verifier: { command: 'echo no-json' } });
+    expect(typeof notes).toBe('string');
+    await open();
+    await pick(id);
+    const shown = await page.locator('.detail .verdict + pre').textContent();
+    expect(shown).toContain(notes);
+  });
 });
