@@ -423,10 +423,8 @@ function RollbackForm({ session, label, onDone }) {
     label,
     scope,
     ...(paths.trim() && {
-      paths: paths
-        .split(',')
-        .map((path) => path.trim())
-        .filter(Boolean),
+      // One path a line: a name may hold a comma (or a space at either end).
+      paths: paths.split('\n').filter((path) => path.trim() !== ''),
     }),
   });
   // The rollback that runs is the plan's: a plan goes when what it was asked for changes.
@@ -467,15 +465,16 @@ function RollbackForm({ session, label, onDone }) {
     </label>
     <label>
       Only these paths
-      <input
+      <textarea
         aria-label="paths"
-        placeholder="all (or: src, README.md)"
+        rows="2"
+        placeholder=${'all (or one path a line:\nsrc\nREADME.md)'}
         value=${paths}
         onInput=${(event) => {
           setPaths(event.target.value);
           setPlan(undefined);
         }}
-      />
+      ></textarea>
     </label>
     <button type="button" onClick=${showPlan}>Show the rollback plan</button>
     ${plan?.error && html`<p class="problem" role="alert">${plan.error.message}</p>`}

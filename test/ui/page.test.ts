@@ -309,4 +309,24 @@ describe("the page's views", () => {
     const shown = await page.locator('.detail .verdict + pre').textContent();
     expect(shown).toContain(notes);
   });
+
+  it('rolls back the paths named one a line, a comma in a name', async () => {
+    const session = await setUp();
+    await writeFile(join(workspace, 'a,b.txt'), 'before\n');
+    await writeFile(join(workspace, 'c.txt'), 'before\n');
+    await session.checkpoint('one');
+    for (const name of ['a,b.txt', 'c.txt', 'notes.txt'])
+      await writeFile(join(workspace, name), 'after\n');
+    await open();
+    await pick(await checkpointSeq('one'));
+    await page.locator('[aria-label="paths"]').fill('a,b.txt\nc.txt\n');
+    await page.getByRole('button', { name: 'Show the rollback plan' }).click();
+    const plan = page.locator('[aria-label="rollback plan"]');
+    await expect.poll(() => plan.textContent()).toContain('a,b.txt');
+    await plan.getByRole('button', { name: 'Roll back to one' }).click();
+    await page.locator('[role="status"]', { hasText: 'Rolled back to one' }).waitFor();
+    expect(await readFile(join(workspace, 'a,b.txt'), 'utf8')).toBe('before\n');
+    expect(await readFile(join(workspace, 'c.txt'), 'utf8')).toBe('before\n');
+    expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('after\n');
+  });
 });

@@ -265,7 +265,7 @@ describe('rewind ui in a browser', () => {
       .locator('.timeline li', { hasText: 'checkpoint fixed' })
       .getAttribute('data-seq');
     await pick(Number(fixed));
-    await page.locator('input[aria-label="paths"]').fill('NOTES.md');
+    await page.locator('[aria-label="paths"]').fill('NOTES.md');
     await page.locator('select[aria-label="scope"]').selectOption('files');
     await page.getByRole('button', { name: 'Show the rollback plan' }).click();
     const plan = page.locator('[aria-label="rollback plan"]');
