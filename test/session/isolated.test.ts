@@ -15,7 +15,7 @@ import {
 } from '../../src/session/index.js';
 import { hasStatCache } from '../../src/workspace/index.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
-import { runNode } from '../helpers/processes.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
 import { type Layout, lay } from '../helpers/workspace.js';
@@ -100,6 +100,45 @@ describe('isolated sessions', () => {
     expect((await log({ workspace })).entries.at(-1)?.kind).toBe('commit-refused');
     await session.close();
   });
+
+  it('puts back what a killed commit had written when the host was edited before recovery, leaving the edit', async () => {
+    const layout: Layout = {};
+    for (let index = 0; index < 200; index++) layout[`d${index % 10}/f${index}.txt`] = 'host\n';
+    const { workspace, session } = await isolatedOn(layout);
+    const ran = await session.exec(`for f in d*/f*.txt; do echo view > "$f"; done`);
+    expect(ran.exitCode).toBe(0);
+    const id = session.id;
+    await session.close();
+    const run = await runNode([join(ROOT, 'test/helpers/commit-child.mjs'), workspace, id, '100']);
+    expect(run.signal).toBe('SIGKILL');
+    const contents = async () =>
+      Promise.all(Object.keys(layout).map((path) => readFile(join(workspace, path), 'utf8')));
+    expect((await contents()).filter((text) => text === 'view\n').length).toBeGreaterThan(0);
+    // A person edits a file the commit had not reached, before any command runs.
+    const reached = new Set(
+      (await contents()).flatMap((text, index) => (text === 'view\n' ? [index] : [])),
+    );
+    const untouched = Object.keys(layout)
+      .filter((_, index) => !reached.has(index))
+      .at(-1) as string;
+    await writeFile(join(workspace, untouched), 'by hand\n');
+
+    const reopened = await openSession({ workspace, session: id });
+    expect(reopened.recoveries()).toEqual([
+      expect.stringContaining(
+        `1 of its paths changed in the workspace since (${untouched}), so it was not finished, and what it had written was put back`,
+      ),
+    ]);
+    await reopened.close();
+    const after = await contents();
+    expect(after.filter((text) => text !== 'host\n')).toEqual(['by hand\n']);
+    const failed = (await log({ workspace, session: id, kind: 'action-failed' })).entries.at(-1);
+    expect(failed?.entry.body).toMatchObject({
+      error: { code: 'DRIFTED' },
+      drifted: [untouched],
+      isReverted: true,
+    });
+  }, 60_000);
 
   it('starts from a snapshot of the host: the view is recorded as the host is, and the first commit finds the host known', async () => {
     const workspace = await makeTempDirectory();

@@ -337,6 +337,34 @@ async function replacedParents(
 
 /** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
 /**
+ * Puts back what an interrupted commit had written on the host, leaving `leaveAlone` (the paths
+ * edited since, and those that cannot be read) as they are. Whether it was all put back.
+ */
+async function putBackCommit(
+  context: SessionContext,
+  started: LedgerEntry,
+  changes: readonly TreeChange[],
+  leaveAlone: readonly string[],
+): Promise<boolean> {
+  try {
+    await applyChanges(
+      workspaceFor(context, started.body),
+      context.store,
+      reverseChanges(changes),
+      {
+        isRecovery: true,
+        outside: outsideRulesOf(context),
+        target: await targetRulesOf(context, started.body),
+        leaveAlone,
+      },
+    );
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * The checkpoint an earlier recovery of action `id` saved what had drifted in, before it was
  * itself cut short (the newest, if it was cut short more than once), with the paths it holds
  * that were neither the action's source nor its target.
@@ -460,17 +488,26 @@ export async function recover(
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
     const shown = `${drift.paths.slice(0, 5).join(', ')}${drift.paths.length > 5 ? ', ...' : ''}`;
     if (action.started.body.on === 'host') {
+      // Not finished over edits: what it had written is put back, as a commit that fails midway
+      // puts back what it touched, and the paths edited since are left as they are.
+      const isReverted = await putBackCommit(context, action.started, drift.changes, [
+        ...leaveAlone,
+        ...drift.paths,
+      ]);
+      const outcome = isReverted
+        ? 'it was not finished, and what it had written was put back; nothing edited since was overwritten. Look at the workspace, then commit again.'
+        : `it was not finished, and putting back what it had written failed, so the workspace holds some of it (\`rewind diff\` shows where it stands; every state is in the store); nothing edited since was overwritten.`;
       await journal.append('action-failed', {
         startedSeq: action.id,
         error: {
           code: 'DRIFTED',
-          message: `The commit was interrupted, and ${drift.paths.length} of its paths changed in the workspace since (${drift.paths.slice(0, 5).join(', ')}): it was not finished, so nothing was overwritten. Look at the workspace, then commit again.`,
+          message: `The commit was interrupted, and ${drift.paths.length} of its paths changed in the workspace since (${drift.paths.slice(0, 5).join(', ')}): ${outcome}`,
         },
         ...listed,
-        isReverted: false,
+        isReverted,
         isRecovery: true,
       });
-      return `The ${what} a killed process had left half-done was not finished: ${drift.paths.length} of its paths changed in the workspace since (${shown}), and nothing was overwritten. Look at the workspace, then commit again.`;
+      return `The ${what} a killed process had left half-done: ${drift.paths.length} of its paths changed in the workspace since (${shown}), so ${outcome}`;
     }
     const savedAs = savedLabelFor(journal, action.id);
     await appendCheckpoint(context, journal, savedAs, drift.snapshot, {
