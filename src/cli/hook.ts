@@ -4,9 +4,10 @@
  * prompt is worked on (so a turn can be undone whole, shell commands' edits included), before
  * every shell command (Claude Code tracks only its own file edits), and when a session starts.
  */
-import { resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { init, isRewindError } from '../index.js';
+import { FIRST_CHECKPOINT_BUDGET } from '../operations/index.js';
 import { type CliIo, EXIT_FAILED, EXIT_OK, sessionsOf } from './context.js';
 import { outsideTable, readAll } from './options.js';
 
@@ -54,13 +55,23 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
   const record = event as Record<string, unknown>;
   const kind = checkpointKindOf(record);
   if (kind === undefined) return EXIT_OK;
-  const projectDirectory = io.env?.CLAUDE_PROJECT_DIR;
-  const workspace = resolve(
-    io.cwd,
-    root ??
-      (projectDirectory ||
-        (typeof record.cwd === 'string' && record.cwd !== '' ? record.cwd : io.cwd)),
-  );
+  // --root is resolved against the current directory, as any path given on the command line;
+  // the project Claude Code names ($CLAUDE_PROJECT_DIR, else the event's cwd) must be absolute.
+  // Never the directory the hook happens to run in: that could be anywhere, / or /tmp.
+  const projectDirectory = io.env?.CLAUDE_PROJECT_DIR || undefined;
+  const eventCwd = typeof record.cwd === 'string' && record.cwd !== '' ? record.cwd : undefined;
+  const named = projectDirectory ?? eventCwd;
+  if (root === undefined && named === undefined) {
+    return fail(
+      'no project to checkpoint: pass --root DIR, or run it from Claude Code (which sets $CLAUDE_PROJECT_DIR and names the cwd in the event).',
+    );
+  }
+  if (root === undefined && !isAbsolute(named as string)) {
+    return fail(
+      `no checkpoint taken: the project ${projectDirectory !== undefined ? '$CLAUDE_PROJECT_DIR' : "the event's cwd"} names is not an absolute path (${JSON.stringify(named)}); pass --root DIR.`,
+    );
+  }
+  const workspace = resolve(io.cwd, root ?? (named as string));
   try {
     await init({ workspace });
     const sessions = sessionsOf(io);
@@ -71,7 +82,8 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
       // Parallel tool calls can fire in the same millisecond: the second gets a suffix.
       for (let attempt = 2; ; attempt++) {
         try {
-          await session.checkpoint(label);
+          // The budget `rewind checkpoint` has: a first checkpoint of a huge tree is refused.
+          await session.checkpoint(label, { budget: FIRST_CHECKPOINT_BUDGET });
           break;
         } catch (error) {
           if (!isRewindError(error, 'CHECKPOINT_EXISTS') || attempt > 9) throw error;
@@ -103,7 +115,7 @@ export function addHookCommand(program: Command, io: CliIo, state: { exitCode: n
     )
     .option(
       '--root <dir>',
-      'the project (default: $CLAUDE_PROJECT_DIR, else the cwd the event names, else the current directory)',
+      'the project, relative to the current directory (default: $CLAUDE_PROJECT_DIR, else the cwd the event names; either must be absolute)',
     )
     .action(async (flags: { root?: string }) => {
       state.exitCode = await handleEvent(io, flags.root);

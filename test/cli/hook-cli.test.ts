@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { rewind } from '../helpers/cli.js';
@@ -115,5 +115,46 @@ describe('rewind hook claude-code', () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toBe('');
     expect(refused.stderr).toMatch(/no checkpoint taken in .*\[STORE_NOT_OURS\]/);
+  });
+
+  it('refuses an event that names no absolute project, and keeps the first-checkpoint budget of `rewind checkpoint`', async () => {
+    const here = await makeTempDirectory();
+    await lay(here, { 'a.txt': 'a' });
+    const prompt = { hook_event_name: 'UserPromptSubmit', prompt: 'x' };
+    // No --root, no $CLAUDE_PROJECT_DIR, no cwd: never the directory the hook runs in.
+    const nowhere = await rewind(here, ['hook', 'claude-code'], {
+      stdin: JSON.stringify(prompt),
+      env: {},
+    });
+    expect(nowhere.code).toBe(1);
+    expect(nowhere.stdout).toBe('');
+    expect(nowhere.stderr).toContain('no project to checkpoint: pass --root DIR');
+    const relative = await rewind(here, ['hook', 'claude-code'], {
+      stdin: event('.', prompt),
+      env: {},
+    });
+    expect(relative.code).toBe(1);
+    expect(relative.stderr).toContain('is not an absolute path');
+    expect(await readdir(here)).toEqual(['a.txt']);
+    // --root is a path on the command line: relative to the current directory.
+    const rooted = await rewind(here, ['hook', 'claude-code', '--root', '.'], {
+      stdin: JSON.stringify(prompt),
+      env: {},
+    });
+    expect(rooted).toEqual({ code: 0, stdout: '', stderr: '' });
+    expect(await labels(here)).toHaveLength(1);
+
+    // Over 1 GiB (a sparse file costs nothing): refused as `rewind checkpoint` refuses it.
+    const huge = await makeTempDirectory();
+    await writeFile(join(huge, 'big.bin'), '');
+    await truncate(join(huge, 'big.bin'), 1024 ** 3 + 1);
+    const over = await rewind(here, ['hook', 'claude-code'], {
+      stdin: event(huge, { hook_event_name: 'SessionStart', source: 'startup' }),
+      env: {},
+    });
+    expect(over.code).toBe(1);
+    expect(over.stdout).toBe('');
+    expect(over.stderr).toMatch(/no checkpoint taken in .*\[SNAPSHOT_TOO_LARGE\]/);
+    expect(await labels(huge)).toEqual([]);
   });
 });
