@@ -113,12 +113,29 @@ export function addHookCommand(program: Command, io: CliIo, state: { exitCode: n
     .description(
       'read a Claude Code hook event (JSON on stdin) and checkpoint the project before each prompt, before each shell command, and when a session starts; never blocks Claude Code',
     )
+    // Commander's usage errors exit 2, which Claude Code takes as blocking the tool call: the
+    // command takes what it is given, and says what is wrong with it itself (exit 1).
+    .allowUnknownOption()
+    .allowExcessArguments()
     .option(
-      '--root <dir>',
+      '--root [dir]',
       'the project, relative to the current directory (default: $CLAUDE_PROJECT_DIR, else the cwd the event names; either must be absolute)',
     )
-    .action(async (flags: { root?: string }) => {
-      state.exitCode = await handleEvent(io, flags.root);
+    .action(async (flags: { root?: string | true }, command: Command) => {
+      const wrong =
+        command.args.length > 0
+          ? `unknown option or argument ${JSON.stringify(command.args[0])}`
+          : flags.root === true
+            ? '--root needs a directory'
+            : undefined;
+      if (wrong !== undefined) {
+        io.stderr(
+          `rewind hook claude-code: ${wrong}; it takes only --root DIR (see \`rewind hook claude-code --help\`).\n`,
+        );
+        state.exitCode = EXIT_FAILED;
+        return;
+      }
+      state.exitCode = await handleEvent(io, flags.root as string | undefined);
     });
   outsideTable(hook, "a group of agents' hooks, not an operation");
   outsideTable(

@@ -157,4 +157,20 @@ describe('rewind hook claude-code', () => {
     expect(over.stderr).toMatch(/no checkpoint taken in .*\[SNAPSHOT_TOO_LARGE\]/);
     expect(await labels(huge)).toEqual([]);
   });
+
+  it('says a mistake in its own command line on stderr with exit 1, never the usage exit 2, which would block the tool call', async () => {
+    const project = await makeTempDirectory();
+    const stdin = event(project, { hook_event_name: 'UserPromptSubmit', prompt: 'x' });
+    for (const [args, said] of [
+      [['--bogus'], 'unknown option or argument "--bogus"'],
+      [['extra'], 'unknown option or argument "extra"'],
+      [['--root'], '--root needs a directory'],
+    ] as const) {
+      const run = await rewind(project, ['hook', 'claude-code', ...args], { stdin });
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      expect(run.stderr).toContain(said);
+    }
+    expect(await readdir(project)).toEqual([]);
+  });
 });
