@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
@@ -178,7 +179,12 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
       process.on('SIGINT', done);
     });
     await whenIdle(server);
+    // A call that just ended is answered on the next turns of the loop: let its answer out.
+    await new Promise((done) => setImmediate(done));
+    if (process.stdout.writableLength > 0) await once(process.stdout, 'drain');
     await server.close();
+    // Stopped by a signal, stdin may still be open: reading it would keep the process alive.
+    process.stdin.destroy();
     return 0;
   }
   // The store is made once, before any request: requests racing to make it would collide.

@@ -1,4 +1,6 @@
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/processes.js';
@@ -72,4 +74,58 @@ describe('rewind mcp over stdio', () => {
     expect(stderr).toContain('Parse error: the line is not JSON');
     expect(server.exitCode).toBe(0);
   });
+
+  it('stopped by SIGTERM during a call, finishes it, answers it, and exits', async () => {
+    const root = await makeTempDirectory();
+    const server = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      },
+    );
+    let stdout = '';
+    server.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    const exited = new Promise<number | null>((done) => server.on('exit', (code) => done(code)));
+    const send = (message: Record<string, unknown>) =>
+      server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    send({
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-06-18',
+        capabilities: {},
+        clientInfo: { name: 'raw', version: '1.0.0' },
+      },
+    });
+    send({ method: 'notifications/initialized' });
+    send({
+      id: 2,
+      method: 'tools/call',
+      params: {
+        name: 'exec',
+        arguments: { command: 'touch started; sleep 1; echo done > out.txt' },
+      },
+    });
+    for (let waited = 0; !existsSync(join(root, 'started')); waited += 20) {
+      if (waited > 15_000) throw new Error('the command never started');
+      await new Promise((done) => setTimeout(done, 20));
+    }
+    server.kill('SIGTERM');
+    // stdin stays open, as a client that is still there keeps it.
+    const timeout = setTimeout(() => server.kill('SIGKILL'), 15_000);
+    const code = await exited;
+    clearTimeout(timeout);
+    expect(code).toBe(0);
+    const answers = stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line));
+    expect(answers.find((answer) => answer.id === 2)).toMatchObject({
+      result: { structuredContent: { kind: 'exec' } },
+    });
+    expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
+  }, 30_000);
 });
