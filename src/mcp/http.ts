@@ -17,14 +17,17 @@ function refusalBody(message: string, code = -32000): string {
 /**
  * Serves the MCP server over streamable HTTP on `host:port`, each request checked by
  * {@link refusalOfRequest} before its body is read. Stateless: one server and transport per
- * request; the session's lock serializes clients. Resolves with the listening server and the
- * port it got (for port 0).
+ * request; the session's lock serializes clients. Resolves with the listening server, the
+ * port it got (for port 0) and how to stop it, letting the requests being answered finish.
  */
 export async function serveHttp(
   options: McpServerOptions,
   listen: { host: string; port: number; token: string },
-): Promise<{ server: Server; endpoint: HttpEndpoint }> {
+): Promise<{ server: Server; endpoint: HttpEndpoint; stop: () => Promise<void> }> {
   const endpoint: HttpEndpoint = { ...listen };
+  // The requests being answered: a stop lets them finish (journaled and answered) first.
+  let answering = 0;
+  const answered: (() => void)[] = [];
   const http = createServer(async (request, response) => {
     const refusal = refusalOfRequest(request, endpoint);
     if (refusal) {
@@ -35,6 +38,14 @@ export async function serveHttp(
       response.end(refusalBody(refusal.message));
       request.resume();
       return;
+    }
+    // A POST carries calls, answered in one JSON body; a GET is a stream that stays open.
+    if (request.method === 'POST') {
+      answering += 1;
+      response.on('close', () => {
+        answering -= 1;
+        if (answering === 0) for (const done of answered.splice(0)) done();
+      });
     }
     const server = createMcpServer(options);
     const transport = new NodeStreamableHTTPServerTransport({
@@ -61,5 +72,13 @@ export async function serveHttp(
     endpoint.port = address.port;
     endpoint.address = address.address;
   }
-  return { server: http, endpoint };
+  /** Stops listening, waits for the requests being answered, then closes every connection. */
+  const stop = async (): Promise<void> => {
+    http.close();
+    http.closeIdleConnections();
+    if (answering > 0) await new Promise<void>((done) => answered.push(done));
+    // Clients may keep connections open: the server stops now, not when they let go.
+    http.closeAllConnections();
+  };
+  return { server: http, endpoint, stop };
 }

@@ -191,7 +191,7 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
   await init({ workspace: options.root, ...(options.hashChain && { hashChain: true }) });
   const { port, host } = options.http;
   const token = options.http.token ?? generateToken();
-  const { server: http, endpoint } = await serveHttp(options, { port, host, token });
+  const { endpoint, stop } = await serveHttp(options, { port, host, token });
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${endpoint.port}/mcp`;
   process.stderr.write(
     `rewind mcp: serving on ${base}?token=${encodeURIComponent(token)}\n` +
@@ -201,8 +201,7 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     process.on('SIGINT', done);
     process.on('SIGTERM', done);
   });
-  http.close();
-  // Clients may keep connections open: the server stops now, not when they let go.
-  http.closeAllConnections();
+  // The calls in flight finish, are journaled and answered; then the server stops.
+  await stop();
   return 0;
 }

@@ -41,19 +41,18 @@ async function serve(root: string, extra: string[] = [], env: NodeJS.ProcessEnv 
   return { url, token: url.searchParams.get('token') as string, port: Number(url.port), said };
 }
 
-/** A raw MCP call of the `write` tool, with exactly the headers given. */
+/** A raw MCP call of the `write` tool (or the tool `call` names), with exactly the headers given. */
 function callWrite(
   port: number,
   path: string,
   headers: Record<string, string>,
   query = '',
+  call: { name: string; arguments: Record<string, unknown> } = {
+    name: 'write',
+    arguments: { path, content: 'written' },
+  },
 ): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
-  const payload = JSON.stringify({
-    jsonrpc: '2.0',
-    id: 1,
-    method: 'tools/call',
-    params: { name: 'write', arguments: { path, content: 'written' } },
-  });
+  const payload = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: call });
   return new Promise((resolve, reject) => {
     const outgoing = request(
       {
@@ -132,6 +131,31 @@ describe('rewind mcp --http', () => {
       expect(await readFile(join(root, path), 'utf8')).toBe('written');
     }
     expect((await rewind(root, ['log'])).stdout.match(/action-started/g)).toHaveLength(4);
+  });
+
+  it('stopped by SIGTERM during a call, finishes it, journals and answers it, then exits', async () => {
+    const root = await makeTempDirectory();
+    const { token, port } = await serve(root);
+    const server = servers[servers.length - 1] as ChildProcess;
+    const exited = new Promise<number | null>((done) => server.on('exit', (code) => done(code)));
+    const answer = callWrite(
+      port,
+      '',
+      { host: `127.0.0.1:${port}`, authorization: `Bearer ${token}` },
+      '',
+      { name: 'exec', arguments: { command: 'touch started; sleep 1; echo done > out.txt' } },
+    );
+    for (let waited = 0; !existsSync(join(root, 'started')); waited += 20) {
+      if (waited > 15_000) throw new Error('the command never started');
+      await new Promise((done) => setTimeout(done, 20));
+    }
+    server.kill('SIGTERM');
+    const answered = await answer;
+    expect(answered.status).toBe(200);
+    expect(answered.body).toContain('journaled as action');
+    expect(await exited).toBe(0);
+    expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
+    expect((await rewind(root, ['status'])).stdout).not.toMatch(/interrupted|cut short/i);
   });
 
   it('takes the token from --token or REWIND_MCP_TOKEN; refuses one too short to protect anything', async () => {
