@@ -4,6 +4,7 @@
  */
 import { McpServer } from '@modelcontextprotocol/server';
 import {
+  type ExecResult,
   init,
   isRewindError,
   type OpenSessionOptions,
@@ -100,14 +101,42 @@ async function runWithPolicies(
   operation: AnyOperation,
   target: OperationTarget,
   input: unknown,
-): Promise<{ output: unknown } | { failure: string }> {
+): Promise<{ output: unknown } | { failure: string; output?: unknown }> {
   const run = () => operation.run(target, input as never);
   if (operation.isToolCall !== true) return { output: await run() };
   const session = await target.session();
   const { autoCheckpoint, autoRollback } = session.policies();
   if (!autoCheckpoint && !autoRollback) return { output: await run() };
-  const output = await session.tool(run, { name: operation.name })();
-  return typeof output === 'string' ? { failure: output } : { output };
+  // A command that fails (a non-zero exit, a signal, a timeout) is a failed call, as it is for
+  // `session.run`: thrown inside the tool call, so that the rollback policy rolls it back. Its
+  // output is still shown, before what was rolled back.
+  let failed: unknown;
+  const work = async () => {
+    const output = await run();
+    if (isFailedCommand(output)) {
+      failed = output;
+      const how = output.timedOut
+        ? 'timed out'
+        : output.signal !== null
+          ? `ended by ${output.signal}`
+          : `exit ${output.exitCode}`;
+      throw new RewindError('COMMAND_FAILED', `Command failed (${how}): ${output.target}`);
+    }
+    return output;
+  };
+  const output = await session.tool(work, { name: operation.name })();
+  if (typeof output !== 'string') return { output };
+  return failed === undefined ? { failure: output } : { failure: output, output: failed };
+}
+
+/** Whether `output` is what a command that failed returns (`exec`'s result, state `failed`). */
+function isFailedCommand(output: unknown): output is ExecResult {
+  return (
+    typeof output === 'object' &&
+    output !== null &&
+    (output as { kind?: unknown }).kind === 'exec' &&
+    (output as { state?: unknown }).state === 'failed'
+  );
 }
 
 /** Refuses a store whose current session is not hash-chained when the server was asked for one. */
@@ -218,8 +247,10 @@ export function createMcpServer(options: McpServerOptions): McpServer {
         try {
           await ready();
           const ran = await runWithPolicies(operation, target, input);
-          if ('failure' in ran)
-            return { content: [{ type: 'text', text: ran.failure }], isError: true };
+          if ('failure' in ran) {
+            const shown = ran.output === undefined ? [] : present(ran.output, input).content;
+            return { content: [...shown, { type: 'text', text: ran.failure }], isError: true };
+          }
           const { output } = ran;
           return { ...present(output, input), structuredContent: structured.of(output, input) };
         } catch (error) {

@@ -224,6 +224,27 @@ describe('the MCP server', () => {
     );
   });
 
+  it('under the rollback policy, rolls back a command that exits non-zero, as session.run does, and still shows its output', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'good\n' });
+    const agent = await connected(root);
+    await agent.callTool({
+      name: 'policy-set',
+      arguments: { autoCheckpoint: {}, autoRollback: {} },
+    });
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'echo broken > a.txt; echo said; exit 3' },
+    });
+    expect(ran.isError).toBe(true);
+    expect(textOf(ran)).toContain('said');
+    expect(textOf(ran)).toContain('Command failed (exit 3)');
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('good\n');
+    // A command that succeeds is left as it is.
+    await agent.callTool({ name: 'exec', arguments: { command: 'echo better > a.txt' } });
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('better\n');
+  });
+
   it('rolls back only the paths given, leaving the rest as it is', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });
