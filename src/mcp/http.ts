@@ -19,12 +19,20 @@ function refusalBody(message: string, code = -32000): string {
  * {@link refusalOfRequest} before its body is read. Stateless: one server and transport per
  * request; the session's lock serializes clients. Resolves with the listening server, the
  * port it got (for port 0) and how to stop it, letting the requests being answered finish.
+ * `prepare` runs once the port is listened on, before any request is served.
  */
 export async function serveHttp(
   options: McpServerOptions,
   listen: { host: string; port: number; token: string },
+  prepare: () => Promise<unknown> = async () => {},
 ): Promise<{ server: Server; endpoint: HttpEndpoint; stop: () => Promise<void> }> {
   const endpoint: HttpEndpoint = { ...listen };
+  // What must be done before a request is served, once the port is ours: a port that cannot be
+  // listened on leaves nothing made.
+  let isPrepared: () => void = () => {};
+  const prepared = new Promise<void>((done) => {
+    isPrepared = done;
+  });
   // The requests being answered: a stop lets them finish (journaled and answered) first.
   let answering = 0;
   const answered: (() => void)[] = [];
@@ -47,6 +55,7 @@ export async function serveHttp(
         if (answering === 0) for (const done of answered.splice(0)) done();
       });
     }
+    await prepared;
     const server = createMcpServer(options);
     const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
@@ -66,7 +75,21 @@ export async function serveHttp(
       response.end(refusalBody(String(error), -32700));
     }
   });
-  await new Promise<void>((done) => http.listen(listen.port, listen.host, done));
+  // A port in use or an address not ours fails here (EADDRINUSE, EADDRNOTAVAIL), not later.
+  await new Promise<void>((done, fail) => {
+    http.once('error', fail);
+    http.listen(listen.port, listen.host, () => {
+      http.off('error', fail);
+      done();
+    });
+  });
+  try {
+    await prepare();
+  } catch (error) {
+    http.close();
+    throw error;
+  }
+  isPrepared();
   const address = http.address();
   if (typeof address === 'object' && address) {
     endpoint.port = address.port;

@@ -187,11 +187,29 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     process.stdin.destroy();
     return 0;
   }
-  // The store is made once, before any request: requests racing to make it would collide.
-  await init({ workspace: options.root, ...(options.hashChain && { hashChain: true }) });
   const { port, host } = options.http;
   const token = options.http.token ?? generateToken();
-  const { endpoint, stop } = await serveHttp(options, { port, host, token });
+  let served: Awaited<ReturnType<typeof serveHttp>>;
+  try {
+    // The store is made once, before any request (requests racing to make it would collide),
+    // and only once the port is ours: a busy port leaves nothing behind.
+    served = await serveHttp(options, { port, host, token }, () =>
+      init({ workspace: options.root, ...(options.hashChain && { hashChain: true }) }),
+    );
+  } catch (error) {
+    // Only listening's own failures (a busy port, an address not ours, a name not found).
+    const { code, syscall } = error as NodeJS.ErrnoException;
+    if (syscall !== 'listen' && syscall !== 'getaddrinfo') throw error;
+    const why =
+      code === 'EADDRINUSE'
+        ? 'the port is in use'
+        : code === 'EADDRNOTAVAIL'
+          ? "the address is not one of this machine's"
+          : (error as Error).message;
+    process.stderr.write(`rewind mcp: cannot listen on ${host} port ${port}: ${why} (${code}).\n`);
+    return 1;
+  }
+  const { endpoint, stop } = served;
   const base = `http://${host.includes(':') ? `[${host}]` : host}:${endpoint.port}/mcp`;
   process.stderr.write(
     `rewind mcp: serving on ${base}?token=${encodeURIComponent(token)}\n` +

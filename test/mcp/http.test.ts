@@ -158,6 +158,19 @@ describe('rewind mcp --http', () => {
     expect((await rewind(root, ['status'])).stdout).not.toMatch(/interrupted|cut short/i);
   });
 
+  it('says so, exit 1, on a port in use, and creates nothing', async () => {
+    const first = await makeTempDirectory();
+    const { port } = await serve(first);
+    const root = await makeTempDirectory();
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
+    const busy = await runNode([bin, 'mcp', '--http', String(port)], { cwd: root });
+    expect(busy.code).toBe(1);
+    expect(busy.stderr).toBe(
+      `rewind mcp: cannot listen on 127.0.0.1 port ${port}: the port is in use (EADDRINUSE).\n`,
+    );
+    expect(existsSync(join(root, '.rewind'))).toBe(false);
+  });
+
   it('takes the token from --token or REWIND_MCP_TOKEN; refuses one too short to protect anything', async () => {
     const root = await makeTempDirectory();
     const given = 'a-token-set-by-the-person';
