@@ -65,13 +65,24 @@ async function runInDaemon() {
   // The first word that is not an option (`rewind -q checkpoint x`), as the daemon finds it.
   const command = argv.find((arg) => !arg.startsWith('-'));
   if (process.env.REWIND_DAEMON === '0' || !served.includes(command)) return undefined;
-  // The workspace as the command finds it: the nearest directory holding .rewind/, from the
-  // project a hook is for (Claude Code runs hooks from anywhere) or the current directory.
-  const project = command === 'hook' ? process.env.CLAUDE_PROJECT_DIR : undefined;
-  let directory = resolve(project || '.');
-  while (!existsSync(join(directory, '.rewind'))) {
-    if (dirname(directory) === directory) return undefined;
-    directory = dirname(directory);
+  // The workspace as the command finds it: the nearest directory holding .rewind/ from the
+  // current directory; for a hook, its project itself (--root, else $CLAUDE_PROJECT_DIR; Claude
+  // Code runs hooks from anywhere), where the hook creates a store if there is none: never a
+  // store above it. A hook whose project has no store yet runs here and creates it.
+  let directory;
+  if (command === 'hook') {
+    const at = argv.findIndex((arg) => arg === '--root' || arg.startsWith('--root='));
+    const root =
+      at === -1 ? undefined : argv[at].startsWith('--root=') ? argv[at].slice(7) : argv[at + 1];
+    const project = root ?? process.env.CLAUDE_PROJECT_DIR;
+    if (!project || !existsSync(join(resolve(project), '.rewind'))) return undefined;
+    directory = resolve(project);
+  } else {
+    directory = resolve('.');
+    while (!existsSync(join(directory, '.rewind'))) {
+      if (dirname(directory) === directory) return undefined;
+      directory = dirname(directory);
+    }
   }
   const socketPath = join(directory, '.rewind', 'daemon.sock');
   const isAuto = process.env.REWIND_DAEMON === 'auto';

@@ -365,6 +365,21 @@ describe('rewind daemon', () => {
     expect(existsSync(join(bare, '.rewind/daemon.log'))).toBe(false);
   }, 60_000);
 
+  it('with REWIND_DAEMON=auto, a hook starts the daemon of its own project, not of a store above it', async () => {
+    const parent = await project();
+    const sub = join(parent, 'sub');
+    await lay(sub, { 'a.txt': 'a' });
+    autoStarted.push(parent, sub);
+    const env = { REWIND_DAEMON: 'auto', CLAUDE_PROJECT_DIR: sub };
+    const stdin = JSON.stringify({ hook_event_name: 'UserPromptSubmit', prompt: 'x', cwd: sub });
+    // The first event creates the project's store (here), the next starts its daemon.
+    expect((await rewind(parent, ['hook', 'claude-code'], { stdin, env })).code).toBe(0);
+    expect(existsSync(join(sub, '.rewind'))).toBe(true);
+    expect((await rewind(parent, ['hook', 'claude-code'], { stdin, env })).code).toBe(0);
+    await expect.poll(() => pidsIn(sub).length, { timeout: 10_000 }).toBe(1);
+    expect(existsSync(join(parent, '.rewind/daemon.log'))).toBe(false);
+  }, 30_000);
+
   it('moves a daemon log past 1 MiB aside before a daemon it starts writes to it', async () => {
     const workspace = await project();
     autoStarted.push(workspace);
