@@ -1,0 +1,85 @@
+// Requests to S3-compatible storage: the SDK loaded on first use, its configuration, and what a
+// failed request says (what went wrong, and what to do).
+import { RewindError } from '../errors.js';
+
+export type S3Module = typeof import('@aws-sdk/client-s3');
+
+/** The SDK, loaded on first use: a program that never names a bucket never loads it. */
+let sdk: Promise<S3Module> | undefined;
+export const loadSdk = (): Promise<S3Module> => {
+  sdk ??= import('@aws-sdk/client-s3');
+  return sdk;
+};
+
+/** Whether the SDK's endpoint (from options or the environment) is an address or localhost. */
+function isLocalEndpoint(endpoint: unknown): boolean {
+  if (typeof endpoint !== 'string') return false;
+  try {
+    const { hostname } = new URL(endpoint);
+    return hostname === 'localhost' || /^[\d.]+$/.test(hostname) || hostname.startsWith('[');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What a request's error says beyond its name, for one the storage did not answer (a refused or
+ * dropped connection, a host not found): `connect ECONNREFUSED 127.0.0.1:9000`. Node joins the
+ * addresses it tried in an `AggregateError` whose own message may be empty.
+ */
+function causeOf(error: unknown): string | undefined {
+  const { message, errors } = error as { message?: string; errors?: unknown[] };
+  const inner = (errors ?? [])
+    .map((each) => (each as { message?: string }).message)
+    .filter((each): each is string => Boolean(each));
+  if (inner.length > 0) return [...new Set(inner)].join(', ');
+  return message || (error as { code?: string }).code;
+}
+
+/** What went wrong with a request, as an error that names the object and what to do. */
+export function requestFailed(error: unknown, url: string, doing: string): RewindError {
+  const name = (error as { name?: string }).name ?? 'Error';
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  const code = (error as { code?: string }).code;
+  const isUnreachable =
+    status === undefined &&
+    /ECONNREFUSED|ENOTFOUND|EAI_AGAIN|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENETUNREACH|EPIPE/.test(
+      `${code} ${causeOf(error)}`,
+    );
+  const isCredentials =
+    /InvalidAccessKeyId|SignatureDoesNotMatch|AccessDenied|ExpiredToken|CredentialsProviderError|InvalidClientTokenId/.test(
+      name,
+    ) || status === 403;
+  const advice = isCredentials
+    ? 'The storage refused the credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to ones allowed to read and write the bucket.'
+    : name === 'NoSuchBucket'
+      ? `The bucket ${url.replace(/^(s3:\/\/[^/]+).*$/, '$1')} does not exist: create it, or give another in the s3:// location (\`objects\` in .rewind/config.json).`
+      : isUnreachable
+        ? 'The storage cannot be reached: check the endpoint (AWS_ENDPOINT_URL_S3) and the network, and that the server runs, then retry; nothing that refers to the object was recorded.'
+        : 'Check the endpoint (AWS_ENDPOINT_URL_S3), the network and the bucket, then retry; nothing that refers to the object was recorded.';
+  // A name the storage answered says enough; a bare `Error` is named by its cause.
+  const cause =
+    status === undefined && /^(Error|AggregateError)$/.test(name) ? causeOf(error) : undefined;
+  return new RewindError(
+    'IO_FAILED',
+    `${doing} ${url} failed (${cause ?? name}${status ? `, HTTP ${status}` : ''}). ${advice}`,
+    { data: { url, code: name, ...(status && { status }) }, cause: error },
+  );
+}
+
+export const isMissing = (error: unknown): boolean => {
+  const name = (error as { name?: string }).name;
+  const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+  return name === 'NoSuchKey' || name === 'NotFound' || status === 404;
+};
+
+/** The SDK's configuration: `options`, with path-style addressing for a local endpoint. */
+export function clientConfig(options?: Record<string, unknown>): Record<string, unknown> {
+  const config: Record<string, unknown> = { ...options };
+  const endpoint =
+    config.endpoint ?? process.env.AWS_ENDPOINT_URL_S3 ?? process.env.AWS_ENDPOINT_URL;
+  if (config.forcePathStyle === undefined && isLocalEndpoint(endpoint)) {
+    config.forcePathStyle = true;
+  }
+  return config;
+}
