@@ -1,7 +1,12 @@
 // The S3 object store against a real S3-compatible server (s3rver, started here).
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
+import {
+  type AddressInfo,
+  connect,
+  createServer as createNetServer,
+  type Server as NetServer,
+} from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestBytes } from '../../src/lib/index.js';
@@ -42,6 +47,35 @@ async function filesUnder(directory: string): Promise<string[]> {
     if (entry.isFile()) files.push(join(entry.parentPath, entry.name));
   }
   return files;
+}
+
+/**
+ * A proxy to `endpoint` on a free loopback port that drops a connection (both sides) at the first
+ * chunk from the client that `cutsAt` says to, given a fresh one per connection.
+ */
+async function cuttingProxy(
+  endpoint: string,
+  cutsAt: () => (chunk: Buffer) => boolean,
+): Promise<NetServer> {
+  const target = new URL(endpoint);
+  const proxy = createNetServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    const isCut = cutsAt();
+    client.on('data', (chunk: Buffer) => {
+      if (isCut(chunk)) {
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => client.write(chunk));
+    for (const socket of [client, upstream]) socket.on('error', () => {});
+    client.on('close', () => upstream.destroy());
+    upstream.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  return proxy;
 }
 
 describe('the S3 object store', () => {
@@ -116,23 +150,10 @@ describe('the S3 object store', () => {
 
   it('fails a multipart upload whose parts are refused with one clean error, and aborts it', async () => {
     // A proxy that drops every connection carrying a part; everything else goes through.
-    const target = new URL(server.endpoint);
-    const proxy = createNetServer((client) => {
-      const upstream = connect(Number(target.port), target.hostname);
-      client.on('data', (chunk) => {
-        if (/[?&]partNumber=\d/.test(chunk.subarray(0, 1000).toString('latin1'))) {
-          client.destroy();
-          upstream.destroy();
-          return;
-        }
-        upstream.write(chunk);
-      });
-      upstream.on('data', (chunk) => client.write(chunk));
-      for (const socket of [client, upstream]) socket.on('error', () => {});
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxy = await cuttingProxy(
+      server.endpoint,
+      () => (chunk) => /[?&]partNumber=\d/.test(chunk.subarray(0, 1000).toString('latin1')),
+    );
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
@@ -191,27 +212,16 @@ describe('the S3 object store', () => {
 
   it('retries an upload whose connection dropped midway: the object in the bucket is whole', async () => {
     // A proxy that cuts the first connection carrying a body, after part of it went through.
-    const target = new URL(server.endpoint);
     let cut = 0;
-    const proxy = createNetServer((client) => {
-      const upstream = connect(Number(target.port), target.hostname);
+    const proxy = await cuttingProxy(server.endpoint, () => {
       let forwarded = 0;
-      client.on('data', (chunk) => {
+      return (chunk) => {
         forwarded += chunk.length;
-        if (cut === 0 && forwarded > 20_000) {
-          cut += 1;
-          client.destroy();
-          upstream.destroy();
-          return;
-        }
-        upstream.write(chunk);
-      });
-      upstream.on('data', (chunk) => client.write(chunk));
-      for (const socket of [client, upstream]) socket.on('error', () => {});
-      client.on('close', () => upstream.destroy());
-      upstream.on('close', () => client.destroy());
+        if (cut > 0 || forwarded <= 20_000) return false;
+        cut += 1;
+        return true;
+      };
     });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
     try {
       const port = (proxy.address() as AddressInfo).port;
       const store = await storeAt('dropped', {

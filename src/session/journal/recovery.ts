@@ -335,7 +335,6 @@ async function replacedParents(
   return [...found.values()];
 }
 
-/** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
 /**
  * Puts back what an interrupted commit had written on the host, leaving `leaveAlone` (the paths
  * edited since, and those that cannot be read) as they are. Whether it was all put back.
@@ -378,7 +377,7 @@ async function earlierSave(
   | { completion: { savedAs: string; drifted: string[]; driftedCount: number }; shown: string }
   | undefined
 > {
-  const base = `saved-before-recovery-${id}`;
+  const base = savedLabelOf(id);
   const saved = journal
     .checkpoints()
     .filter(
@@ -396,7 +395,7 @@ async function earlierSave(
     const there = await findEntryAt(context.store, saved.tree, path, trees);
     if (!sameState(there, before) && !sameState(there, after)) drifted.push(path);
   }
-  const shown = `${drifted.slice(0, 5).join(', ')}${drifted.length > 5 ? ', ...' : ''}`;
+  const shown = shownPaths(drifted);
   return {
     completion: {
       savedAs: saved.label,
@@ -407,8 +406,16 @@ async function earlierSave(
   };
 }
 
+/** The label of the checkpoint recovery saves edits in before finishing action `id`. */
+const savedLabelOf = (id: number): string => `saved-before-recovery-${id}`;
+
+/** The first few of `paths`, for a message. */
+const shownPaths = (paths: readonly string[]): string =>
+  `${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''}`;
+
+/** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
 function savedLabelFor(journal: Journal, id: number): string {
-  const base = `saved-before-recovery-${id}`;
+  const base = savedLabelOf(id);
   for (let index = 1; ; index++) {
     const label = index === 1 ? base : `${base}-${index}`;
     if (!journal.checkpoints().some((checkpoint) => checkpoint.label === label)) return label;
@@ -486,7 +493,7 @@ export async function recover(
         : `The ${what} a killed process had left half-done was finished first.`;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
-    const shown = `${drift.paths.slice(0, 5).join(', ')}${drift.paths.length > 5 ? ', ...' : ''}`;
+    const shown = shownPaths(drift.paths);
     if (action.started.body.on === 'host') {
       // Not finished over edits: what it had written is put back, as a commit that fails midway
       // puts back what it touched, and the paths edited since are left as they are.
