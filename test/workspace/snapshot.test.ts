@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { appendFile, chmod, chown, writeFile } from 'node:fs/promises';
+import { appendFile, chmod, chown, stat, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -146,7 +146,10 @@ describe('snapshot', () => {
     // Root reads anything: the snapshot runs as an unprivileged user.
     const nobody = 65534;
     await chmod(workspace, 0o755);
-    await chmod(join(workspace, '..'), 0o755).catch(() => {});
+    // The user gets through the directory above (the system's temporary directory, 1777): o+rx
+    // added, nothing taken away (0o755 here took /tmp's sticky bit and its write for all).
+    const parent = join(workspace, '..');
+    await chmod(parent, ((await stat(parent)).mode & 0o7777) | 0o005).catch(() => {});
     for (const path of ['.', '.rewind', '.rewind/objects', '.rewind/sessions', 'ok.txt']) {
       await chown(join(workspace, path), nobody, nobody);
     }
