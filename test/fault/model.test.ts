@@ -13,6 +13,7 @@ import {
   differences,
   type Edit,
   isNear,
+  isRemovedFirst,
   keyOf,
   type Model,
   NAMES,
@@ -411,11 +412,23 @@ class Run {
     // A path the edit put back as it was before the crashed command cannot be told from one the
     // command had not reached yet: finishing the command may set it again, unless the command had
     // set a path it applies later (see docs/reliability.md). Only other edits count here.
+    // Nor can a path the edit removed where the command removes what is there before putting
+    // another type in its place: that is the command midway (recovery saves it only when the
+    // command had gone past it).
     const unlikeBefore = new Set(changedKeys(found, pre));
     const edited = new Set(
-      edit ? changedKeys(halfway, found).filter((key) => unlikeBefore.has(key)) : [],
+      edit
+        ? changedKeys(halfway, found).filter(
+            (key) =>
+              unlikeBefore.has(key) &&
+              !(found.get(key) === undefined && isRemovedFirst(pre.get(key), post.get(key))),
+          )
+        : [],
     );
     const lost = differences(now, found, (key) => !edited.has(key));
+    if (!edit && saved.length > 0) {
+      this.fail(`recovery saved ${saved.join()} though nothing was edited since the crash`);
+    }
     if (lost.length > 0 && saved.length === 0) {
       this.fail(`the edit made after the crash is lost (disk | as edited):\n${lost.join('\n')}`);
     }

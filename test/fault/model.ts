@@ -332,6 +332,16 @@ const describeNode = (node: Node | undefined): string =>
 const sameNode = (a: Node | undefined, b: Node | undefined): boolean =>
   describeNode(a) === describeNode(b);
 
+/**
+ * Whether a restore from `before` to `after` removes what is at the path before placing its own
+ * (another type; a link with another target): killed in between, the path is absent.
+ */
+export function isRemovedFirst(before: Node | undefined, after: Node | undefined): boolean {
+  if (!before || !after) return false;
+  if (before.type === 'symlink' && after.type === 'symlink') return before.target !== after.target;
+  return before.type !== after.type && (before.type === 'directory' || after.type !== 'file');
+}
+
 /** The paths two models disagree on, leaving out those `leave` names. */
 export function changedKeys(
   a: Model,

@@ -427,6 +427,40 @@ describe('a rollback killed midway', () => {
     await reopened.close();
   });
 
+  // But a restore goes in order: with paths after x already set (a file as far as it writes at
+  // once), it had put x in place, and x absent is the person's removal, saved first.
+  it.each([
+    ['a directory that becomes a file', { 'x/inner.txt': 'inner\n' }, { x: 'a file\n' }],
+    ['a file that becomes a directory', { x: 'a file\n' }, { 'x/inner.txt': 'inner\n' }],
+  ])(
+    'finds %s absent when it had gone past it, and saves the removal first',
+    async (_, now, target) => {
+      const later = (text: string): Layout =>
+        Object.fromEntries(
+          Array.from({ length: 9 }, (_, index) => [`y${index}`, `${text} ${index}\n`]),
+        );
+      const { workspace, session, stateOf } = await sessionOn({ ...target, ...later('target') });
+      const base = await session.checkpoint('base');
+      await rm(join(workspace, 'x'), { recursive: true });
+      await lay(workspace, { ...now, ...later('edited') });
+      await session.rollback('base');
+      await session.close();
+      // Killed once the files after x were written; then the person removed x.
+      await dropClosingEntry(workspace, 'rollback-completed');
+      await rm(join(workspace, 'x'), { recursive: true });
+      const removed = await stateOf();
+      const reopened = await openSession({ workspace });
+      expect(await stateOf()).toBe(base.tree);
+      const checkpoints = await reopened.checkpoints();
+      expect(checkpoints.map((checkpoint) => checkpoint.label)).toEqual([
+        'base',
+        expect.stringMatching(/^saved-before-recovery-/),
+      ]);
+      expect(checkpoints[1]?.tree).toBe(removed);
+      await reopened.close();
+    },
+  );
+
   async function interruptedWorkspace(killAfter: number) {
     const layout: Layout = {};
     for (let index = 0; index < FILES; index++)

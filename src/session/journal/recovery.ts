@@ -200,8 +200,10 @@ function isRemovedFirst(before: TreeEntry | undefined, after: TreeEntry | undefi
  * so they are not counted; a directory is judged by what is in it. A path back in the state the
  * restore started from looks as if the restore had not reached it yet; but the restore goes in a
  * fixed order (see applicationOrder), so one that comes before a path it did set was set too
- * (one WRITES_AT_ONCE or more places before, among the placements, which are written that many
- * at a time), and was put back since the crash: edited as well.
+ * (one place before, or WRITES_AT_ONCE places for a file written over what is there, as files are
+ * written that many at a time), and was put back since the crash: edited as well. So is a path
+ * found absent where the restore removes what is there first (the restore midway) when the
+ * restore had gone past it.
  */
 async function findDrift(
   context: SessionContext,
@@ -229,14 +231,21 @@ async function findDrift(
     return (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
   };
   const drifted = new Set<string>();
-  /** Paths still in the state the restore started from, in the order it applies them. */
-  let notReached: { path: string; place: number; entries: (TreeEntry | undefined)[] }[] = [];
+  /**
+   * Paths not (or not wholly) set, in the order the restore applies them, each with how many
+   * places on a path set later proves it was set too.
+   */
+  let notReached: {
+    path: string;
+    place: number;
+    window: number;
+    entries: (TreeEntry | undefined)[];
+  }[] = [];
   /** The path at `place` was set: those it must come after were set too (see above). */
   const reached = async (place: number) => {
     const kept: typeof notReached = [];
     for (const path of notReached) {
-      const isPlacement = path.place >= removals.length;
-      if (place - path.place < (isPlacement ? WRITES_AT_ONCE : 1)) kept.push(path);
+      if (place - path.place < path.window) kept.push(path);
       else if (!(await isLeftOut(path.path, path.entries))) drifted.add(path.path);
     }
     notReached = kept;
@@ -253,18 +262,30 @@ async function findDrift(
       continue;
     }
     if (current?.type === 'directory' && before?.type === 'directory') continue;
+    const entries = [current, before, after];
+    // Only a file's writing waits: removals, folders, links and what goes before placing
+    // another type are done one after the other (see applyChanges).
+    const isWritten = after?.type === 'file';
     if (sameState(current, before)) {
-      notReached.push({ path, place, entries: [current, before, after] });
+      const window = isWritten && !isRemovedFirst(before, after) ? WRITES_AT_ONCE : 1;
+      notReached.push({ path, place, window, entries });
       continue;
     }
-    // Absent where the restore removes what is there before putting its path in place (one
-    // type for another, a link retargeted): killed in between, the restore was at this path.
-    if (sameState(current, after) || (current === undefined && isRemovedFirst(before, after))) {
+    if (sameState(current, after)) {
       applied += 1;
       await reached(place);
       continue;
     }
-    if (!(await isLeftOut(path, [current, before, after]))) drifted.add(path);
+    // Absent where the restore removes what is there before putting its path in place (one
+    // type for another, a link retargeted): killed in between, the restore was at this path;
+    // unless it had gone past it.
+    if (current === undefined && isRemovedFirst(before, after)) {
+      applied += 1;
+      await reached(place);
+      notReached.push({ path, place, window: isWritten ? WRITES_AT_ONCE : 1, entries });
+      continue;
+    }
+    if (!(await isLeftOut(path, entries))) drifted.add(path);
   }
   // A directory the restore replaces or removes must be empty by then: what is in it now that
   // the restore does not remove was put there since the crash (a directory moved there, say).
