@@ -349,6 +349,27 @@ describe('undo', () => {
     await session.close();
   });
 
+  it('records a directory an undo leaves for what it did not touch, so that a redo after it was removed refuses', async () => {
+    const { workspace, session, stateOf } = await sessionOn({ 'keep.txt': 'k', 'd/f.txt': 'f' });
+    await session.checkpoint('with-d');
+    await rm(join(workspace, 'd'), { recursive: true });
+    const rollback = await session.rollback('with-d');
+    // Moved in since: d stays when the undo takes d/f.txt away.
+    await lay(workspace, { 'd/sub/x.txt': 'x' });
+    const undo = await session.undo(rollback.id as number);
+    expect(undo).toMatchObject({ status: 'undone' });
+    expect(await readdir(join(workspace, 'd'))).toEqual(['sub']);
+    // The person removes d: redoing the rollback would make it again, with only d/f.txt.
+    await rm(join(workspace, 'd'), { recursive: true });
+    const removed = await stateOf();
+    const redo = await session.undo((undo as { id: number }).id);
+    expect(redo).toMatchObject({
+      status: 'refused',
+      conflicts: [{ path: 'd', expected: 'a directory', found: 'absent' }],
+    });
+    expect(await stateOf()).toBe(removed);
+  });
+
   it('fails with ACTION_NOT_FOUND for an entry that is not an undoable action', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     await expect(session.undo(1)).rejects.toMatchObject({ code: 'ACTION_NOT_FOUND' });

@@ -200,6 +200,7 @@ async function findUndoConflicts(
   target: string,
   unreadable: string[],
   kept: KeptDirectory[],
+  stays: KeptDirectory[],
 ): Promise<UndoConflict[]> {
   const conflicts: UndoConflict[] = [];
   const isLeftOut = leftOutByUndo(context, effect, target);
@@ -239,6 +240,19 @@ async function findUndoConflicts(
           found: describeState(drifted.before),
         });
       }
+    }
+    // A directory the action made that still holds what the undo does not touch stays (a restore
+    // never removes a directory that holds something): recorded as staying, so that undoing the
+    // undo knows it was there.
+    for (const change of touched) {
+      if (change.before !== undefined || change.after?.type !== 'directory') continue;
+      const own = drift.get(change.path)?.before ?? change.after;
+      if (own.type !== 'directory') continue;
+      const holdsMore = [...drift].some(
+        ([path, inner]) =>
+          path.startsWith(`${change.path}/`) && inner.before && !touchedPaths.has(path),
+      );
+      if (holdsMore) stays.push({ path: change.path, mode: own.mode });
     }
     // A directory the action left that the undo turns back into a file or a link goes whole:
     // what was put in it since would go with it.
@@ -366,9 +380,10 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     const touched = await changesOf(context, effect);
     const unreadable: string[] = [];
     const kept: KeptDirectory[] = [];
+    const stays: KeptDirectory[] = [];
     const target = workspaceFor(context, action.started.body);
     const conflicts = [
-      ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept)),
+      ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept, stays)),
       ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
     ];
     if (conflicts.length > 0) {
@@ -398,18 +413,19 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
     let started: LedgerEntry;
     if (effect.type === 'trees') {
       const beforeTree = await withKeptDirectories(context, effect.afterTree, kept);
+      const afterTree = await withKeptDirectories(context, effect.beforeTree, stays);
       started = await journal.append(
         'undo-started',
         {
           undoes: action.id,
           beforeTree,
-          afterTree: effect.beforeTree,
+          afterTree,
           ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
           ...moved,
         },
         [
           { type: 'tree', digest: beforeTree },
-          { type: 'tree', digest: effect.beforeTree },
+          { type: 'tree', digest: afterTree },
           ...conversationRefs,
         ],
       );
@@ -420,7 +436,9 @@ export function undoAction(context: SessionContext, id: number | 'last'): Promis
         [...referencesOf(effect.paths), ...conversationRefs],
       );
     }
-    const applied = await applyAnnounced(context, journal, started, reverseChanges(touched), {
+    const staying = new Set(stays.map(({ path }) => path));
+    const changes = reverseChanges(touched).filter(({ path }) => !staying.has(path));
+    const applied = await applyAnnounced(context, journal, started, changes, {
       isRecovery: false,
       leaveAlone: unreadable,
     });
