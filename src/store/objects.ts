@@ -414,8 +414,12 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
   async function statObject(digest: Digest): Promise<ObjectInfo | undefined> {
     const pending = pendingOf(digest);
     if (pending) return { digest, sizeBytes: pending.byteLength };
-    // A pack named by an index read earlier must still be there (gc may have merged it since).
-    const packed = () => packs.find(digest).find((location) => existsSync(location.pack));
+    // A pack named by an index read earlier must still be listed (gc may have merged it since,
+    // and removes its index first: a gc killed then leaves the pack without it).
+    const packed = () =>
+      packs
+        .find(digest)
+        .find((location) => existsSync(location.index) && existsSync(location.pack));
     const location = packed();
     if (location) return { digest, sizeBytes: location.sizeBytes };
     try {
@@ -433,6 +437,9 @@ export function createObjectStore(storeDirectory: string): ObjectStore {
     put: (source) => putSource(source),
 
     batch() {
+      // What another process removed since (gc, under the lock this batch's writer holds now) is
+      // not taken as stored: the indexes are listed again.
+      packs.refresh();
       const state: BatchState = {
         directories: new Set(),
         files: [],

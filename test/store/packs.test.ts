@@ -360,6 +360,22 @@ describe('packs', () => {
     expect(await packFiles(directory)).toEqual([]);
   });
 
+  it('stores again an object whose pack lost its index since this process read it (gc killed between the two removals)', async () => {
+    const { directory, store } = await newStore();
+    const all = contents(5);
+    const digests = await putInBatch(store, all);
+    // Processes that read the index earlier (a live session).
+    const [live, asker] = [createObjectStore(directory), createObjectStore(directory)];
+    for (const reader of [live, asker]) expect(await reader.has(digests[0] as Digest)).toBe(true);
+    // gc removes a pack index first, then the pack: killed in between, the pack stays unlisted.
+    const [index] = (await packFiles(directory)).filter((name) => name.endsWith('.idx'));
+    await rm(join(directory, 'objects/pack', index as string));
+    expect(await asker.has(digests[0] as Digest)).toBe(false);
+    // Stored again by the live process, the object is listed for every reader.
+    await putInBatch(live, [all[0] as Buffer]);
+    expect(await createObjectStore(directory).get(digests[0] as Digest)).toEqual(all[0]);
+  });
+
   it('merges many packs into one when garbage is collected', async () => {
     const { directory, store } = await newStore();
     const expected: Digest[] = [];
