@@ -21,6 +21,7 @@ import {
   forEachConcurrently,
   type LockWait,
   type UnreadableLine,
+  withLock,
 } from '../lib/index.js';
 import {
   findStore,
@@ -218,16 +219,29 @@ export async function init(
   // The tables of a store made earlier, brought up to date; idempotent.
   if (location.ledger && location.ledger.url !== ledger) await migratePostgres(location.ledger.url);
   const ledgers = ledgersOf(location);
-  let current = await readCurrentSession(location.directory, ledgers).catch((error: unknown) => {
-    if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;
-    throw error;
-  });
-  const isNewSession = current === undefined;
+  const readCurrent = () =>
+    readCurrentSession(location.directory, ledgers).catch((error: unknown) => {
+      if (isRewindError(error, 'SESSION_NOT_FOUND')) return undefined;
+      throw error;
+    });
+  let current = await readCurrent();
+  let isNewSession = false;
   if (!current) {
-    const started = await startLedger(location, startOptionsOf(options));
-    await started.close();
-    await setCurrentSession(location.directory, started.session);
-    current = started.session;
+    // Under the workspace lock, looked for again: processes starting on a new store at once
+    // (parallel hook calls) all take the one session the first of them starts.
+    current = await withLock(
+      workspaceLockOf(location.directory),
+      async () => {
+        const found = await readCurrent();
+        if (found) return found;
+        const started = await startLedger(location, startOptionsOf(options));
+        await started.close();
+        await setCurrentSession(location.directory, started.session);
+        isNewSession = true;
+        return started.session;
+      },
+      { timeoutMs: 60_000, purpose: 'starting a session' },
+    );
   }
   return {
     workspace: location.workspace,

@@ -84,6 +84,18 @@ describe('init', () => {
     expect(await readdir(join(workspace, '.rewind', 'sessions'))).toHaveLength(1);
   });
 
+  it('starts one session when several start on a new store at once (parallel hook calls)', async () => {
+    const workspace = await makeTempDirectory();
+    const results = await Promise.all(
+      ['one111', 'two222', 'three3', 'four44'].map((id) =>
+        init({ workspace, generateId: () => id }),
+      ),
+    );
+    expect(new Set(results.map((result) => result.session.id)).size).toBe(1);
+    expect(results.filter((result) => result.isNewSession)).toHaveLength(1);
+    expect(await readdir(join(workspace, '.rewind', 'sessions'))).toHaveLength(1);
+  });
+
   it('refuses a home directory, creating nothing there', async () => {
     const home = await makeTempDirectory();
     const saved = process.env.HOME;
