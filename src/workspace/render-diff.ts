@@ -1,6 +1,6 @@
-import { createTwoFilesPatch, diffLines } from 'diff';
 import { nameBytes } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
+import { lineRuns, linesOf, unifiedHunks } from './line-diff.js';
 import type { TreeChange } from './tree-diff.js';
 
 /** Text files larger than this are summarized instead of diffed line by line. */
@@ -104,12 +104,8 @@ export async function renderDiff(
       );
       continue;
     }
-    // The names are quoted here, from their bytes: the library would quote a name's lone
-    // surrogates (its bytes that are not UTF-8) as the replacement character's.
-    const patch = createTwoFilesPatch('a', 'b', oldText, newText, undefined, undefined, {
-      context: 3,
-    });
-    parts.push(patch.replace(/^=+\n--- a\n\+\+\+ b\n/, () => `--- ${oldName}\n+++ ${newName}\n`));
+    const runs = lineRuns(linesOf(oldText), linesOf(newText));
+    parts.push(`--- ${oldName}\n+++ ${newName}\n${unifiedHunks(runs, 3)}`);
   }
   return parts.join('');
 }
@@ -120,16 +116,9 @@ export interface LineCounts {
   linesRemoved: number;
 }
 
-function lineCount(text: string): number {
-  if (text === '') return 0;
-  const newlines = text.split('\n').length - 1;
-  return text.endsWith('\n') ? newlines : newlines + 1;
-}
-
 /**
- * Counts the lines that changes add and remove in text files; binary files and files over 1 MiB
- * are not counted. A file whose diff takes too long counts as rewritten (all its old lines
- * removed, all its new lines added).
+ * Counts the lines that changes add and remove in text files, by the same line diff as
+ * `renderDiff`; binary files and files over 1 MiB are not counted.
  */
 export async function countLineChanges(
   store: ObjectStore,
@@ -143,15 +132,9 @@ export async function countLineChanges(
       continue;
     const [oldText, newText] = await Promise.all([textOf(store, before), textOf(store, after)]);
     if (oldText === undefined || newText === undefined) continue;
-    const parts = diffLines(oldText, newText, { timeout: 100 });
-    if (parts === undefined) {
-      counts.linesRemoved += lineCount(oldText);
-      counts.linesAdded += lineCount(newText);
-      continue;
-    }
-    for (const part of parts) {
-      if (part.added) counts.linesAdded += part.count ?? 0;
-      else if (part.removed) counts.linesRemoved += part.count ?? 0;
+    for (const run of lineRuns(linesOf(oldText), linesOf(newText))) {
+      if (run.added) counts.linesAdded += run.lines.length;
+      else if (run.removed) counts.linesRemoved += run.lines.length;
     }
   }
   return counts;
