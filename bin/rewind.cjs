@@ -232,11 +232,29 @@ const writerOf = (stream) => (text) => {
 // A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
 // the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
 // and the command finishes and exits with its own code (what it did happened either way).
+// Any other failure to write (`rewind diff > /dev/full`: ENOSPC; EIO, EBADF...) drops the rest
+// of the output too, and the command finishes, then says so in one line and exits 1.
+/** The first error writing to stdout other than EPIPE, said at exit. */
+let outputError;
 for (const stream of [process.stdout, process.stderr]) {
   stream.on('error', (error) => {
-    if (error.code !== 'EPIPE') throw error;
+    if (error.code !== 'EPIPE' && stream === process.stdout) outputError ??= error;
   });
 }
+
+// Said at exit: the error event of a failed write comes after the command has returned.
+process.on('exit', () => {
+  if (outputError === undefined) return;
+  const reason = (outputError.message ?? '').replace(/^[A-Z]+: /, '').replace(/, write$/, '');
+  const named = outputError.code ? `${reason} (${outputError.code})` : reason;
+  try {
+    require('node:fs').writeSync(
+      2,
+      `rewind: could not write the output to stdout: ${named}; the output is incomplete.\n`,
+    );
+  } catch {}
+  if (!process.exitCode) process.exitCode = 1;
+});
 
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {

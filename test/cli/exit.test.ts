@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -55,5 +55,36 @@ describe('the `rewind` command as a process', () => {
     const log = await rewind(workspace, ['log']);
     expect(log.code).toBe(0);
     expect(log.stdout).toMatch(/sh -c/);
+  });
+
+  it('says in one line, with exit 1, that its output could not be written (> /dev/full)', async () => {
+    const workspace = await makeTempDirectory();
+    await writeFile(join(workspace, 'a.txt'), 'one\n');
+    expect((await rewind(workspace, ['-q', 'init'])).code).toBe(0);
+    expect((await rewind(workspace, ['-q', 'checkpoint', 'one'])).code).toBe(0);
+    await writeFile(join(workspace, 'a.txt'), 'two\n');
+    const full = openSync('/dev/full', 'w');
+    try {
+      for (const args of [['diff', 'one'], ['log']]) {
+        const child = spawn(process.execPath, [join(ROOT, 'bin/rewind.cjs'), ...args], {
+          cwd: workspace,
+          env: { ...process.env, REWIND_DAEMON: '0' },
+          stdio: ['ignore', full, 'pipe'],
+        });
+        let stderr = '';
+        child.stderr?.on('data', (chunk: Buffer) => {
+          stderr += chunk;
+        });
+        const code = await new Promise((done) => child.on('close', done));
+        // It was an uncaught ENOSPC's stack trace, thrown from the handler that let EPIPE pass.
+        expect({ code, stderr }, args.join(' ')).toEqual({
+          code: 1,
+          stderr:
+            'rewind: could not write the output to stdout: no space left on device (ENOSPC); the output is incomplete.\n',
+        });
+      }
+    } finally {
+      closeSync(full);
+    }
   });
 });
