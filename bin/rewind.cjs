@@ -138,6 +138,10 @@ async function runInDaemon() {
           socket.write('{"go":true}\n');
         } else if (message.stdout !== undefined) writerOf(process.stdout)(message.stdout);
         else if (message.stderr !== undefined) writerOf(process.stderr)(message.stderr);
+        else if (message.stdoutBytes !== undefined)
+          writerOf(process.stdout)(Buffer.from(message.stdoutBytes, 'base64'));
+        else if (message.stderrBytes !== undefined)
+          writerOf(process.stderr)(Buffer.from(message.stderrBytes, 'base64'));
         else if (message.exit !== undefined) settle(message.exit);
         else if (message.fallback !== undefined) settle(undefined);
       }

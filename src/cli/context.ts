@@ -27,8 +27,9 @@ import { createProgressLine } from './progress.js';
 
 /** Where the CLI reads and writes; the real process by default, buffers in tests. */
 export interface CliIo {
-  stdout: (text: string) => void;
-  stderr: (text: string) => void;
+  /** Text, or bytes written as they are (a stored output that is not UTF-8, by `show`). */
+  stdout: (text: string | Uint8Array) => void;
+  stderr: (text: string | Uint8Array) => void;
   cwd: string;
   /** What `rewind write PATH -` reads; the process's standard input by default. */
   stdin?: AsyncIterable<Uint8Array>;
@@ -109,10 +110,10 @@ export const EXIT_USAGE = 2;
 /** `rewind test`: the verifier gave no verdict. */
 export const EXIT_UNKNOWN = 3;
 
-/** What a command printed, for each stream. */
+/** What a command printed, for each stream: text, or bytes that are not UTF-8, as they are. */
 export interface Passthrough {
-  stdout: string;
-  stderr: string;
+  stdout: string | Uint8Array;
+  stderr: string | Uint8Array;
 }
 
 /** How a command shows what its operation returned. */

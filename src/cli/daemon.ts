@@ -10,7 +10,8 @@
  * isTerminal, isErrorTerminal, stdin? }`; the daemon answers `{ accepted: true }` as it reads it,
  * or only `{ fallback: why }` for a command it does not serve (the client runs it itself). The
  * client answers `{ go: true }`, and the daemon runs the command, in turn, sending `{ stdout }`
- * and `{ stderr }` as it prints and `{ exit }` last. A client that heard nothing within 2 s
+ * and `{ stderr }` as it prints (`{ stdoutBytes }`, `{ stderrBytes }` in base64 for bytes that are
+ * not text) and `{ exit }` last. A client that heard nothing within 2 s
  * closes the connection and runs the command itself; the daemon, without its go, does not.
  */
 import { realpathSync, statSync } from 'node:fs';
@@ -319,8 +320,11 @@ async function serve(
       ]),
     );
     const code = await run(request.argv, {
-      stdout: (text) => send(socket, { stdout: text }),
-      stderr: (text) => send(socket, { stderr: text }),
+      // Bytes (a stored output that is not UTF-8) go in base64, and come out as they are.
+      stdout: (text) =>
+        send(socket, typeof text === 'string' ? { stdout: text } : { stdoutBytes: base64Of(text) }),
+      stderr: (text) =>
+        send(socket, typeof text === 'string' ? { stderr: text } : { stderrBytes: base64Of(text) }),
       cwd: request.cwd,
       stdin: Readable.from(
         request.stdin === undefined ? [] : [Buffer.from(request.stdin, 'base64')],
@@ -457,4 +461,8 @@ export function addDaemonCommand(
       state.exitCode = await serve(root, io, run, idleExitMs);
     });
   outsideTable(daemon, 'a process that serves the CLI its own commands, not an operation');
+}
+
+function base64Of(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { closeSync, constants, fstatSync, readFileSync } from 'node:fs';
 import { isSystemError, RewindError } from '../errors.js';
 import {
@@ -124,11 +125,16 @@ export async function listDirectory(context: SessionContext, path: string): Prom
     .sort();
 }
 
-/** A stored output: its text (as stored: redacted when the session redacts) and whether it was cut. */
+/**
+ * A stored output: its text (as stored: redacted when the session redacts) and whether it was cut.
+ * Bytes that are not UTF-8 (an image, a gzip body) are in `base64` too, exactly: `text` shows
+ * each of them as U+FFFD.
+ */
 export interface StoredText {
   text: string;
   sizeBytes: number;
   truncated: boolean;
+  base64?: string;
 }
 
 /** What an action stored, as `Session.show` returns it. */
@@ -181,6 +187,7 @@ async function storedText(
     text: bytes.toString('utf8'),
     sizeBytes: bytes.length,
     truncated: blob.truncated === true,
+    ...(!isUtf8(bytes) && { base64: bytes.toString('base64') }),
   };
 }
 

@@ -4,6 +4,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runCli } from '../../src/cli/main.js';
 import { probeBwrap } from '../../src/sandbox/index.js';
 import { rewind } from '../helpers/cli.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
@@ -231,6 +232,40 @@ describe('rewind action commands', () => {
       expect(shown.stdout).not.toContain('s3cret');
       expect((await rewind(cwd, ['--verbose', 'show', id])).stdout).toContain(`\n${long}\n`);
       expect(await rewind(cwd, ['-q', 'show', id])).toEqual({ code: 0, stdout: long, stderr: '' });
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+
+  it('shows a binary response body and command output byte for byte with -q', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    // Not UTF-8: a PNG's signature, a lone continuation byte, an invalid lead byte.
+    const image = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x80, 0xff, 0x00]);
+    const server = createServer((_request, response) => response.end(image));
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    /** What the CLI wrote on stdout, as bytes. */
+    const bytesOf = async (argv: string[]) => {
+      const chunks: Buffer[] = [];
+      const code = await runCli(argv, {
+        cwd,
+        stdout: (text) => chunks.push(Buffer.from(text)),
+        stderr: () => {},
+      });
+      return { code, stdout: Buffer.concat(chunks) };
+    };
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/image.png`;
+      const id = idOf((await rewind(cwd, ['http', 'GET', url])).stdout);
+      // It was the body decoded as UTF-8: each byte that is not became U+FFFD (ef bf bd).
+      expect(await bytesOf(['-q', 'show', id])).toEqual({ code: 0, stdout: image });
+      const shown = await rewind(cwd, ['--json', 'show', id]);
+      expect(JSON.parse(shown.stdout).response.body.base64).toBe(image.toString('base64'));
+      const ran = await rewind(cwd, ['exec', `printf '\\211PNG\\377'`]);
+      expect(await bytesOf(['-q', 'show', idOf(ran.stdout)])).toEqual({
+        code: 0,
+        stdout: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff]),
+      });
     } finally {
       await new Promise((done) => server.close(done));
     }

@@ -197,24 +197,39 @@ function cutWhenStored(name: string, stored: StoredText): string {
 
 /**
  * What a command printed, as stored, passed through as `exec` passes it (stdout on stdout, stderr
- * on stderr) and, but with `--quiet`, after the action's header line.
+ * on stderr) and, but with `--quiet`, after the action's header line; with `--quiet`, a
+ * response's body. Both byte for byte: output that is not UTF-8 is not turned into U+FFFD.
  */
 function shownOutput(detail: ActionDetail, globals: GlobalFlags): Passthrough {
+  // With --quiet, a response's body, whole and byte for byte (an image stays an image).
+  if (detail.response && globals.quiet)
+    return { stdout: bytesOf(detail.response.body), stderr: '' };
   if (!detail.command) return { stdout: '', stderr: '' };
   const { stdout, stderr } = detail.command;
-  const ended = (text: string): string =>
-    globals.quiet || text === '' || text.endsWith('\n') ? text : `${text}\n`;
-  return {
-    stdout: `${globals.quiet ? '' : renderDetailHeader(detail)}${ended(stdout.text)}`,
-    stderr: ended(stderr.text),
+  const ended = (stored: StoredText): string | Uint8Array => {
+    const bytes = bytesOf(stored);
+    if (globals.quiet || stored.text === '' || stored.text.endsWith('\n')) return bytes;
+    return typeof bytes === 'string' ? `${bytes}\n` : Buffer.concat([bytes, Buffer.from('\n')]);
   };
+  const header = globals.quiet ? '' : renderDetailHeader(detail);
+  const out = ended(stdout);
+  return {
+    stdout: typeof out === 'string' ? `${header}${out}` : Buffer.concat([Buffer.from(header), out]),
+    stderr: ended(stderr),
+  };
+}
+
+/** A stored output as it was: its text, or its bytes where they are not UTF-8. */
+function bytesOf(stored: StoredText): string | Buffer {
+  return stored.base64 === undefined ? stored.text : Buffer.from(stored.base64, 'base64');
 }
 
 /**
  * What an action stored, for people (a command's output comes first, through
  * {@link shownOutput}): how a command ended; a request (`METHOD URL`, headers, body) and its
  * response (`HTTP status`, headers, body), bodies cut as `http` cuts them; else its ledger
- * entries. With `--quiet`: a response's body, whole, or the entries; nothing else.
+ * entries. With `--quiet`: the entries; nothing else (a response's body, whole, and a command's
+ * output are passed through).
  */
 function renderDetail(detail: ActionDetail, globals: GlobalFlags): string {
   const redacted =
@@ -234,7 +249,7 @@ function renderDetail(detail: ActionDetail, globals: GlobalFlags): string {
   }
   if (detail.request) {
     const response = detail.response;
-    if (globals.quiet) return response?.body.text ?? '';
+    if (globals.quiet) return ''; // the body is passed through ({@link shownOutput})
     const request = detail.request;
     const requestBody = request.body ? `\n${renderBody(request.body.text, globals)}` : '';
     const answer = response
