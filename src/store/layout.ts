@@ -241,7 +241,7 @@ function rootOf(workspace: string): string {
   if (workspace.includes('\0')) {
     throw new RewindError(
       'WORKSPACE_INVALID',
-      `The workspace path ${JSON.stringify(workspace)} holds a NUL byte, which no file name can. Give the directory of the project (or leave --dir out).`,
+      `The workspace path ${JSON.stringify(workspace)} holds a NUL byte, which no file name can. Give the directory of the project (--dir; --root for \`rewind ui\` and \`rewind mcp\`), or leave it out.`,
       { data: { path: workspace } },
     );
   }
@@ -368,7 +368,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
   if (rootStats && !rootStats.isDirectory()) {
     throw new RewindError(
       'WORKSPACE_INVALID',
-      `The workspace ${root} is a file, not a directory. Give the directory of the project (or leave --dir out).`,
+      `The workspace ${root} is a file, not a directory. Give the directory of the project (--dir; --root for \`rewind ui\` and \`rewind mcp\`), or leave it out.`,
       { data: { path: root } },
     );
   }
@@ -382,7 +382,7 @@ export async function openStore(workspace: string): Promise<StoreLocation> {
   if (!isDirectory || !(await checkMarker(directory))) {
     throw new RewindError(
       'STORE_NOT_FOUND',
-      `There is no Rewind store in ${root}. Run \`rewind init\` there first, or pass --dir.`,
+      `There is no Rewind store in ${root}. Run \`rewind init\` there first, or name the workspace that has one (--dir; --root for \`rewind ui\` and \`rewind mcp\`).`,
       { data: { workspace: root } },
     );
   }

@@ -31,6 +31,8 @@ describe('rewind ui, the command', () => {
     const missing = await runNode([BIN, 'ui'], { cwd: empty });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toMatch(/rewind init/);
+    // The option of `rewind ui` is --root; the message named the CLI's --dir.
+    expect(missing.stderr).toContain('--root for `rewind ui`');
     const port = await runNode([BIN, 'ui', '--port', 'eighty'], { cwd: empty });
     expect(port.code).toBe(2);
     expect(port.stderr).toContain('--port must be a port number');
