@@ -142,6 +142,25 @@ describe('rewind action commands', () => {
     );
   });
 
+  it('says that a compensation that failed left the action not compensated, and what to do', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const recorded = await rewind(cwd, ['record', 'deploy', '--compensate-command', 'exit 3']);
+    const id = idOf(recorded.stdout);
+    const failed = await rewind(cwd, ['compensate', id, '--yes']);
+    expect(failed.code).toBe(3);
+    const ran = Number(id) + 1;
+    // It said "Compensated #2 with action 3 (reversible, failed)", as if it had been.
+    expect(failed.stdout).not.toContain('Compensated');
+    expect(failed.stdout).toContain(
+      `The compensation of #${id} failed; #${id} is not compensated. It ran as action ${ran} (reversible, failed): rewind undo ${ran}\n` +
+        `See its output with \`rewind show ${ran}\`, deal with the cause, then run \`rewind compensate ${id}\` again.\n`,
+    );
+    expect((await rewind(cwd, ['log'])).stdout).toMatch(
+      /x\.deploy deploy \(compensable\) \[interrupted\]/,
+    );
+  });
+
   it('declares an HTTP compensation and sends it when compensating', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);

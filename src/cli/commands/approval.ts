@@ -38,6 +38,19 @@ function renderCompensation(id: number, compensation: Compensation): string {
   return `Compensation of #${id}:\n  ${JSON.stringify(compensation)}\n`;
 }
 
+/**
+ * What running a compensation came to: done, or, when it did not succeed, that the action is not
+ * compensated and what to do (the compensation itself is an action of its own, kept in the log).
+ */
+function renderCompensated(id: number, result: ActionResult): string {
+  if (result.state === 'done') return `Compensated #${id} with ${renderActionLine(result)}`;
+  const ended = result.state === 'failed' ? 'failed' : `did not finish (${result.state})`;
+  return (
+    `The compensation of #${id} ${ended}; #${id} is not compensated. It ran as ${renderActionLine(result)}` +
+    `See its output with \`rewind show ${result.id}\`, deal with the cause, then run \`rewind compensate ${id}\` again.\n`
+  );
+}
+
 const APPROVAL: CliPresenter<DraftInfo | ActionResult> = {
   passthrough: (output, globals) =>
     'digest' in output ? { stdout: '', stderr: '' } : commandOutput(output, globals),
@@ -117,7 +130,7 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
             ? renderCompensation(number, output)
             : globals.quiet
               ? renderOutcome(output, globals)
-              : `${renderOutcome(output, globals)}Compensated #${number} with ${renderActionLine(output)}`,
+              : `${renderOutcome(output, globals)}${renderCompensated(number, output)}`,
         // The action it names is `id` when showing; once run, `id` is the new action.
         json: (output) =>
           'id' in output
