@@ -211,6 +211,11 @@ describe('rewind mcp --http', () => {
     expect(refusal('127.0.0.1.nip.io:8765', '127.0.0.1')).toBe(421);
     expect(refusal('192.168.1.5:8765', '0.0.0.0')).toBeUndefined();
     expect(refusal('rebind.example:8765', '0.0.0.0')).toBe(421);
+    // Listening on all: localhost too (a page at localhost is this server's own), at its port only.
+    expect(refusal('localhost:8765', '0.0.0.0')).toBeUndefined();
+    expect(refusal('[::1]:8765', '::')).toBeUndefined();
+    expect(refusal('localhost:8766', '0.0.0.0')).toBe(421);
+    expect(refusal('my-laptop:8765', '0.0.0.0')).toBe(421);
     expect(refusal('127.0.0.1:8765', '127.0.0.1', 'https://127.0.0.1:8765')).toBe(403);
     expect(refusal('127.0.0.1:8765', '127.0.0.1', 'http://localhost:8765')).toBeUndefined();
   });
