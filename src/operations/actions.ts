@@ -8,6 +8,7 @@ import {
   hasOneCompensation,
   ONE_COMPENSATION,
   seconds,
+  unionError,
 } from './inputs.js';
 
 const draft = () => z.boolean().optional();
@@ -22,7 +23,11 @@ export const execOperation = defineOperation({
   input: () =>
     z.object({
       command: z
-        .union([z.string(), z.array(z.string())])
+        .union([z.string(), z.array(z.string())], {
+          error: unionError(
+            'must be a shell command (a string) or a program and its arguments (an array of strings)',
+          ),
+        })
         .describe('A shell command (run by /bin/sh -c), or a program and its arguments.'),
       timeout: seconds()
         .optional()

@@ -1,7 +1,7 @@
 /** File operations: the journaled, undoable write, delete, move and mkdir, and the plain reads. */
 import * as z from 'zod';
 import { defineOperation, type OperationAnnotations } from './define-operation.js';
-import { workspacePath } from './inputs.js';
+import { isBase64, workspacePath } from './inputs.js';
 
 const CHANGING: OperationAnnotations = { destructive: true };
 const READING: OperationAnnotations = { readOnly: true };
@@ -13,16 +13,23 @@ export const writeOperation = defineOperation({
   description:
     'Create or overwrite a file in the workspace, creating missing directories. The previous content is kept, so the write can be undone. Prefer this to writing files any other way.',
   input: () =>
-    z.object({
-      path: workspacePath(),
-      content: z.string().describe('The whole new content of the file.'),
-      encoding: z
-        .enum(['utf8', 'base64'])
-        .optional()
-        .describe(
-          'How `content` is encoded: utf8 (the default), or base64 for bytes that are not text.',
-        ),
-    }),
+    z
+      .object({
+        path: workspacePath(),
+        content: z.string().describe('The whole new content of the file.'),
+        encoding: z
+          .enum(['utf8', 'base64'])
+          .optional()
+          .describe(
+            'How `content` is encoded: utf8 (the default), or base64 for bytes that are not text.',
+          ),
+      })
+      // Buffer.from would drop what is not base64 and write what is left, quietly.
+      .refine((input) => input.encoding !== 'base64' || isBase64(input.content), {
+        path: ['content'],
+        error:
+          'must be base64 (encoding base64): only A-Z, a-z, 0-9, + and / (or - and _), padded with = at the end if at all',
+      }),
   scope: 'session',
   isToolCall: true,
   annotations: CHANGING,

@@ -31,6 +31,28 @@ export const actionId = () =>
     .positive({ error: ACTION_ID })
     .describe('The action id, as the answer that journaled it and the log show it.');
 
+/**
+ * The message of a union of shapes (zod's own is only "Invalid input"): `expected`, unless the
+ * value is of one of the shapes and only something inside it is wrong, which is said then, with
+ * where (`keepLast: must be a whole number of 1 or more`).
+ */
+export function unionError(expected: string) {
+  return (issue: { code?: string; errors?: unknown }): string => {
+    const branches = (issue.code === 'invalid_union' ? issue.errors : undefined) as
+      | { path: PropertyKey[]; message: string }[][]
+      | undefined;
+    const inside = branches?.find((branch) => (branch[0]?.path.length ?? 0) > 0)?.[0];
+    return inside ? `${inside.path.map(String).join('.')}: ${inside.message}` : expected;
+  };
+}
+
+/** Whether `text` is base64 (or base64url), as Buffer.from reads it without dropping anything: whitespace aside, only its alphabet, padded with `=` at the end if at all. */
+export function isBase64(text: string): boolean {
+  const compact = text.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(compact)) return false;
+  return compact.includes('=') ? compact.length % 4 === 0 : compact.length % 4 !== 1;
+}
+
 /** A whole number of `minimum` or more. */
 export function wholeNumber(minimum: number): z.ZodNumber {
   const message = `must be a whole number of ${minimum} or more`;

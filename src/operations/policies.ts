@@ -2,7 +2,7 @@
 import * as z from 'zod';
 import type { SessionPolicies } from '../index.js';
 import { defineOperation } from './define-operation.js';
-import { wholeNumber } from './inputs.js';
+import { unionError, wholeNumber } from './inputs.js';
 import { verifierInputs, verifierOf } from './verification.js';
 
 const WHY_NOT_ON_THE_CLI =
@@ -30,37 +30,47 @@ export const policySetOperation = defineOperation({
   input: () =>
     z.object({
       autoCheckpoint: z
-        .union([
-          z.literal(false),
-          z.object({
-            keepLast: wholeNumber(1)
-              .optional()
-              .describe('Keep the newest this many automatic checkpoints (default: all).'),
-          }),
-        ])
+        .union(
+          [
+            z.literal(false),
+            z.object({
+              keepLast: wholeNumber(1)
+                .optional()
+                .describe('Keep the newest this many automatic checkpoints (default: all).'),
+            }),
+          ],
+          { error: unionError('must be false (off) or an object (on), such as {"keepLast": 5}') },
+        )
         .optional()
         .describe('On (an object) or off (false).'),
       autoRollback: z
-        .union([
-          z.literal(false),
-          z.object({
-            on: z
-              .array(z.enum(['exception', 'test-failure']))
-              .optional()
-              .describe('When to roll back (default: both).'),
-            to: z
-              .string()
-              .optional()
-              .describe(
-                'A checkpoint label, or "latest" (default): the newest not already broken.',
-              ),
-            scope: z
-              .enum(['both', 'files', 'conversation'])
-              .optional()
-              .describe('What to restore (default: both).'),
-            ...verifierInputs(),
-          }),
-        ])
+        .union(
+          [
+            z.literal(false),
+            z.object({
+              on: z
+                .array(z.enum(['exception', 'test-failure']))
+                .optional()
+                .describe('When to roll back (default: both).'),
+              to: z
+                .string()
+                .optional()
+                .describe(
+                  'A checkpoint label, or "latest" (default): the newest not already broken.',
+                ),
+              scope: z
+                .enum(['both', 'files', 'conversation'])
+                .optional()
+                .describe('What to restore (default: both).'),
+              ...verifierInputs(),
+            }),
+          ],
+          {
+            error: unionError(
+              'must be false (off) or an object (on), such as {"on": ["test-failure"]}',
+            ),
+          },
+        )
         .optional()
         .describe('On (an object) or off (false).'),
     }),

@@ -151,6 +151,36 @@ describe('the MCP server', () => {
     expect(textOf(outside)).toContain('[PATH_INVALID]');
     const invalid = await agent.callTool({ name: 'write', arguments: { path: 'a.txt' } });
     expect(invalid.isError).toBe(true);
+    // Content that is not base64 was decoded as far as it went and written (here, nothing).
+    const notBase64 = await agent.callTool({
+      name: 'write',
+      arguments: { path: 'a.txt', content: '!!! not base64', encoding: 'base64' },
+    });
+    expect(notBase64.isError).toBe(true);
+    expect(textOf(notBase64)).toContain('content: must be base64 (encoding base64): only A-Z');
+    // Arguments of two shapes said only "Invalid input".
+    const command = await agent.callTool({ name: 'exec', arguments: { command: 3 } });
+    expect(textOf(command)).toContain(
+      'command: must be a shell command (a string) or a program and its arguments (an array of strings)',
+    );
+    const policy = await agent.callTool({
+      name: 'policy-set',
+      arguments: { autoCheckpoint: true },
+    });
+    expect(textOf(policy)).toContain('autoCheckpoint: must be false (off) or an object (on)');
+    const inside = await agent.callTool({
+      name: 'policy-set',
+      arguments: { autoCheckpoint: { keepLast: 'x' } },
+    });
+    expect(textOf(inside)).toContain(
+      'autoCheckpoint: keepLast: must be a whole number of 1 or more',
+    );
+    const base64 = await agent.callTool({
+      name: 'write',
+      arguments: { path: 'b.bin', content: 'AAEC/w==\n', encoding: 'base64' },
+    });
+    expect(base64.isError).toBeFalsy();
+    expect(await readFile(join(root, 'b.bin'))).toEqual(Buffer.from([0, 1, 2, 255]));
     const metadata = await agent.callTool({
       name: 'http',
       arguments: { method: 'GET', url: 'http://169.254.169.254/' },
