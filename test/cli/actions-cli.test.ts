@@ -278,6 +278,7 @@ describe('rewind action commands', () => {
       const id = idOf((await rewind(cwd, ['http', 'GET', url])).stdout);
       // It was the body decoded as UTF-8: each byte that is not became U+FFFD (ef bf bd).
       expect(await bytesOf(['-q', 'show', id])).toEqual({ code: 0, stdout: image });
+      expect(await bytesOf(['-q', 'http', 'GET', url])).toEqual({ code: 0, stdout: image });
       const shown = await rewind(cwd, ['--json', 'show', id]);
       expect(JSON.parse(shown.stdout).response.body.base64).toBe(image.toString('base64'));
       const ran = await rewind(cwd, ['exec', `printf '\\211PNG\\377'`]);

@@ -104,8 +104,18 @@ export function renderOutcome(result: ActionResult, globals: GlobalFlags): strin
 /**
  * What a command printed, passed through as it printed it: its stdout on stdout, its stderr on
  * stderr. Without `--quiet` each ends with a newline, so the summary after it starts a line.
+ * With `--quiet`, a response's body, whole, byte for byte.
  */
 export function commandOutput(result: ActionResult, globals: GlobalFlags): Passthrough {
+  // With --quiet, a response's body, whole and byte for byte (an image stays an image).
+  const response = (result as HttpResult).response;
+  if (response && globals.quiet) {
+    const { body, bodyBase64 } = response;
+    return {
+      stdout: bodyBase64 === undefined ? body : Buffer.from(bodyBase64, 'base64'),
+      stderr: '',
+    };
+  }
   if (!('exitCode' in result)) return { stdout: '', stderr: '' };
   const ran = result as ExecResult;
   const ended = (text: string): string =>
@@ -168,13 +178,13 @@ function renderBody(body: string, globals: GlobalFlags): string {
 }
 
 /**
- * A response's status and body (the first 2,000 characters, unless `--verbose`); with `--quiet`,
- * the body alone, whole; nothing for a draft.
+ * A response's status and body (the first 2,000 characters, unless `--verbose`); nothing with
+ * `--quiet` (the body alone, whole, is passed through by {@link commandOutput}) or for a draft.
  */
 function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
-  if (globals.quiet) return response.body;
+  if (globals.quiet) return ''; // the body is passed through ({@link commandOutput})
   return `HTTP ${response.status}\n${renderBody(response.body, globals)}`;
 }
 

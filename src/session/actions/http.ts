@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { isRewindError } from '../../errors.js';
 import { REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import {
@@ -35,8 +36,15 @@ export interface HttpActionOptions {
 
 /** What `Session.http` did: the response (redacted as the session says), unless a draft. */
 export interface HttpResult extends ActionResult {
+  /** `body` as UTF-8 text; `bodyBase64`, its exact bytes, too when they are not UTF-8. */
   response:
-    | { status: number; headers: Record<string, string>; body: string; bodyTruncated: boolean }
+    | {
+        status: number;
+        headers: Record<string, string>;
+        body: string;
+        bodyTruncated: boolean;
+        bodyBase64?: string;
+      }
     | undefined;
 }
 
@@ -188,6 +196,7 @@ export async function runRequestAction(
       headers,
       body: body.bytes.toString('utf8'),
       bodyTruncated,
+      ...(!isUtf8(body.bytes) && { bodyBase64: body.bytes.toString('base64') }),
     },
   };
 }
