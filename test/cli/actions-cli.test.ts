@@ -256,7 +256,7 @@ describe('rewind action commands', () => {
     }
   });
 
-  it('shows a binary response body and command output byte for byte with -q', async () => {
+  it('shows and passes a binary response body and command output byte for byte with -q', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);
     // Not UTF-8: a PNG's signature, a lone continuation byte, an invalid lead byte.
@@ -283,6 +283,10 @@ describe('rewind action commands', () => {
       expect(JSON.parse(shown.stdout).response.body.base64).toBe(image.toString('base64'));
       const ran = await rewind(cwd, ['exec', `printf '\\211PNG\\377'`]);
       expect(await bytesOf(['-q', 'show', idOf(ran.stdout)])).toEqual({
+        code: 0,
+        stdout: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff]),
+      });
+      expect(await bytesOf(['-q', 'exec', `printf '\\211PNG\\377'`])).toEqual({
         code: 0,
         stdout: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff]),
       });

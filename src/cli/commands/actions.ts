@@ -118,9 +118,10 @@ export function commandOutput(result: ActionResult, globals: GlobalFlags): Passt
   }
   if (!('exitCode' in result)) return { stdout: '', stderr: '' };
   const ran = result as ExecResult;
-  const ended = (text: string): string =>
-    globals.quiet || text === '' || text.endsWith('\n') ? text : `${text}\n`;
-  return { stdout: ended(ran.stdout), stderr: ended(ran.stderr) };
+  return {
+    stdout: endedLine(ran.stdout, ran.stdoutBase64, globals),
+    stderr: endedLine(ran.stderr, ran.stderrBase64, globals),
+  };
 }
 
 /**
@@ -216,17 +217,28 @@ function shownOutput(detail: ActionDetail, globals: GlobalFlags): Passthrough {
     return { stdout: bytesOf(detail.response.body), stderr: '' };
   if (!detail.command) return { stdout: '', stderr: '' };
   const { stdout, stderr } = detail.command;
-  const ended = (stored: StoredText): string | Uint8Array => {
-    const bytes = bytesOf(stored);
-    if (globals.quiet || stored.text === '' || stored.text.endsWith('\n')) return bytes;
-    return typeof bytes === 'string' ? `${bytes}\n` : Buffer.concat([bytes, Buffer.from('\n')]);
-  };
+  const ended = (stored: StoredText) => endedLine(stored.text, stored.base64, globals);
   const header = globals.quiet ? '' : renderDetailHeader(detail);
   const out = ended(stdout);
   return {
     stdout: typeof out === 'string' ? `${header}${out}` : Buffer.concat([Buffer.from(header), out]),
     stderr: ended(stderr),
   };
+}
+
+/**
+ * Output as it was printed: its text, or its bytes (`base64`) when they are not UTF-8; without
+ * `--quiet`, ending with a newline, so what follows starts a line.
+ */
+function endedLine(
+  text: string,
+  base64: string | undefined,
+  globals: GlobalFlags,
+): string | Uint8Array {
+  const isEnded = globals.quiet || text === '' || text.endsWith('\n');
+  if (base64 === undefined) return isEnded ? text : `${text}\n`;
+  const bytes = Buffer.from(base64, 'base64');
+  return isEnded ? bytes : Buffer.concat([bytes, Buffer.from('\n')]);
 }
 
 /** A stored output as it was: its text, or its bytes where they are not UTF-8. */

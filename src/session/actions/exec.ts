@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
@@ -32,10 +33,13 @@ export interface ExecResult extends ActionResult {
   signal: string | null;
   timedOut: boolean;
   durationMs: number;
+  /** What it printed, as UTF-8 text; `stdoutBase64`, the exact bytes, too when they are not UTF-8. */
   stdout: string;
   stderr: string;
   stdoutTruncated: boolean;
   stderrTruncated: boolean;
+  stdoutBase64?: string;
+  stderrBase64?: string;
   /** Files the command created, modified and deleted in the workspace. */
   created: string[];
   modified: string[];
@@ -250,6 +254,8 @@ export async function runCommandAction(
     stderr: stderrText.bytes.toString('utf8'),
     stdoutTruncated,
     stderrTruncated,
+    ...(!isUtf8(stdoutText.bytes) && { stdoutBase64: stdoutText.bytes.toString('base64') }),
+    ...(!isUtf8(stderrText.bytes) && { stderrBase64: stderrText.bytes.toString('base64') }),
     ...files,
   };
 }
