@@ -10,6 +10,7 @@ export {
   type LedgerEntry,
 } from './entry.js';
 export {
+  type AppendCheck,
   findUnsupportedEntry,
   generateSessionId,
   Ledger,

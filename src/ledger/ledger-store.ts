@@ -7,6 +7,7 @@ import { syncPath, withLock } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 import { type EntryKind, encodeEntry, type LedgerEntry } from './entry.js';
 import {
+  type AppendCheck,
   appendLockOf,
   Ledger,
   type LedgerOptions,
@@ -24,10 +25,17 @@ export interface SessionLedger {
   readonly session: SessionFile;
   /** True when every entry carries the digest of the one before it. */
   readonly isHashChained: boolean;
+  /**
+   * Appends one entry; resolves once it is durable. `check`, when given, runs on every entry the
+   * ledger holds at that moment, under the lock that allocates the seq (the file's lock, the
+   * session row's lock in PostgreSQL), and what it throws stops the append: see
+   * {@link AppendCheck}.
+   */
   append(
     kind: EntryKind,
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
+    check?: AppendCheck,
   ): Promise<LedgerEntry>;
   read(): Promise<LedgerReading>;
   close(): Promise<void>;

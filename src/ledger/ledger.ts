@@ -50,6 +50,14 @@ export interface LedgerReading {
   damagedLastLine: UnreadableLine | undefined;
 }
 
+/**
+ * A check an append runs against every entry of the ledger as it stands at that moment, under the
+ * lock that allocates the entry's seq: what it throws is thrown by the append, and nothing is
+ * appended. This is how a "check, then append" (a label not taken yet, an action not undone yet)
+ * holds against other writers of the same session, on other machines too.
+ */
+export type AppendCheck = (entries: readonly LedgerEntry[]) => void | Promise<void>;
+
 /** Options shared by the functions that write a ledger. */
 export interface LedgerOptions {
   /** The clock for `at`; injected in tests. Default: the system clock. */
@@ -289,6 +297,9 @@ export class Ledger {
    * `seq` is assigned under the session's lock, so concurrent writers never collide or leave a
    * gap. A torn final line left by a crash is left as it is; the entry starts on a fresh line.
    *
+   * With `check`, the ledger is read under the lock and `check` runs on its entries before
+   * anything is written (see {@link AppendCheck}).
+   *
    * Throws `INVALID_ARGUMENT` for an unknown kind or a body JSON cannot hold, and `LOCK_HELD`
    * when another writer keeps the lock too long.
    */
@@ -296,19 +307,22 @@ export class Ledger {
     kind: EntryKind,
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
+    check?: AppendCheck,
   ): Promise<LedgerEntry> {
-    return this.#serial(() => this.#appendNow(kind, body, refs));
+    return this.#serial(() => this.#appendNow(kind, body, refs, check));
   }
 
   async #appendNow(
     kind: EntryKind,
     body: Record<string, unknown>,
     refs: readonly ObjectReference[] | undefined,
+    check: AppendCheck | undefined,
   ): Promise<LedgerEntry> {
     checkEntryKind(kind);
     return withLock(
       appendLockOf(this.session),
       async () => {
+        if (check) await check((await this.#reader.read()).entries);
         // fstat and a one-line write take microseconds: done synchronously; only the sync waits.
         const { size } = fstatSync(this.#handle.fd);
         const tail =

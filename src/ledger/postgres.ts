@@ -13,6 +13,7 @@ import {
   type LedgerEntry,
 } from './entry.js';
 import {
+  type AppendCheck,
   findUnsupportedEntry,
   generateSessionId,
   type LedgerOptions,
@@ -54,8 +55,11 @@ export interface PostgresSession {
  * entry is committed, `read` returns every entry (parsing only those appended since the previous
  * read), `close` waits for pending appends. `seq` is allocated in the append's transaction under
  * the session row's lock (`SELECT ... FOR UPDATE`), so writers on any number of machines never
- * collide or leave a gap; the primary key would refuse a duplicate anyway. Each row holds the
- * entry's line as the file ledger writes it: the hash chain and `verify` are unchanged.
+ * collide or leave a gap; the primary key would refuse a duplicate anyway. An append's `check`
+ * runs in that same transaction, under that lock, on every entry then committed: a writer that
+ * appends meanwhile waits for the lock, so what the check saw is still the whole ledger when the
+ * entry is inserted. Each row holds the entry's line as the file ledger writes it: the hash chain
+ * and `verify` are unchanged.
  */
 export class PostgresLedger {
   /** The session as every ledger names it; `file` says where it lives, for people. */
@@ -164,19 +168,24 @@ export class PostgresLedger {
     }
   }
 
-  /** Appends one entry; resolves once it is committed. See the class for how `seq` is chosen. */
+  /**
+   * Appends one entry; resolves once it is committed. See the class for how `seq` is chosen and
+   * when `check` runs.
+   */
   append(
     kind: EntryKind,
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
+    check?: AppendCheck,
   ): Promise<LedgerEntry> {
-    return this.#serial(() => this.#appendNow(kind, body, refs));
+    return this.#serial(() => this.#appendNow(kind, body, refs, check));
   }
 
   async #appendNow(
     kind: EntryKind,
     body: Record<string, unknown>,
     refs: readonly ObjectReference[] | undefined,
+    check: AppendCheck | undefined,
   ): Promise<LedgerEntry> {
     checkEntryKind(kind);
     const { store, id, url } = this.location;
@@ -204,6 +213,16 @@ export class PostgresLedger {
               [store, id, tried.seq],
             );
             if (rows[0]?.line === tried.line) return parseLine(tried.line, id, tried.seq);
+          }
+          if (check) {
+            // Read under the lock: every entry committed before it, none after.
+            const after = this.#entries.at(-1)?.seq ?? 0;
+            const { rows } = await client.query<{ seq: string; line: string }>(
+              'SELECT seq, line FROM rewind_entries WHERE store = $1 AND session = $2 AND seq > $3 ORDER BY seq',
+              [store, id, after],
+            );
+            this.#keep(rows.map((row) => parseLine(row.line, id, Number(row.seq))));
+            await check([...this.#entries]);
           }
           let last: LedgerEntry | undefined;
           if (lastSeq > 0) {
@@ -249,13 +268,22 @@ export class PostgresLedger {
   /** Every entry of the session, in order; only rows appended since the previous read are fetched. */
   async read(): Promise<LedgerReading> {
     const after = this.#entries.at(-1)?.seq ?? 0;
-    this.#entries.push(...(await fetchEntries(this.#pool, this.location, after)));
+    this.#keep(await fetchEntries(this.#pool, this.location, after));
     return {
       entries: [...this.#entries],
       unreadable: [],
       endsMidLine: false,
       damagedLastLine: undefined,
     };
+  }
+
+  /**
+   * Adds fetched entries to those read before, leaving out any that a read or a checked append
+   * running at the same time added first.
+   */
+  #keep(fetched: readonly LedgerEntry[]): void {
+    const last = this.#entries.at(-1)?.seq ?? 0;
+    this.#entries.push(...fetched.filter((entry) => entry.seq > last));
   }
 
   /** Waits for pending appends and gives the connection pool back. */

@@ -1,6 +1,7 @@
 import { appendFile, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { RewindError } from '../../src/errors.js';
 import {
   checkLedger,
   digestEntry,
@@ -145,6 +146,28 @@ describe('ledger', () => {
     });
     await reopened.close();
     expect(await readFile(ledger.session.file, 'utf8')).toBe(before);
+  });
+
+  it("runs an append's check on the file as it is under the lock: of writers checking one label, one appends", async () => {
+    const { ledger } = await newLedger();
+    const writers = await Promise.all(
+      [1, 2, 3, 4].map(() => Ledger.open(ledger.session, { now: fixedClock() })),
+    );
+    const labelFree = async (entries: readonly LedgerEntry[]) => {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (entries.some((entry) => entry.body.label === 'once')) {
+        throw new RewindError('CHECKPOINT_EXISTS', 'taken');
+      }
+    };
+    const outcomes = await Promise.allSettled(
+      writers.map((writer) =>
+        writer.append('checkpoint-created', { label: 'once' }, [], labelFree),
+      ),
+    );
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+    const { entries } = await readLedgerFile(ledger.session.file);
+    expect(entries.map((entry) => entry.kind)).toEqual(['session-started', 'checkpoint-created']);
+    await Promise.all([ledger, ...writers].map((each) => each.close()));
   });
 
   it('refuses an unknown kind or a body JSON cannot hold, and writes nothing', async () => {

@@ -2,7 +2,13 @@
 import { type AddressInfo, connect, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLedger, migratePostgres, PostgresLedger } from '../../src/ledger/index.js';
+import { RewindError } from '../../src/errors.js';
+import {
+  checkLedger,
+  type LedgerEntry,
+  migratePostgres,
+  PostgresLedger,
+} from '../../src/ledger/index.js';
 import { type PostgresServer, startPostgres } from '../helpers/postgres.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 
@@ -47,6 +53,38 @@ describe('the PostgreSQL ledger', () => {
     await expect(
       PostgresLedger.open(server.url, 'store-b', writer.session.id),
     ).rejects.toMatchObject({ code: 'SESSION_NOT_FOUND' });
+  });
+
+  it("runs an append's check under the session's lock: of many writers checking one label, one appends", async () => {
+    const first = await PostgresLedger.create(server.url, 'store-checked');
+    const writers = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map(() =>
+        PostgresLedger.open(server.url, 'store-checked', first.session.id),
+      ),
+    );
+    const seen: number[] = [];
+    const labelFree = async (entries: readonly LedgerEntry[]) => {
+      seen.push(entries.length);
+      // Slow checks widen the window another writer would slip through without the lock.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      if (entries.some((entry) => entry.body.label === 'once')) {
+        throw new RewindError('CHECKPOINT_EXISTS', 'taken');
+      }
+    };
+    const outcomes = await Promise.allSettled(
+      writers.map((writer) =>
+        writer.append('checkpoint-created', { label: 'once' }, [], labelFree),
+      ),
+    );
+    expect(outcomes.filter((outcome) => outcome.status === 'fulfilled')).toHaveLength(1);
+    for (const outcome of outcomes.filter((outcome) => outcome.status === 'rejected')) {
+      expect(outcome.reason).toMatchObject({ code: 'CHECKPOINT_EXISTS' });
+    }
+    // Each check saw every entry committed before it: the first one, then that and the label.
+    expect(seen.sort()).toEqual([1, 2, 2, 2, 2, 2]);
+    const { entries } = await first.read();
+    expect(entries.map((entry) => entry.kind)).toEqual(['session-started', 'checkpoint-created']);
+    await Promise.all([first, ...writers].map((ledger) => ledger.close()));
   });
 
   it('allocates seq without gaps or duplicates for writers in several processes at once', async () => {
