@@ -13,7 +13,7 @@ import {
   type CheckpointInfo,
   checkpointOf,
 } from '../journal/checkpoint-records.js';
-import { readJournal, withWorkspaceLock } from '../journal/journal.js';
+import { type Journal, readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { type CheckedMessages, storeMessages } from './conversation.js';
 
 /** Options of `Session.checkpoint`. */
@@ -100,6 +100,17 @@ function checkFirstSnapshot(
   );
 }
 
+/** Throws `CHECKPOINT_EXISTS` when a checkpoint of the session (not pruned) has `label`. */
+function checkLabelFree(context: SessionContext, journal: Journal, label: string): void {
+  const existing = journal.checkpoints().find((checkpoint) => checkpoint.label === label);
+  if (!existing) return;
+  throw new RewindError(
+    'CHECKPOINT_EXISTS',
+    `Session ${context.id} already has a checkpoint "${label}" (#${existing.seq}). Choose another label.`,
+    { data: { label, seq: existing.seq } },
+  );
+}
+
 /**
  * Records the workspace under `label` with a `checkpoint-created` entry, paired with `messages`
  * when given, else with the session's current conversation. Throws `CHECKPOINT_EXISTS`.
@@ -116,15 +127,8 @@ export function createCheckpoint(
 ): Promise<CheckpointResult> {
   return withWorkspaceLock(context, `creating checkpoint ${label}`, async (journal) => {
     if (options.budget) checkFirstSnapshot(context, options.budget);
-    const checkpoints = journal.checkpoints();
-    const existing = checkpoints.find((checkpoint) => checkpoint.label === label);
-    if (existing) {
-      throw new RewindError(
-        'CHECKPOINT_EXISTS',
-        `Session ${context.id} already has a checkpoint "${label}" (#${existing.seq}). Choose another label.`,
-        { data: { label, seq: existing.seq } },
-      );
-    }
+    const checkFree = (current: Journal) => checkLabelFree(context, current, label);
+    checkFree(journal);
     const snapshot = await snapshotWorkspace(context, options.onProgress);
     const conversation = options.messages
       ? await storeMessages(context, options.messages)
@@ -132,6 +136,8 @@ export function createCheckpoint(
     const entry = await appendCheckpoint(context, journal, label, snapshot, {
       isAutomatic: options.isAutomatic,
       conversation,
+      // Another copy of the workspace on a shared ledger may have taken the label meanwhile.
+      check: checkFree,
     });
     return { ...checkpointOf(entry), readCount: snapshot.readCount, warnings: snapshot.warnings };
   });

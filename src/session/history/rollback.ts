@@ -16,7 +16,12 @@ import {
 import { outsideRulesOf, type SessionContext, snapshotWorkspace } from '../context.js';
 import { type PathChange, referencesOf } from '../journal/action-records.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
-import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import {
+  checkConversationUnmoved,
+  type Journal,
+  planningAgain,
+  withWorkspaceLock,
+} from '../journal/journal.js';
 import { applyAnnounced, changesOf, leftAloneBy } from '../journal/recovery.js';
 import {
   type RestoredConversation,
@@ -141,13 +146,41 @@ export function rollbackTo(
   );
 }
 
-/** Inside the workspace lock: rolls back to `target`; see {@link rollbackTo}. */
-export async function rollbackWithin(
+/**
+ * Throws `CHECKPOINT_NOT_FOUND` when `target` is no longer a checkpoint of the session: another
+ * copy of the workspace on a shared ledger pruned it while the rollback was prepared.
+ */
+function checkStillThere(context: SessionContext, journal: Journal, target: CheckpointInfo): void {
+  if (journal.checkpoints().some((checkpoint) => checkpoint.seq === target.seq)) return;
+  throw new RewindError(
+    'CHECKPOINT_NOT_FOUND',
+    `Checkpoint ${target.label} (#${target.seq}) of session ${context.id} was pruned while the rollback was prepared. Nothing was changed.`,
+    { data: { label: target.label, seq: target.seq } },
+  );
+}
+
+/**
+ * Inside the workspace lock: rolls back to `target`; see {@link rollbackTo}. Its intent is
+ * appended only if, at that moment, the checkpoint is still there and the conversation it records
+ * as replaced is still the current one (on a shared ledger another copy of the workspace appends
+ * under its own lock); when the conversation moved, the rollback is planned again.
+ */
+export function rollbackWithin(
   context: SessionContext,
   journal: Journal,
   target: CheckpointInfo,
   options: RollbackOptions,
 ): Promise<RollbackResult> {
+  return planningAgain(context, journal, () => rollbackOnce(context, journal, target, options));
+}
+
+async function rollbackOnce(
+  context: SessionContext,
+  journal: Journal,
+  target: CheckpointInfo,
+  options: RollbackOptions,
+): Promise<RollbackResult> {
+  const movedAt = journal.conversationMovedAt();
   const scope = options.scope ?? 'both';
   if (scope === 'conversation' && options.paths !== undefined) {
     throw new RewindError(
@@ -210,12 +243,20 @@ export async function rollbackWithin(
   };
   if (isDryRun) return planned(context, journal, result, body, changes, leaveAlone);
   result.changes = await planChanges(context, changes);
-  const started = await journal.append('rollback-started', body, [
-    { type: 'tree', digest: snapshot.tree },
-    { type: 'tree', digest: afterTree },
-    ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
-    ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
-  ]);
+  const started = await journal.append(
+    'rollback-started',
+    body,
+    [
+      { type: 'tree', digest: snapshot.tree },
+      { type: 'tree', digest: afterTree },
+      ...(restored ? [{ type: 'tree' as const, digest: restored.ref.tree }] : []),
+      ...(restored && before ? [{ type: 'tree' as const, digest: before.tree }] : []),
+    ],
+    (current) => {
+      checkStillThere(context, current, target);
+      if (restored) checkConversationUnmoved(current, context.id, movedAt);
+    },
+  );
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,
@@ -361,11 +402,16 @@ async function restorePaths(
   };
   if (result.isDryRun) return planned(context, journal, result, body, changes, leaveAlone);
   result.changes = await planChanges(context, changes);
-  const started = await journal.append('rollback-started', body, [
-    ...referencesOf(pathChanges),
-    { type: 'tree', digest: snapshot.tree },
-    { type: 'tree', digest: target.tree },
-  ]);
+  const started = await journal.append(
+    'rollback-started',
+    body,
+    [
+      ...referencesOf(pathChanges),
+      { type: 'tree', digest: snapshot.tree },
+      { type: 'tree', digest: target.tree },
+    ],
+    (current) => checkStillThere(context, current, target),
+  );
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,

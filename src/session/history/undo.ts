@@ -30,7 +30,13 @@ import {
   referencesOf,
 } from '../journal/action-records.js';
 import { conversationIn } from '../journal/conversation-refs.js';
-import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import {
+  ChangedMeanwhile,
+  checkConversationUnmoved,
+  type Journal,
+  planningAgain,
+  withWorkspaceLock,
+} from '../journal/journal.js';
 import { applyAnnounced, changesOf, reverseChanges } from '../journal/recovery.js';
 
 /** A path an undo would trample: what the action left there, and what is there now. */
@@ -374,74 +380,106 @@ async function brokenParents(
  */
 export function undoAction(context: SessionContext, id: number | 'last'): Promise<UndoResult> {
   const purpose = `undoing ${id === 'last' ? 'the last action' : `#${id}`}`;
-  return withWorkspaceLock(context, purpose, async (journal) => {
-    const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
-    const effect = checkUndoable(action);
-    const touched = await changesOf(context, effect);
-    const unreadable: string[] = [];
-    const kept: KeptDirectory[] = [];
-    const stays: KeptDirectory[] = [];
-    const target = workspaceFor(context, action.started.body);
-    const conflicts = [
-      ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept, stays)),
-      ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
-    ];
-    if (conflicts.length > 0) {
-      await journal.append('undo-refused', {
-        undoes: action.id,
-        paths: conflicts.slice(0, 50).map((conflict) => conflict.path),
-        conflicts: conflicts.slice(0, 50),
-        pathCount: conflicts.length,
-      });
-      return { status: 'refused', undoes: action.id, conflicts };
-    }
-    // Undoing what moved the conversation moves it back (to none, if there was none).
-    const movedTo = conversationIn(action.started.body, 'conversationAfter');
-    const movedFrom = conversationIn(action.started.body, 'conversationBefore');
-    const current = journal.currentConversation();
-    const moved = {
-      ...(movedTo && {
-        ...(movedFrom && { conversationAfter: movedFrom }),
-        ...(current && { conversationBefore: current }),
-      }),
-      // An undo acts where the action did: the host, for a commit.
-      ...(action.started.body.on === 'host' && { on: 'host' }),
-    };
-    const conversationRefs = [movedFrom, current].flatMap((ref) =>
-      movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
-    );
-    let started: LedgerEntry;
-    if (effect.type === 'trees') {
-      const beforeTree = await withKeptDirectories(context, effect.afterTree, kept);
-      const afterTree = await withKeptDirectories(context, effect.beforeTree, stays);
-      started = await journal.append(
-        'undo-started',
-        {
-          undoes: action.id,
-          beforeTree,
-          afterTree,
-          ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
-          ...moved,
-        },
-        [
-          { type: 'tree', digest: beforeTree },
-          { type: 'tree', digest: afterTree },
-          ...conversationRefs,
-        ],
-      );
-    } else {
-      started = await journal.append(
-        'undo-started',
-        { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
-        [...referencesOf(effect.paths), ...conversationRefs],
-      );
-    }
-    const staying = new Set(stays.map(({ path }) => path));
-    const changes = reverseChanges(touched).filter(({ path }) => !staying.has(path));
-    const applied = await applyAnnounced(context, journal, started, changes, {
-      isRecovery: false,
-      leaveAlone: unreadable,
+  return withWorkspaceLock(context, purpose, (journal) =>
+    planningAgain(context, journal, () => undoOnce(context, journal, id)),
+  );
+}
+
+/**
+ * Inside the workspace lock: {@link undoAction}. Its intent is appended only if, at that moment,
+ * the action can still be undone and (when the undo moves the conversation) the conversation is
+ * the one it planned with: on a shared ledger another copy of the workspace may have undone it,
+ * or moved the conversation, under its own lock meanwhile.
+ */
+async function undoOnce(
+  context: SessionContext,
+  journal: Journal,
+  id: number | 'last',
+): Promise<UndoResult> {
+  const movedAt = journal.conversationMovedAt();
+  const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
+  const effect = checkUndoable(action);
+  const touched = await changesOf(context, effect);
+  const unreadable: string[] = [];
+  const kept: KeptDirectory[] = [];
+  const stays: KeptDirectory[] = [];
+  const target = workspaceFor(context, action.started.body);
+  const conflicts = [
+    ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept, stays)),
+    ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
+  ];
+  if (conflicts.length > 0) {
+    await journal.append('undo-refused', {
+      undoes: action.id,
+      paths: conflicts.slice(0, 50).map((conflict) => conflict.path),
+      conflicts: conflicts.slice(0, 50),
+      pathCount: conflicts.length,
     });
-    return { status: 'undone', id: started.seq, undoes: action.id, applied };
+    return { status: 'refused', undoes: action.id, conflicts };
+  }
+  // Undoing what moved the conversation moves it back (to none, if there was none).
+  const movedTo = conversationIn(action.started.body, 'conversationAfter');
+  const movedFrom = conversationIn(action.started.body, 'conversationBefore');
+  const current = journal.currentConversation();
+  const moved = {
+    ...(movedTo && {
+      ...(movedFrom && { conversationAfter: movedFrom }),
+      ...(current && { conversationBefore: current }),
+    }),
+    // An undo acts where the action did: the host, for a commit.
+    ...(action.started.body.on === 'host' && { on: 'host' }),
+  };
+  const conversationRefs = [movedFrom, current].flatMap((ref) =>
+    movedTo && ref ? [{ type: 'tree' as const, digest: ref.tree }] : [],
+  );
+  // Another copy of the workspace may have undone it meanwhile, or moved the conversation.
+  const stillUndoable = (latest: Journal) => {
+    const undoing = latest
+      .underWayElsewhere()
+      .find((other) => other.kind === 'undo' && other.undoes === action.id);
+    if (undoing) {
+      throw new ChangedMeanwhile(
+        `Action #${action.id} is being undone by another copy of the workspace (#${undoing.id}), which has not finished.`,
+        context.id,
+        undoing.id,
+      );
+    }
+    checkUndoable(latest.findAction(action.id));
+    if (movedTo) checkConversationUnmoved(latest, context.id, movedAt);
+  };
+  let started: LedgerEntry;
+  if (effect.type === 'trees') {
+    const beforeTree = await withKeptDirectories(context, effect.afterTree, kept);
+    const afterTree = await withKeptDirectories(context, effect.beforeTree, stays);
+    started = await journal.append(
+      'undo-started',
+      {
+        undoes: action.id,
+        beforeTree,
+        afterTree,
+        ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
+        ...moved,
+      },
+      [
+        { type: 'tree', digest: beforeTree },
+        { type: 'tree', digest: afterTree },
+        ...conversationRefs,
+      ],
+      stillUndoable,
+    );
+  } else {
+    started = await journal.append(
+      'undo-started',
+      { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
+      [...referencesOf(effect.paths), ...conversationRefs],
+      stillUndoable,
+    );
+  }
+  const staying = new Set(stays.map(({ path }) => path));
+  const changes = reverseChanges(touched).filter(({ path }) => !staying.has(path));
+  const applied = await applyAnnounced(context, journal, started, changes, {
+    isRecovery: false,
+    leaveAlone: unreadable,
   });
+  return { status: 'undone', id: started.seq, undoes: action.id, applied };
 }

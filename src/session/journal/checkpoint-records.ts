@@ -80,14 +80,19 @@ function countFiles(changes: readonly TreeChange[]): {
 /**
  * Records a snapshot as the checkpoint `label` (a `checkpoint-created` entry, with the files
  * changed since the previous checkpoint), paired with `conversation` when given. Inside the
- * workspace lock; the caller has checked the label.
+ * workspace lock; the caller has checked the label, and `check`, when given, checks it again as
+ * the entry is appended (see `Journal.append`).
  */
 export async function appendCheckpoint(
   context: SessionContext,
   journal: Journal,
   label: string,
   snapshot: SnapshotResult,
-  options: { isAutomatic: boolean; conversation: ConversationRef | undefined },
+  options: {
+    isAutomatic: boolean;
+    conversation: ConversationRef | undefined;
+    check?: (journal: Journal) => void;
+  },
 ): Promise<LedgerEntry> {
   const previous = journal.checkpoints().at(-1);
   // Against nothing, every file and link is added: no need to list them all.
@@ -115,6 +120,7 @@ export async function appendCheckpoint(
       ...(conversation ? [{ type: 'tree' as const, digest: conversation.tree }] : []),
       ...(snapshot.rules ? [{ type: 'blob' as const, digest: snapshot.rules }] : []),
     ],
+    options.check,
   );
 }
 

@@ -30,6 +30,7 @@ export function conversationIn(
  */
 export class ConversationTracker {
   #current: ConversationRef | undefined;
+  #movedAt = 0;
   /** Rollbacks and undos under way that move the conversation, by the seq of their intent. */
   readonly #moving = new Map<number, ConversationRef | undefined>();
 
@@ -37,12 +38,23 @@ export class ConversationTracker {
     return this.#current;
   }
 
+  /**
+   * The seq of the newest entry that changed the conversation or began to (the intent of a
+   * rollback or undo that moves it); 0 when none has.
+   */
+  get movedAt(): number {
+    return this.#movedAt;
+  }
+
   /** Folds one ledger entry in; entries must come in order. */
   add(entry: LedgerEntry): void {
     if (entry.kind === 'conversation-synced' || entry.kind === 'checkpoint-created') {
-      this.#current = conversationIn(entry.body, 'conversation') ?? this.#current;
+      const recorded = conversationIn(entry.body, 'conversation');
+      if (recorded && recorded.tree !== this.#current?.tree) this.#movedAt = entry.seq;
+      this.#current = recorded ?? this.#current;
     } else if (entry.kind === 'rollback-started' || entry.kind === 'undo-started') {
       if (entry.body.conversationAfter !== undefined) {
+        this.#movedAt = entry.seq;
         this.#moving.set(entry.seq, conversationIn(entry.body, 'conversationAfter'));
       }
     } else if (entry.kind === 'rollback-completed' || entry.kind === 'undo-completed') {

@@ -48,7 +48,11 @@ export class Journal {
   }
 
   async #refreshNow(): Promise<void> {
-    const { entries } = await this.#ledger.read();
+    this.#foldIn((await this.#ledger.read()).entries);
+  }
+
+  /** Folds in the entries of a reading that were not folded in yet. */
+  #foldIn(entries: readonly LedgerEntry[]): void {
     let from = this.#entries.length;
     // The reader hands back the entries it parsed before as the same objects, unless it had to
     // start over (the file was replaced or rewritten): then every view is rebuilt.
@@ -86,17 +90,33 @@ export class Journal {
   /**
    * Appends an entry to the ledger and folds it in (with anything another process appended
    * first). Resolves once it is durable; see `Ledger.append`.
+   *
+   * `check` runs on this journal brought up to the very entries the entry is appended after,
+   * under the ledger's lock (see `AppendCheck`): what it throws stops the append. An operation
+   * checks under the workspace lock before it starts, but on a shared ledger other copies of the
+   * workspace, each under its own lock, append to the same session meanwhile; `check` asks again
+   * where no other writer can come between.
    */
   async append(
     kind: EntryKind,
     body: Record<string, unknown>,
     refs?: readonly ObjectReference[],
+    check?: (journal: Journal) => void,
   ): Promise<LedgerEntry> {
     const stamped =
       this.#workspaceId !== undefined && STARTING_KINDS.has(kind)
         ? { ...body, workspaceId: this.#workspaceId }
         : body;
-    const entry = await this.#ledger.append(kind, stamped, refs);
+    const entry = await this.#ledger.append(
+      kind,
+      stamped,
+      refs,
+      check &&
+        (async (entries) => {
+          await this.#serial(async () => this.#foldIn(entries));
+          check(this);
+        }),
+    );
     await this.refresh();
     return entry;
   }
@@ -177,6 +197,29 @@ export class Journal {
     return this.#conversation.current;
   }
 
+  /**
+   * The seq of the newest entry that moved the session's conversation or began to: an operation
+   * that records the conversation it replaces checks, as it appends, that this has not changed
+   * since it planned (see {@link checkConversationUnmoved}).
+   */
+  conversationMovedAt(): number {
+    return this.#conversation.movedAt;
+  }
+
+  /**
+   * The actions under way (started, not closed yet) that another copy of the workspace started,
+   * on a shared ledger: each copy finishes only its own. Empty on a ledger of one copy.
+   */
+  underWayElsewhere(): ActionRecord[] {
+    const own = this.#workspaceId;
+    if (own === undefined) return [];
+    return [...this.#actions.open].flatMap((id) => {
+      const action = this.#actions.byId.get(id);
+      const copy = action?.started.body.workspaceId;
+      return action && typeof copy === 'string' && copy !== own ? [action] : [];
+    });
+  }
+
   /** Every tree some entry references. */
   recordedTrees(): ReadonlySet<Digest> {
     return this.#recordedTrees;
@@ -237,4 +280,76 @@ export async function readJournal(context: SessionContext): Promise<Journal> {
   const journal = journalOf(context);
   await journal.refresh();
   return journal;
+}
+
+/**
+ * Thrown by an append's check when what the operation planned with changed meanwhile: on a
+ * shared ledger, another copy of the workspace appends under its own lock. Nothing was appended;
+ * {@link planningAgain} waits for the other copy's action `waitFor` to end, when one is under
+ * way, and plans the operation again. Past the session's lock timeout, this is the error
+ * (`LOCK_HELD`).
+ */
+export class ChangedMeanwhile extends RewindError {
+  readonly waitFor: number | undefined;
+
+  constructor(message: string, session: string, waitFor?: number) {
+    super('LOCK_HELD', `${message} Nothing was changed; run it again.`, {
+      data: { session, ...(waitFor !== undefined && { seq: waitFor }) },
+    });
+    this.waitFor = waitFor;
+  }
+}
+
+/**
+ * Throws {@link ChangedMeanwhile} when the conversation moved after entry `movedAt` (what
+ * {@link Journal.conversationMovedAt} said as the operation planned), or another copy of the
+ * workspace is moving it: what the operation would record as the conversation it replaces would
+ * not be the one it replaces.
+ */
+export function checkConversationUnmoved(journal: Journal, session: string, movedAt: number): void {
+  const moving = journal
+    .underWayElsewhere()
+    .find((action) => action.started.body.conversationAfter !== undefined);
+  if (moving) {
+    throw new ChangedMeanwhile(
+      `Another copy of the workspace is changing the conversation of session ${session} (${moving.kind} #${moving.id}) and has not finished.`,
+      session,
+      moving.id,
+    );
+  }
+  const now = journal.conversationMovedAt();
+  if (now !== movedAt) {
+    throw new ChangedMeanwhile(
+      `The conversation of session ${session} kept changing (entry #${now}) while this was prepared.`,
+      session,
+    );
+  }
+}
+
+/**
+ * Runs `plan` (which plans an operation and appends its intent with a check that may throw
+ * {@link ChangedMeanwhile}) again whenever what it planned with changed, once the other copy's
+ * action it names has ended: as the operation would run after that one under one lock.
+ */
+export async function planningAgain<T>(
+  context: SessionContext,
+  journal: Journal,
+  plan: () => Promise<T>,
+): Promise<T> {
+  const deadline = Date.now() + context.settings.lockTimeoutMs;
+  for (;;) {
+    try {
+      return await plan();
+    } catch (error) {
+      if (!(error instanceof ChangedMeanwhile) || Date.now() > deadline) throw error;
+      // The journal is current as the check saw it; the other copy's action ends with its
+      // completion or failure entry.
+      const waitFor = error.waitFor;
+      while (waitFor !== undefined && journal.actions().get(waitFor)?.closed === undefined) {
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        await journal.refresh();
+      }
+    }
+  }
 }
