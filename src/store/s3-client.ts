@@ -67,6 +67,32 @@ export function requestFailed(error: unknown, url: string, doing: string): Rewin
   );
 }
 
+/** The error for a request on a bucket the storage says does not exist (see {@link requestFailed}). */
+export function bucketMissing(url: string, doing: string): RewindError {
+  return requestFailed({ name: 'NoSuchBucket', $metadata: { httpStatusCode: 404 } }, url, doing);
+}
+
+/**
+ * True when the storage says `bucket` does not exist (it answers 404 to a look at it); false when
+ * it answers otherwise, or not within 10 s. A HEAD request's 404 has no body, so for a HEAD of an
+ * object it says the same whether the object or the whole bucket is missing: this tells them apart.
+ */
+export async function isBucketMissing(
+  s3: { send(command: never, options?: { abortSignal?: AbortSignal }): Promise<unknown> },
+  { HeadBucketCommand }: S3Module,
+  bucket: string,
+): Promise<boolean> {
+  try {
+    await s3.send(new HeadBucketCommand({ Bucket: bucket }) as never, {
+      abortSignal: AbortSignal.timeout(10_000),
+    });
+    return false;
+  } catch (error) {
+    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
+    return status === 404 || (error as { name?: string }).name === 'NoSuchBucket';
+  }
+}
+
 export const isMissing = (error: unknown): boolean => {
   const name = (error as { name?: string }).name;
   const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
@@ -82,4 +108,26 @@ export function clientConfig(options?: Record<string, unknown>): Record<string, 
     config.forcePathStyle = true;
   }
   return config;
+}
+
+/** See `checkBucketExists`: throws `INVALID_ARGUMENT` when the storage says `bucket` does not exist. */
+export async function checkBucket(
+  bucket: string,
+  url: string,
+  client?: Record<string, unknown>,
+): Promise<void> {
+  const module = await loadSdk();
+  const s3 = new module.S3Client(clientConfig(client));
+  try {
+    // A storage that does not answer is not waited for: the look is only a courtesy.
+    if (await isBucketMissing(s3, module, bucket)) {
+      throw new RewindError(
+        'INVALID_ARGUMENT',
+        `The bucket s3://${bucket} does not exist: create it, or give another in the s3:// location. Nothing was created.`,
+        { data: { url, code: 'NoSuchBucket' } },
+      );
+    }
+  } finally {
+    s3.destroy();
+  }
 }

@@ -16,7 +16,16 @@ import type {
   ObjectStore,
   StoredObject,
 } from './object-store.js';
-import { clientConfig, isMissing, loadSdk, requestFailed, type S3Module } from './s3-client.js';
+import {
+  bucketMissing,
+  checkBucket,
+  clientConfig,
+  isBucketMissing,
+  isMissing,
+  loadSdk,
+  requestFailed,
+  type S3Module,
+} from './s3-client.js';
 
 /** Objects larger than this are uploaded in parts, this size each (S3's minimum is 5 MiB). */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
@@ -112,26 +121,7 @@ export async function checkBucketExists(
   url: string,
   client?: Record<string, unknown>,
 ): Promise<void> {
-  const { bucket } = parseS3Url(url);
-  const { S3Client, HeadBucketCommand } = await loadSdk();
-  const s3 = new S3Client(clientConfig(client));
-  try {
-    // A storage that does not answer is not waited for: the look is only a courtesy.
-    await s3.send(new HeadBucketCommand({ Bucket: bucket }), {
-      abortSignal: AbortSignal.timeout(10_000),
-    });
-  } catch (error) {
-    const status = (error as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-    if (status === 404 || (error as { name?: string }).name === 'NoSuchBucket') {
-      throw new RewindError(
-        'INVALID_ARGUMENT',
-        `The bucket s3://${bucket} does not exist: create it, or give another in the s3:// location. Nothing was created.`,
-        { data: { url, code: 'NoSuchBucket' } },
-      );
-    }
-  } finally {
-    s3.destroy();
-  }
+  return checkBucket(parseS3Url(url).bucket, url, client);
 }
 
 /**
@@ -179,6 +169,8 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
   // Parts have their own gate: an upload holding a place of `limit` waits for its parts.
   const partLimit = createLimiter(PARTS_IN_FLIGHT);
 
+  /** The bucket was seen to exist: a HEAD's 404 is then a missing object. */
+  let isBucketSeen = false;
   async function remoteStat(digest: Digest): Promise<ObjectInfo | undefined> {
     try {
       const head = await send<{ ContentLength?: number }>(
@@ -189,8 +181,15 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
       );
       return { digest, sizeBytes: head.ContentLength ?? 0 };
     } catch (error) {
-      if (isRewindError(error, 'OBJECT_NOT_FOUND')) return undefined;
-      throw error;
+      if (!isRewindError(error, 'OBJECT_NOT_FOUND')) throw error;
+      // The 404 may be the bucket's: look at it, until it is seen once.
+      if (
+        !isBucketSeen &&
+        (await isBucketMissing(await clientOf(), await loadSdk(), location.bucket))
+      )
+        throw bucketMissing(urlOf(digest), 'Looking up');
+      isBucketSeen = true;
+      return undefined;
     }
   }
 

@@ -276,6 +276,10 @@ describe('the S3 object store', () => {
     };
     await expect(store.put(Buffer.from('x'))).rejects.toMatchObject(noBucket);
     await expect(store.get(digestBytes('not cached'))).rejects.toMatchObject(noBucket);
+    // A HEAD's 404 has no body to say which is missing: the bucket is looked at before an
+    // object is said to be missing.
+    await expect(store.has(digestBytes('not cached'))).rejects.toMatchObject(noBucket);
+    await expect(store.stat(digestBytes('not cached'))).rejects.toMatchObject(noBucket);
   });
 
   it('names the cause of a connection that fails: the address refused', async () => {
