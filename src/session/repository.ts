@@ -24,6 +24,7 @@ import {
   withLock,
 } from '../lib/index.js';
 import {
+  createObjectStore,
   findStore,
   initStore,
   isPostgresUrl,
@@ -339,12 +340,32 @@ export interface StatusReport {
   storeDirectory: string;
   currentSession: string | undefined;
   sessions: SessionSummary[];
-  objects: { count: number; sizeBytes: number };
+  /**
+   * The objects the store holds. `bucketError` is set when the bucket the objects are in could
+   * not be counted (unreachable, credentials refused): then `count` and `sizeBytes` are what the
+   * local cache holds, and it says why.
+   */
+  objects: { count: number; sizeBytes: number; bucketError?: string };
+}
+
+/** The objects' usage for {@link status}: the bucket's, else, when it fails, the local cache's. */
+async function objectsUsage(location: StoreLocation): Promise<StatusReport['objects']> {
+  try {
+    return await openObjectStore(location).usage();
+  } catch (error) {
+    if (location.objects === undefined || !isRewindError(error, 'IO_FAILED')) throw error;
+    return {
+      ...(await createObjectStore(location.directory).usage()),
+      bucketError: error.message,
+    };
+  }
 }
 
 /**
  * The store at a glance: its sessions (oldest first) with their entry counts, which one is
- * current, and how many objects the store holds and their size. Throws `STORE_NOT_FOUND`.
+ * current, and how many objects the store holds and their size (of a bucket that cannot be
+ * counted, what the local cache holds, with why: see {@link StatusReport}). Throws
+ * `STORE_NOT_FOUND`.
  */
 export async function status(options: WorkspaceOptions): Promise<StatusReport> {
   const location = await openStore(options.workspace);
@@ -357,7 +378,7 @@ export async function status(options: WorkspaceOptions): Promise<StatusReport> {
     const session = listed[index] as SessionFile;
     sessions[index] = summarize(session, await ledgers.read(session), current, location);
   });
-  const objects = await openObjectStore(location).usage();
+  const objects = await objectsUsage(location);
   return {
     workspace: location.workspace,
     storeDirectory: location.directory,

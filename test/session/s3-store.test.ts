@@ -1,5 +1,6 @@
 // A workspace whose store keeps its objects in an S3-compatible bucket (s3rver, started here).
 import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { type AddressInfo, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestBytes } from '../../src/lib/index.js';
@@ -126,6 +127,49 @@ describe('a store whose objects are in a bucket', () => {
     await expect(readFile(join(workspace, '.rewind', 'config.json'))).rejects.toMatchObject({
       code: 'ENOENT',
     });
+  });
+
+  it('tells its status while the bucket cannot be reached: the sessions, and what the cache holds', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'a\n', 'b.txt': 'b\n' });
+    await init({ workspace, objects: `s3://${server.bucket}/down` });
+    const session = await openSession({ workspace });
+    await session.checkpoint('one');
+    await session.close();
+    const reachable = await status({ workspace });
+    expect(reachable.objects.bucketError).toBeUndefined();
+
+    // Nothing listens where the storage was.
+    const closed = createNetServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const down = { ...process.env, AWS_ENDPOINT_URL_S3: `http://127.0.0.1:${port}` };
+    const endpoint = process.env.AWS_ENDPOINT_URL_S3;
+    process.env.AWS_ENDPOINT_URL_S3 = down.AWS_ENDPOINT_URL_S3;
+    try {
+      const report = await status({ workspace });
+      expect(report.sessions.map((listed) => listed.id)).toEqual([session.id]);
+      expect(report.currentSession).toBe(session.id);
+      // What the local cache holds: every object the checkpoint wrote went through it.
+      expect(report.objects.count).toBe(
+        (await createObjectStore(join(workspace, '.rewind')).usage()).count,
+      );
+      expect(report.objects.count).toBeGreaterThan(0);
+      expect(report.objects.bucketError).toMatch(/ECONNREFUSED.*The storage cannot be reached/);
+    } finally {
+      process.env.AWS_ENDPOINT_URL_S3 = endpoint;
+    }
+    const bin = join(ROOT, 'bin', 'rewind.cjs');
+    const shown = await runNode([bin, 'status'], { cwd: workspace, env: down });
+    expect(shown.stderr).toBe('');
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toContain(session.id);
+    expect(shown.stdout).toMatch(
+      new RegExp(
+        `objects?, .* in the local cache; the bucket cannot be counted now\\. Listing s3://${server.bucket}/down/objects/ failed \\(connect ECONNREFUSED`,
+      ),
+    );
   });
 
   it('is set by `rewind init --objects`, and never moved by a later init', async () => {

@@ -167,7 +167,10 @@ function renderSessionLine(session: SessionSummary): string {
 function renderStatus(report: StatusReport): string {
   const lines = [
     `Workspace  ${report.workspace}`,
-    `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}`,
+    `Store      ${report.storeDirectory}: ${plural(report.objects.count, 'object')}, ${formatBytes(report.objects.sizeBytes)}` +
+      (report.objects.bucketError === undefined
+        ? ''
+        : ` in the local cache; the bucket cannot be counted now. ${report.objects.bucketError}`),
     `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
     `Sessions   ${report.sessions.length}`,
     ...report.sessions.map(renderSessionLine),
