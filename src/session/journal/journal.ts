@@ -51,9 +51,15 @@ export class Journal {
     this.#foldIn((await this.#ledger.read()).entries);
   }
 
-  /** Folds in the entries of a reading that were not folded in yet. */
+  /**
+   * Folds in the entries of a reading that were not folded in yet. Synchronous, so that readings
+   * folded in from a refresh and from an append's check never interleave; a reading older than
+   * what was folded in already (the same entries, fewer of them) brings nothing.
+   */
   #foldIn(entries: readonly LedgerEntry[]): void {
     let from = this.#entries.length;
+    const last = entries.length - 1;
+    if (last >= 0 && last < from - 1 && entries[last] === this.#entries[last]) return;
     // The reader hands back the entries it parsed before as the same objects, unless it had to
     // start over (the file was replaced or rewritten): then every view is rebuilt.
     if (entries.length < from || (from > 0 && entries[from - 1] !== this.#entries[from - 1])) {
@@ -112,8 +118,8 @@ export class Journal {
       stamped,
       refs,
       check &&
-        (async (entries) => {
-          await this.#serial(async () => this.#foldIn(entries));
+        ((entries) => {
+          this.#foldIn(entries);
           check(this);
         }),
     );
