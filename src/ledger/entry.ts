@@ -25,7 +25,7 @@ export const ENTRY_KINDS = {
   'rollback-completed':
     "The restore announced by a rollback-started entry finished. Body: `startedSeq`, `written`, `created`, `deleted`, `skipped` (paths left alone because either side's rules leave them out, at most 100), `skippedCount`, `createdLeftOut` (paths created though the workspace's rules leave them out, at most 100) when there are some, `isRecovery`; after a recovery that first saved paths edited since the crash, `savedAs` (the checkpoint holding them), `drifted` (up to 50), `driftedCount`.",
   'undo-started':
-    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `mayRemove` (the `createdLeftOut` of the undone restore, which the rules of afterTree do not protect); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
+    'Intent: an action is about to be undone. Body: `undoes` (its seq), and either `beforeTree` and `afterTree` (every path that differs between them is set to its afterTree state) or `paths` (each `path` set from `before` to `after`, tree entries or null); `mayRemove` (the `createdLeftOut` of the undone restore, which the rules of afterTree do not protect); `unreadable` (those of the undone command, left as they are); `conversationBefore` and `conversationAfter` when the undone action moved the conversation.',
   'undo-completed':
     'The undo announced by an undo-started entry finished. Body: `startedSeq`, `undoes`, `written`, `created`, `deleted`, `skipped`, `skippedCount`, `createdLeftOut` when there are some, `isRecovery`.',
   'rollback-failed':
@@ -37,7 +37,7 @@ export const ENTRY_KINDS = {
   'action-started':
     'Intent, journaled before the effect: an action is about to run. Body: `action` (write, delete, move, mkdir, exec), `class` (reversible, compensable, irreversible), `target`; a file action has `paths` (each `path` with its `before` and `after` tree entries, already stored); exec has `command`, `beforeTree`, `timeoutMs`, `outsideWorkspace` ("unknown").',
   'action-completed':
-    'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
+    'The action announced by action-started succeeded. Body: `startedSeq`, `isRecovery`; a file action adds `written`, `created`, `deleted`, `skipped`; exec adds `afterTree`, `created`, `modified`, `deleted` (paths, up to 1,000 each), `counts`, `unreadable` (paths the command left unreadable, so missing from afterTree yet not deleted; an undo leaves them as they are) when there are some, `evidence` (`exitCode`, `signal`, `timedOut`, `durationMs`, `stdout` and `stderr` as `digest`, `sizeBytes`, `truncated`).',
   'verification-recorded':
     'A verifier ran and gave its verdict. Body: `status` (pass, fail, unknown), `summary`, `errors`, `notes` (why unknown), `command`, `attempts` (each `status`, `exitCode`), `evidence` (`stdout`, `stderr` as `{digest, sizeBytes}`, `sandbox`); `tree`, the files it judged, when the session had a checkpoint.',
   'checkpoint-pruned':

@@ -133,6 +133,7 @@ const STRUCTURED = {
       created: z.array(z.string()).optional(),
       modified: z.array(z.string()).optional(),
       deleted: z.array(z.string()).optional(),
+      unreadable: z.array(z.string()).optional(),
     }),
     of: journaled,
   },
@@ -199,6 +200,7 @@ const STRUCTURED = {
       conflicts: z
         .array(open({ path: z.string(), expected: z.string(), found: z.string() }))
         .optional(),
+      warnings: z.array(z.string()).optional(),
     }),
     of: (result) => ({ ...result }),
   },

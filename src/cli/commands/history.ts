@@ -414,6 +414,7 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
           globals.quiet && output.status === 'undone' ? '' : renderUndo(output, globals.verbose),
         // A refusal is journaled but is no action: `id` is null rather than missing.
         json: (output) => (output.status === 'undone' ? output : { ...output, id: null }),
+        warnings: (output) => (output.status === 'undone' ? output.warnings : []),
         exitCode: (output) => (output.status === 'refused' ? EXIT_FAILED : undefined),
       },
     ),

@@ -4,7 +4,12 @@ import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
 import { diskPath, namedAndMore, REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import { type Command, DEFAULT_MAX_OUTPUT_BYTES, type RunResult } from '../../sandbox/index.js';
-import { diffTrees, fileChangeKind, type SnapshotResult } from '../../workspace/index.js';
+import {
+  diffTrees,
+  fileChangeKind,
+  isAtOrUnder,
+  type SnapshotResult,
+} from '../../workspace/index.js';
 import { refuseNulIn, type SessionContext, sandboxFor, snapshotWorkspace } from '../context.js';
 import { type Journal, withWorkspaceLock } from '../journal/journal.js';
 import {
@@ -44,6 +49,11 @@ export interface ExecResult extends ActionResult {
   created: string[];
   modified: string[];
   deleted: string[];
+  /**
+   * Paths the command left unreadable (no permission, ...): what they hold is unknown, so they
+   * are in none of the lists above, and undoing the command leaves them as they are.
+   */
+  unreadable: string[];
 }
 
 /** Paths an entry lists, per kind of change, at most. */
@@ -170,7 +180,11 @@ export async function runCommandAction(
   const stdout = await batch.put(stdoutText.bytes);
   const stderr = await batch.put(stderrText.bytes);
   await batch.commit();
-  const changes = await diffTrees(context.store, before.tree, after.tree);
+  // What the command left unreadable is not in the snapshot after it, yet is there: not deleted.
+  const unreadable = after.unreadable.map(({ path }) => path);
+  const changes = (await diffTrees(context.store, before.tree, after.tree)).filter(
+    (change) => !isAtOrUnder(change.path, unreadable),
+  );
   const files = { created: [] as string[], modified: [] as string[], deleted: [] as string[] };
   const keys = { added: 'created', modified: 'modified', deleted: 'deleted' } as const;
   // A file gone from the snapshot but still on disk was not deleted: rules this command wrote
@@ -208,6 +222,7 @@ export async function runCommandAction(
         modified: files.modified.length,
         deleted: files.deleted.length,
       },
+      ...(unreadable.length > 0 && { unreadable: unreadable.slice(0, MAX_LISTED_PATHS) }),
       evidence: {
         exitCode: run.exitCode,
         signal: run.signal,
@@ -257,6 +272,7 @@ export async function runCommandAction(
     ...(!isUtf8(stdoutText.bytes) && { stdoutBase64: stdoutText.bytes.toString('base64') }),
     ...(!isUtf8(stderrText.bytes) && { stderrBase64: stderrText.bytes.toString('base64') }),
     ...files,
+    unreadable,
   };
 }
 

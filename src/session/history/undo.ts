@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../../errors.js';
 import type { LedgerEntry } from '../../ledger/index.js';
 import type { Digest } from '../../lib/index.js';
-import { diskPath } from '../../lib/index.js';
+import { diskPath, namedAndMore } from '../../lib/index.js';
 import { putTree, readTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
@@ -48,7 +48,14 @@ export interface UndoConflict {
 
 /** The outcome of an undo: done, or refused because later edits would be trampled. */
 export type UndoResult =
-  | { status: 'undone'; id: number; undoes: number; applied: ApplyResult }
+  | {
+      status: 'undone';
+      id: number;
+      undoes: number;
+      applied: ApplyResult;
+      /** What the undo left as it is, and why (a path the action left unreadable). */
+      warnings: string[];
+    }
   | { status: 'refused'; undoes: number; conflicts: UndoConflict[] };
 
 /** The effect of an action that can be undone. Throws `ACTION_NOT_ALLOWED` for one that cannot. */
@@ -399,8 +406,12 @@ async function undoOnce(
   const movedAt = journal.conversationMovedAt();
   const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
   const effect = checkUndoable(action);
-  const touched = await changesOf(context, effect);
-  const unreadable: string[] = [];
+  // What the action left unreadable is unknown: the undo leaves it as it is, and says so.
+  const leftUnread = effect.type === 'trees' ? (effect.unreadable ?? []) : [];
+  const touched = (await changesOf(context, effect)).filter(
+    (change) => !isAtOrUnder(change.path, leftUnread),
+  );
+  const unreadable: string[] = [...leftUnread];
   const kept: KeptDirectory[] = [];
   const stays: KeptDirectory[] = [];
   const target = workspaceFor(context, action.started.body);
@@ -458,6 +469,7 @@ async function undoOnce(
         beforeTree,
         afterTree,
         ...(effect.createdLeftOut && { mayRemove: effect.createdLeftOut }),
+        ...(leftUnread.length > 0 && { unreadable: leftUnread }),
         ...moved,
       },
       [
@@ -481,5 +493,13 @@ async function undoOnce(
     isRecovery: false,
     leaveAlone: unreadable,
   });
-  return { status: 'undone', id: started.seq, undoes: action.id, applied };
+  const one = leftUnread.length === 1;
+  const warnings =
+    leftUnread.length === 0
+      ? []
+      : [
+          `${namedAndMore(leftUnread)} ${one ? 'was' : 'were'} left unreadable by #${action.id}, so Rewind does not know what ${one ? 'it holds' : 'they hold'}: ` +
+            `this undo leaves ${one ? 'it' : 'them'} as ${one ? 'it is' : 'they are'}. To put back an earlier version, make ${one ? 'it' : 'them'} readable (chmod u+r) and roll back to a checkpoint.`,
+        ];
+  return { status: 'undone', id: started.seq, undoes: action.id, applied, warnings };
 }

@@ -41,6 +41,11 @@ export type Effect =
       afterTree: Digest;
       /** Paths a rollback or undo created though the workspace's rules left them out. */
       createdLeftOut?: string[];
+      /**
+       * Paths the after-state could not read (a command made them unreadable): what they hold is
+       * unknown, so they count as untouched, and an undo leaves them as they are.
+       */
+      unreadable?: string[];
     };
 
 /** An action as the ledger tells it. */
@@ -94,11 +99,13 @@ function effectOf(action: ActionRecord): Effect | undefined {
   const afterTree = body.afterTree ?? action.closed?.body.afterTree;
   if (typeof beforeTree === 'string' && typeof afterTree === 'string') {
     const created = action.closed?.body.createdLeftOut;
+    const unreadable = body.unreadable ?? action.closed?.body.unreadable;
     return {
       type: 'trees',
       beforeTree: beforeTree as Digest,
       afterTree: afterTree as Digest,
       ...(Array.isArray(created) && { createdLeftOut: created.map(String) }),
+      ...(Array.isArray(unreadable) && { unreadable: unreadable.map(String) }),
     };
   }
   return undefined;
