@@ -210,6 +210,7 @@ const STRUCTURED = {
       to: z.string(),
       changes: z.array(open({ path: z.string(), kind: z.enum(['added', 'deleted', 'modified']) })),
       text: z.string(),
+      unreadable: z.array(z.string()).optional(),
     }),
     of: (result) => ({ ...result }),
   },

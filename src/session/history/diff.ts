@@ -1,7 +1,14 @@
 import { RewindError } from '../../errors.js';
 import type { Digest } from '../../lib/index.js';
-import { diffTrees, fileChangeKind, renderDiff, type TreeChange } from '../../workspace/index.js';
+import {
+  diffTrees,
+  fileChangeKind,
+  isAtOrUnder,
+  renderDiff,
+  type TreeChange,
+} from '../../workspace/index.js';
 import { type SessionContext, snapshotWorkspace } from '../context.js';
+import type { Effect } from '../journal/action-records.js';
 import { type Journal, readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { changesOf } from '../journal/recovery.js';
 
@@ -14,6 +21,25 @@ export interface DiffResult {
   text: string;
   /** For one action: where its record was redacted before storing (`request.headers.authorization`). */
   redacted: string[];
+  /**
+   * Paths a side could not read (no permission, ...): what they hold there is unknown, so they
+   * are not compared (not shown as deleted or added).
+   */
+  unreadable: string[];
+}
+
+/** A path a side of a comparison could not read, and why when known. */
+interface Unread {
+  path: string;
+  side: string;
+  reason?: string;
+}
+
+/** A state to compare: its tree, and what it could not read (left out of the tree). */
+interface Side {
+  name: string;
+  tree: Digest;
+  unreadable: Unread[];
 }
 
 const ACTION_ID = /^\d+$/;
@@ -23,9 +49,18 @@ async function resolveSide(
   context: SessionContext,
   journal: Journal,
   side: string | undefined,
-): Promise<{ name: string; tree: Digest }> {
+): Promise<Side> {
   if (side === undefined) {
-    return { name: 'working tree', tree: (await snapshotWorkspace(context)).tree };
+    const snapshot = await snapshotWorkspace(context);
+    return {
+      name: 'working tree',
+      tree: snapshot.tree,
+      unreadable: snapshot.unreadable.map(({ path, reason }) => ({
+        path,
+        side: 'the working tree',
+        reason,
+      })),
+    };
   }
   if (ACTION_ID.test(side)) {
     const action = journal.findAction(Number(side));
@@ -36,10 +71,37 @@ async function resolveSide(
         { data: { id: Number(side) } },
       );
     }
-    return { name: `#${side}`, tree: action.effect.afterTree };
+    const name = `#${side}`;
+    return {
+      name,
+      tree: action.effect.afterTree,
+      unreadable: unreadOf(action.effect, `the state after ${name}`),
+    };
   }
   const checkpoint = journal.findCheckpoint(side);
-  return { name: checkpoint.label, tree: checkpoint.tree };
+  return {
+    name: checkpoint.label,
+    tree: checkpoint.tree,
+    unreadable: (checkpoint.unreadable ?? []).map((path) => ({
+      path,
+      side: `checkpoint ${checkpoint.label}`,
+    })),
+  };
+}
+
+/** The paths an action's after-state could not read. */
+function unreadOf(effect: Effect, side: string): Unread[] {
+  return effect.type === 'trees' ? (effect.unreadable ?? []).map((path) => ({ path, side })) : [];
+}
+
+/** The note that ends a comparison's text for the paths it could not compare. */
+function unreadNote(unread: readonly Unread[]): string {
+  return unread
+    .map(
+      ({ path, side, reason }) =>
+        `Not compared: ${path}, unreadable in ${side}${reason ? ` (${reason})` : ''}\n`,
+    )
+    .join('');
 }
 
 function redactionNote(redacted: readonly string[]): string {
@@ -61,6 +123,7 @@ export function diffStates(
     let changes: TreeChange[];
     let names: [string, string];
     let redacted: string[] = [];
+    let unread: Unread[] = [];
     if (ACTION_ID.test(from) && to === undefined) {
       const action = journal.findAction(Number(from));
       redacted = [
@@ -88,16 +151,21 @@ export function diffStates(
           changes: [],
           text: `${JSON.stringify(record, null, 2)}\n${redactionNote(redacted)}`,
           redacted,
+          unreadable: [],
         };
       }
       changes = await changesOf(context, action.effect);
+      unread = unreadOf(action.effect, `the state after #${from}`);
       names = [`before #${from}`, `after #${from}`];
     } else {
       const fromSide = await resolveSide(context, journal, from);
       const toSide = await resolveSide(context, journal, to);
       changes = await diffTrees(context.store, fromSide.tree, toSide.tree);
       names = [fromSide.name, toSide.name];
+      unread = [...fromSide.unreadable, ...toSide.unreadable];
     }
+    const unreadPaths = [...new Set(unread.map(({ path }) => path))].sort();
+    changes = changes.filter((change) => !isAtOrUnder(change.path, unreadPaths));
     return {
       from: names[0],
       to: names[1],
@@ -105,8 +173,10 @@ export function diffStates(
         const kind = fileChangeKind(change);
         return kind ? [{ path: change.path, kind }] : [];
       }),
-      text: (await renderDiff(context.store, changes)) + redactionNote(redacted),
+      text:
+        (await renderDiff(context.store, changes)) + unreadNote(unread) + redactionNote(redacted),
       redacted,
+      unreadable: unreadPaths,
     };
   };
   const isWorkingTree = to === undefined && !ACTION_ID.test(from);
