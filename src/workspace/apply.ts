@@ -69,6 +69,16 @@ function currentType(absolute: string): Current {
   }
 }
 
+/** The permission bits of the directory at `path`, or undefined when it cannot be seen. */
+function modeOf(directories: WorkspaceDirectories, path: string): number | undefined {
+  try {
+    const stats = lstatSync(diskPath(directories.locate(path)));
+    return stats.isDirectory() ? stats.mode & 0o7777 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** True when `path` is one of `roots` or under one of them. */
 export function isAtOrUnder(path: string, roots: readonly string[]): boolean {
   return roots.some((root) => path === root || path.startsWith(`${root}/`));
@@ -534,7 +544,9 @@ async function applyWithin(
 
     await writes.finish();
     for (const { path, mode } of modes.sort((a, b) => b.depth - a.depth)) {
-      directories.chmodDirectory(path, mode);
+      // One that has it already is left as it is: it may be a folder only its owner may change
+      // (putting things back after a failure must not fail on a folder nothing changed).
+      if (modeOf(directories, path) !== mode) directories.chmodDirectory(path, mode);
     }
   } catch (error) {
     // Nothing goes on writing once this has failed.
