@@ -11,6 +11,7 @@ import {
   WorkspaceDirectories,
 } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
+import { explainDenied, type RestoreStep } from './denied.js';
 import {
   IgnoreRules,
   type OutsideRules,
@@ -418,6 +419,11 @@ async function applyWithin(
 
   // Every path is reached through its opened parent: see WorkspaceDirectories.
   const directories = new WorkspaceDirectories(root);
+  // A refused permission is said of the path, not of the temporary file beside it.
+  const denying = <T>(path: string, step: RestoreStep, act: () => Promise<T>): Promise<T> =>
+    act().catch((error: unknown) => {
+      throw explainDenied(root, path, step, error);
+    });
   // Files are written WRITES_AT_ONCE at a time, in order (see createOrderedWindow).
   const writes = createOrderedWindow(WRITES_AT_ONCE);
   try {
@@ -429,7 +435,10 @@ async function applyWithin(
         // the workspace: already gone, and the link is never followed to remove anything.
         const at = locateExisting(directories, change.path);
         const type = at === undefined ? undefined : currentType(at);
-        const outcome = at === undefined ? 'absent' : await removeEntry(at, type);
+        const outcome =
+          at === undefined
+            ? 'absent'
+            : await denying(change.path, 'remove', () => removeEntry(at, type));
         if (type === 'directory') directories.forget(change.path);
         if (outcome === 'removed') {
           result.deleted += 1;
@@ -486,7 +495,9 @@ async function applyWithin(
           : currentType(at);
       // A file is renamed over whatever non-directory is there; anything else must go first.
       if (type !== undefined && isRemovedBeforePlacing(type, after)) {
-        if ((await removeEntry(at, type)) === 'not-empty') {
+        const location = at;
+        const removed = await denying(change.path, 'remove', () => removeEntry(location, type));
+        if (removed === 'not-empty') {
           throw new RewindError(
             'PATH_UNREADABLE',
             `Cannot put a ${after.type} at ${change.path}: a directory is there that still holds files Rewind does not track ` +
@@ -499,7 +510,8 @@ async function applyWithin(
       }
       if (after.type === 'directory') {
         if (type !== 'directory') {
-          await mkdir(diskPath(at), { mode: 0o700 });
+          const location = at;
+          await denying(change.path, 'create', () => mkdir(diskPath(location), { mode: 0o700 }));
           if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
           result.created += 1;
         }
@@ -514,7 +526,9 @@ async function applyWithin(
         }
         const location = at;
         await writes.start(index, async () => {
-          const stats = await writeFromStore(store, location, after, { owner, umask }, content);
+          const stats = await denying(change.path, type === undefined ? 'create' : 'write', () =>
+            writeFromStore(store, location, after, { owner, umask }, content),
+          );
           watcher?.wrote(change.path, contentStatOf(stats), after);
           written.push(real);
           if (type === undefined) result.created += 1;
@@ -525,16 +539,19 @@ async function applyWithin(
         continue;
       } else {
         const target = diskPath(after.target);
+        const location = diskPath(at);
         if (type === 'symlink') {
-          if (!(await readlink(diskPath(at), { encoding: 'buffer' })).equals(Buffer.from(target))) {
-            await unlink(diskPath(at));
-            await symlink(target, diskPath(at));
-            if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
+          if (!(await readlink(location, { encoding: 'buffer' })).equals(Buffer.from(target))) {
+            await denying(change.path, 'write', async () => {
+              await unlink(location);
+              await symlink(target, location);
+            });
+            if (owner) await lchown(location, owner.uid, owner.gid);
             result.written += 1;
           }
         } else {
-          await symlink(target, diskPath(at));
-          if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
+          await denying(change.path, 'create', () => symlink(target, location));
+          if (owner) await lchown(location, owner.uid, owner.gid);
           result.created += 1;
         }
       }
@@ -546,7 +563,8 @@ async function applyWithin(
     for (const { path, mode } of modes.sort((a, b) => b.depth - a.depth)) {
       // One that has it already is left as it is: it may be a folder only its owner may change
       // (putting things back after a failure must not fail on a folder nothing changed).
-      if (modeOf(directories, path) !== mode) directories.chmodDirectory(path, mode);
+      if (modeOf(directories, path) === mode) continue;
+      await denying(path, 'set the mode of', async () => directories.chmodDirectory(path, mode));
     }
   } catch (error) {
     // Nothing goes on writing once this has failed.

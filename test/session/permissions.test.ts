@@ -44,4 +44,22 @@ describe('a restore refused by permissions', () => {
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('b\n');
     expect(await readFile(join(workspace, 'locked/f.txt'), 'utf8')).toBe('root\n');
   }, 30_000);
+
+  it('a refused write names the path and what to do, never a temporary file', async () => {
+    const workspace = await checkpointed({ 'notes.txt': 'a\n', 'locked/f.txt': 'v1\n' });
+    // A folder of root's, and a file in it edited by root since the checkpoint.
+    await chown(join(workspace, 'locked'), 0, 0);
+    await chown(join(workspace, 'locked/f.txt'), 0, 0);
+    await writeFile(join(workspace, 'locked/f.txt'), 'v2\n');
+    const out = await rollBack(workspace);
+    expect(out.error).toBeUndefined();
+    const rollback = out.rollback as { code: string; message: string; data: unknown };
+    expect(rollback.code).toBe('IO_FAILED');
+    expect(rollback.message).not.toMatch(/rewind-tmp|\/proc\//);
+    expect(rollback.message).toMatch(
+      /Permission denied: could not write locked\/f\.txt: this user may not write in locked \(it belongs to user 0, and this runs as user 65534\)\. Have its owner give this user write permission on it/,
+    );
+    expect(rollback.message).toMatch(/put back as it was before; nothing was lost/);
+    expect(await readFile(join(workspace, 'locked/f.txt'), 'utf8')).toBe('v2\n');
+  }, 30_000);
 });
