@@ -47,7 +47,7 @@ export const ENTRY_KINDS = {
   'rollback-skipped':
     'An automatic rollback was not done: it would have changed nothing, or there was no checkpoint to go to (none, or every one holds files a verifier failed). Body: `label`, `event` (exception, test-failure, escalation), `reason`.',
   'view-created':
-    'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`, `hostTree` (a snapshot of the host taken as the view was recorded; absent before 2026-12).',
+    'An isolated session made its private view of the workspace. Body: `view` (its path under the store), `baseTree` (what it holds: the host as copied), `fileCount`, `sizeBytes`, `hostTree` (a snapshot of the host taken as the view was recorded; absent before 2026-12), and `unreadable` (the host paths that snapshot could not read, left out of the view) when there were some.',
   'commit-refused':
     'A commit of an isolated session was refused: the host changed paths the session changed too. Body: `conflicts` (up to 50: `path`, `session`, `host`), `conflictCount`, `sessionTree`, `hostTree`.',
   'session-destroyed':

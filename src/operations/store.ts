@@ -183,7 +183,13 @@ export const initOperation = defineOperation({
       return { ...result, ignoredOptions, preview, warnings: sandboxWarnings };
     }
     // An isolated session takes the sandbox; only a store's first session can be hash-chained.
-    const started = await startIsolatedSession({ workspace, ...sandboxing, ...protections });
+    const leftOut: string[] = [];
+    const started = await startIsolatedSession({
+      workspace,
+      ...sandboxing,
+      ...protections,
+      onWarning: (warning) => leftOut.push(warning),
+    });
     await started.close();
     const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
     const preview = await previewWorkspace({ workspace: result.workspace });
@@ -195,7 +201,7 @@ export const initOperation = defineOperation({
       isolatedSession: started.id,
       ignoredOptions,
       preview,
-      warnings: [...warnings, ...looser],
+      warnings: [...warnings, ...looser, ...leftOut],
     };
   },
 });

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { constants, existsSync } from 'node:fs';
-import { chown, cp, mkdir, rm, stat } from 'node:fs/promises';
+import { access, chown, cp, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { RewindError } from '../errors.js';
+import { isSystemError, RewindError } from '../errors.js';
 import { type SessionLedger, setCurrentSession } from '../ledger/index.js';
 import {
   createRedactor,
@@ -124,6 +124,12 @@ export interface IsolatedSessionOptions extends OpenSessionOptions {
    * can find its session again: `rewind mcp --isolated` records `mcp` and resumes the newest.
    */
   startedBy?: string;
+  /**
+   * Told of each warning of the host's snapshot as the view is made: paths it could not read
+   * (no permission, ...), left out of the view, as a checkpoint leaves them out. The CLI prints
+   * them on stderr.
+   */
+  onWarning?: (message: string) => void;
 }
 
 /**
@@ -267,6 +273,7 @@ export async function startIsolatedContext(
       // first snapshot the contents of every file that did not change during the copy, and
       // leaves the first commit an incremental snapshot of the host instead of a first one.
       const host = await snapshotHost(context);
+      for (const warning of host.warnings) options.onWarning?.(warning);
       const base = await snapshotWorkspace(context, undefined, {
         workspace: context.hostWorkspace,
         tree: host.tree,
@@ -280,6 +287,9 @@ export async function startIsolatedContext(
           fileCount: base.fileCount,
           sizeBytes: base.sizeBytes,
           hostTree: host.tree,
+          ...(host.unreadable.length > 0 && {
+            unreadable: host.unreadable.map(({ path }) => path),
+          }),
         },
         [
           { type: 'tree', digest: base.tree },
@@ -293,6 +303,19 @@ export async function startIsolatedContext(
   } catch (error) {
     await rm(join(location.directory, 'views', id), { recursive: true, force: true });
     await ledger.close();
+    throw error;
+  }
+}
+
+/** Whether a path can be copied: a file that can be read, a folder that can be listed. */
+async function isReadable(path: string): Promise<boolean> {
+  try {
+    const stats = await lstat(path);
+    if (stats.isSymbolicLink()) return true;
+    await access(path, stats.isDirectory() ? constants.R_OK | constants.X_OK : constants.R_OK);
+    return true;
+  } catch (error) {
+    if (isSystemError(error, 'EACCES') || isSystemError(error, 'EPERM')) return false;
     throw error;
   }
 }
@@ -340,13 +363,19 @@ async function copyIntoView(workspace: string, view: string): Promise<void> {
       { cwd: workspace, encoding: 'utf8' },
     );
     if (copied.error || copied.status !== 0) {
-      // No GNU find and cp here: Node's copy (which clones where the filesystem can).
+      // No GNU find and cp here, or something it could not read: Node's copy (which clones where
+      // the filesystem can), over an emptied view, leaving out what cannot be read (the host's
+      // snapshot leaves it out too, and says so).
+      for (const name of readNamesSync(view)) {
+        await rm(join(view, name), { recursive: true, force: true });
+      }
       for (const name of names) {
         await cp(join(workspace, name), join(view, name), {
           recursive: true,
           preserveTimestamps: true,
           verbatimSymlinks: true,
           mode: constants.COPYFILE_FICLONE,
+          filter: isReadable,
         });
       }
     }

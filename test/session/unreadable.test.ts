@@ -136,6 +136,42 @@ describe('paths a snapshot cannot read', () => {
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
   }, 30_000);
 
+  it('an isolated session starts without what it cannot read, and says so', async () => {
+    const workspace = await workspaceOfNobody({
+      'secret.txt': 's\n',
+      'priv/p.txt': 'p\n',
+      'notes.txt': 'a\n',
+    });
+    const out = await runAsNobody(
+      workspace,
+      `
+      fs.chmodSync(workspace + '/secret.txt', 0);
+      fs.chmodSync(workspace + '/priv', 0);
+      await api.init({ workspace });
+      const warnings = [];
+      const session = await api.startIsolatedSession({ workspace, onWarning: (warning) => warnings.push(warning) });
+      out.warnings = warnings;
+      out.view = fs.readdirSync(session.workspace).sort();
+      await session.write('notes.txt', 'b\\n');
+      out.commit = (await session.commit()).status;
+      out.notes = fs.readFileSync(workspace + '/notes.txt', 'utf8');
+      await session.close();
+      fs.chmodSync(workspace + '/secret.txt', 0o644);
+      fs.chmodSync(workspace + '/priv', 0o755);`,
+    );
+    expect(out.error).toBeUndefined();
+    expect(out.warnings).toEqual([
+      expect.stringMatching(
+        /^Could not read priv \(permission denied\), secret\.txt \(permission denied\): left out/,
+      ),
+    ]);
+    expect(out.view).toEqual(['notes.txt']);
+    expect(out.commit).toBe('committed');
+    expect(out.notes).toBe('b\n');
+    expect(await readFile(join(workspace, 'secret.txt'), 'utf8')).toBe('s\n');
+    expect(await readFile(join(workspace, 'priv/p.txt'), 'utf8')).toBe('p\n');
+  }, 30_000);
+
   it('a command that leaves a path longer than the system allows wedges nothing', async () => {
     const { workspace, session } = await sessionOn({ 'notes.txt': 'a\n' });
     await session.checkpoint('start');
