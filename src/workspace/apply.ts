@@ -18,6 +18,7 @@ import {
   RESTORE_TEMPORARY,
   readOutsideRules,
 } from './ignore-rules.js';
+import { type Current, currentType, isSpecialSync, modeOf } from './on-disk.js';
 import { currentUmask, holdsFile, ownerOf, readAhead, writeFromStore } from './restore-file.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
@@ -39,7 +40,8 @@ export interface ApplyResult {
   deleted: number;
   /**
    * Paths left alone because the rules of either side leave them out (or directories that still
-   * hold such paths): the first {@link MAX_LISTED_SKIPPED}; `skippedCount` counts them all.
+   * hold such paths), or because a socket, a FIFO or a device is there (left out of snapshots):
+   * the first {@link MAX_LISTED_SKIPPED}; `skippedCount` counts them all.
    */
   skipped: string[];
   skippedCount: number;
@@ -53,32 +55,6 @@ export interface ApplyResult {
 
 /** How many skipped paths an {@link ApplyResult} lists (it counts them all). */
 export const MAX_LISTED_SKIPPED = 100;
-
-type Current = 'file' | 'directory' | 'symlink' | 'other' | undefined;
-
-function currentType(absolute: string): Current {
-  try {
-    const stats = lstatSync(diskPath(absolute));
-    if (stats.isFile()) return 'file';
-    if (stats.isDirectory()) return 'directory';
-    if (stats.isSymbolicLink()) return 'symlink';
-    return 'other';
-  } catch (error) {
-    // Under a file (a directory that became one): nothing is there.
-    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
-    throw error;
-  }
-}
-
-/** The permission bits of the directory at `path`, or undefined when it cannot be seen. */
-function modeOf(directories: WorkspaceDirectories, path: string): number | undefined {
-  try {
-    const stats = lstatSync(diskPath(directories.locate(path)));
-    return stats.isDirectory() ? stats.mode & 0o7777 : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 /** True when `path` is one of `roots` or under one of them. */
 export function isAtOrUnder(path: string, roots: readonly string[]): boolean {
@@ -168,6 +144,7 @@ export async function leftAloneOf(
   const { removals, placements } = applicationOrder(changes);
   const removed = new Set(removals.map((change) => change.path));
   const leftAlone = new Set<string>();
+  const special: string[] = [];
   const remainsIn = (directory: string): boolean => {
     let names: string[];
     try {
@@ -183,13 +160,24 @@ export async function leftAloneOf(
   // Deepest first, as they are removed.
   for (const change of removals) {
     const isDirectory = change.before?.type === 'directory';
-    if ((await isIgnored(change.path, isDirectory)) || (isDirectory && remainsIn(change.path))) {
+    if (
+      (await isIgnored(change.path, isDirectory)) ||
+      (isDirectory && remainsIn(change.path)) ||
+      isSpecialSync(`${root}/${change.path}`)
+    ) {
       leftAlone.add(change.path);
     }
   }
   for (const change of placements) {
     const isDirectory = change.after?.type === 'directory';
-    if (!(await isIgnored(change.path, isDirectory))) continue;
+    if (!(await isIgnored(change.path, isDirectory))) {
+      // A socket, a FIFO or a device, left out of snapshots, is never replaced.
+      if (change.before === undefined && isSpecialSync(`${root}/${change.path}`)) {
+        leftAlone.add(change.path);
+        special.push(change.path);
+      } else if (isAtOrUnder(change.path, special)) leftAlone.add(change.path);
+      continue;
+    }
     if (
       (await isKept(change.path, isDirectory)) ||
       !isAbsentSync(diskPath(`${root}/${change.path}`))
@@ -405,6 +393,8 @@ async function applyWithin(
     if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
   };
   const { removals, placements } = applicationOrder(changes);
+  // Where a socket, a FIFO or a device is, left alone.
+  const special: string[] = [];
   const directoriesToSync = new Set<string>();
   // Everything written is made durable together at the end: see syncPaths.
   const written: string[] = [];
@@ -435,16 +425,19 @@ async function applyWithin(
         // the workspace: already gone, and the link is never followed to remove anything.
         const at = locateExisting(directories, change.path);
         const type = at === undefined ? undefined : currentType(at);
+        // A socket, a FIFO or a device (left out of snapshots) is not what the change removes.
         const outcome =
           at === undefined
             ? 'absent'
-            : await denying(change.path, 'remove', () => removeEntry(at, type));
+            : type === 'other'
+              ? 'special'
+              : await denying(change.path, 'remove', () => removeEntry(at, type));
         if (type === 'directory') directories.forget(change.path);
         if (outcome === 'removed') {
           result.deleted += 1;
           directoriesToSync.add(posix.dirname(`${root}/${change.path}`));
         }
-        if (outcome === 'not-empty') skip(change.path);
+        if (outcome === 'not-empty' || outcome === 'special') skip(change.path);
       }
       report(change.path);
     }
@@ -460,11 +453,12 @@ async function applyWithin(
       const after = change.after as TreeEntry;
       const isDirectory = after.type === 'directory';
       let at: string | undefined;
-      if (await isIgnored(change.path, isDirectory)) {
+      // Nothing is put under a socket, a FIFO or a device left alone (see below).
+      if (isAtOrUnder(change.path, special) || (await isIgnored(change.path, isDirectory))) {
         // What the workspace leaves out now is never overwritten; but where nothing is, putting
         // the path back tramples nothing (a rule written just before deleting it must not keep
         // it from coming back).
-        if (!(await isKept(change.path, isDirectory))) {
+        if (!isAtOrUnder(change.path, special) && !(await isKept(change.path, isDirectory))) {
           try {
             at = directories.locateToCreate(change.path);
           } catch (error) {
@@ -485,14 +479,23 @@ async function applyWithin(
       at ??= directories.locateToCreate(change.path);
       const real = `${root}/${change.path}`;
       // A file is renamed over what is there unless that is a directory: where the state the
-      // changes start from (a snapshot taken under the lock just before) held no directory, the
-      // lstat is spared (~17 µs a file while a restore writes). A directory put there since
-      // makes the rename fail, and the restore is put back. Recovery, which starts from
-      // wherever a crash left the paths, always looks.
+      // changes start from (a snapshot taken under the lock just before) held a file, the lstat
+      // is spared (~17 µs a file while a restore writes). A directory put there since makes the
+      // rename fail, and the restore is put back. Where it held nothing, a socket or a FIFO the
+      // snapshot left out may be there. Recovery, which starts from wherever a crash left the
+      // paths, always looks.
       let type =
-        after.type === 'file' && !options.isRecovery && change.before?.type !== 'directory'
-          ? change.before?.type
+        after.type === 'file' && !options.isRecovery && change.before?.type === after.type
+          ? change.before.type
           : currentType(at);
+      // A socket, a FIFO or a device is left out of snapshots (nothing holds it): never replaced,
+      // nor is anything put under it.
+      if (type === 'other') {
+        special.push(change.path);
+        skip(change.path);
+        report(change.path);
+        continue;
+      }
       // A file is renamed over whatever non-directory is there; anything else must go first.
       if (type !== undefined && isRemovedBeforePlacing(type, after)) {
         const location = at;

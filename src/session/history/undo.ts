@@ -10,6 +10,7 @@ import {
   diffTrees,
   exceptFor,
   isAtOrUnder,
+  isAtSpecialSync,
   isSameEntry,
   type LeftOutCheck,
   snapshotPath,
@@ -130,8 +131,11 @@ function leftOutByUndo(context: SessionContext, effect: Effect, target: string):
     effect.type === 'trees'
       ? exceptFor(treeRules(context.store, effect.beforeTree, outside), effect.createdLeftOut)
       : undefined;
+  // A socket, a FIFO or a device is left out of snapshots: a restore leaves it alone.
   return async (path, isDirectory) =>
-    (await now(path, isDirectory)) || ((await then?.(path, isDirectory)) ?? false);
+    (await now(path, isDirectory)) ||
+    ((await then?.(path, isDirectory)) ?? false) ||
+    isAtSpecialSync(target, path);
 }
 
 const isDirectoryChange = (change: TreeChange): boolean =>
