@@ -135,6 +135,7 @@ async function runInDaemon() {
           // Committed: from here the daemon runs it, however long it takes.
           isAccepted = true;
           clearTimeout(timer);
+          sayWhenInterruptedServed();
           socket.write('{"go":true}\n');
         } else if (message.stdout !== undefined) writerOf(process.stdout)(message.stdout);
         else if (message.stderr !== undefined) writerOf(process.stderr)(message.stderr);
@@ -316,6 +317,25 @@ function sayWhenInterrupted() {
         );
       } catch {}
       // No handler now: the signal ends the process, and its exit status says which one.
+      process.kill(process.pid, signal);
+    });
+  }
+}
+
+/**
+ * Ctrl-C (or SIGTERM, SIGHUP) on a command the daemon runs ends this process at once, but not
+ * the command: the daemon runs it to its end, as it would have. Said before this process goes.
+ */
+function sayWhenInterruptedServed() {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(signal, () => {
+      try {
+        require('node:fs').writeSync(
+          2,
+          `\nrewind: interrupted (${signal}). The daemon goes on with the command to its end: ` +
+            '`rewind status` shows it running, `rewind log` how it ended (undo it then if need be).\n',
+        );
+      } catch {}
       process.kill(process.pid, signal);
     });
   }

@@ -34,6 +34,7 @@ export {
   type Lock,
   type LockHolder,
   type LockWait,
+  liveHolderOf,
   withLock,
 } from './lock.js';
 export {

@@ -117,6 +117,16 @@ export function isHolderAlive(holder: LockHolder): boolean {
   return current === undefined || current === holder.processStart;
 }
 
+/** Who holds the lock at `path`, when a live process does (see {@link isHolderAlive}). */
+export function liveHolderOf(path: string): LockHolder | undefined {
+  try {
+    const holder = readHolder(path);
+    return typeof holder === 'object' && isHolderAlive(holder) ? holder : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function parseHolder(text: string): LockHolder | undefined {
   try {
     const value = JSON.parse(text) as Partial<LockHolder>;

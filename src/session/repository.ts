@@ -20,6 +20,7 @@ import {
   type Digest,
   forEachConcurrently,
   type LockWait,
+  liveHolderOf,
   type UnreadableLine,
   withLock,
 } from '../lib/index.js';
@@ -83,6 +84,12 @@ export interface SessionSummary {
    * session finishes it (saving first whatever was edited since).
    */
   interrupted: { id: number; kind: string; target: string } | undefined;
+  /**
+   * The operation a live process is running in the session now (it holds the workspace lock,
+   * naming the session): not cut short, though not ended yet. `pid`: that process (a daemon's,
+   * for a command the daemon runs).
+   */
+  running?: { id: number; kind: string; target: string; pid: number };
 }
 
 /**
@@ -110,6 +117,10 @@ function summarize(
   location: StoreLocation,
 ): SessionSummary {
   const unsupportedEntry = findUnsupportedEntry(reading.entries);
+  const pending = interruptedOf(reading.entries, location.ledger?.workspaceId);
+  // Still running, when the process that holds the workspace lock works in this session.
+  const holder = pending && liveHolderOf(workspaceLockOf(location.directory));
+  const isRunning = holder?.purpose?.endsWith(`(session ${session.id})`) === true;
   return {
     id: session.id,
     file: session.file,
@@ -128,7 +139,8 @@ function summarize(
         ? reading.entries[0].body.startedBy
         : undefined,
     protections: protectionsOf(reading.entries),
-    interrupted: interruptedOf(reading.entries, location.ledger?.workspaceId),
+    interrupted: isRunning ? undefined : pending,
+    ...(isRunning && pending && holder && { running: { ...pending, pid: holder.pid } }),
   };
 }
 

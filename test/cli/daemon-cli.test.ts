@@ -270,6 +270,59 @@ describe('rewind daemon', () => {
     }
   }, 30_000);
 
+  it('a rollback the daemon runs on after Ctrl-C is running, not cut short, and then done', async () => {
+    const workspace = await project();
+    const files = Object.fromEntries(
+      Array.from({ length: 2000 }, (_, index) => [`many/f${index}.txt`, `${index}\n`]),
+    );
+    await lay(workspace, files);
+    expect((await rewind(workspace, ['checkpoint', 'start'])).code).toBe(0);
+    await rm(join(workspace, 'many'), { recursive: true });
+    const daemon = await startDaemon(workspace);
+    const sessions = join(workspace, '.rewind/sessions');
+    const ledger = (): string =>
+      readdirSync(sessions)
+        .filter((name) => name.endsWith('.jsonl'))
+        .map((name) => readFileSync(join(sessions, name), 'utf8'))
+        .join('');
+    const command = spawn(process.execPath, [BIN, 'rollback', 'start'], {
+      cwd: workspace,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    command.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) =>
+      command.on('close', (_code, signal) => resolve(signal)),
+    );
+    // Frozen once the rollback has begun, so that it is seen midway.
+    while (!ledger().includes('"rollback-started"')) await sleep(1);
+    daemon.child.kill('SIGSTOP');
+    const status = async () =>
+      (await rewind(workspace, ['status'], { env: { REWIND_DAEMON: '0' } })).stdout;
+    try {
+      command.kill('SIGINT');
+      expect(await exited).toBe('SIGINT');
+      expect(stderr).toMatch(
+        /interrupted \(SIGINT\)\. The daemon goes on with the command to its end/,
+      );
+      const midway = await status();
+      expect(midway).not.toMatch(/cut short/);
+      expect(midway).toMatch(
+        new RegExp(
+          `^Running +rollback #\\d+ \\(start\\) in session \\w+: still running in process ${daemon.child.pid}`,
+          'm',
+        ),
+      );
+    } finally {
+      daemon.child.kill('SIGCONT');
+    }
+    await expect.poll(status, { timeout: 10_000 }).not.toMatch(/^Running/m);
+    expect(await status()).not.toMatch(/cut short/);
+    expect(await readFile(join(workspace, 'many/f1999.txt'), 'utf8')).toBe('1999\n');
+  }, 60_000);
+
   it("checkpoints Claude Code's hook events in the daemon, whatever directory the hook runs from", async () => {
     const workspace = await project();
     const daemon = await startDaemon(workspace);

@@ -177,6 +177,13 @@ function renderStatus(report: StatusReport): string {
     ...report.sessions.flatMap((session) =>
       session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
     ),
+    ...report.sessions.flatMap(({ id, running }) =>
+      running
+        ? [
+            `Running    ${running.kind} #${running.id} (${running.target}) in session ${id}: still running in process ${running.pid}; \`rewind log\` shows how it ends.`,
+          ]
+        : [],
+    ),
   ];
   return `${lines.join('\n')}\n`;
 }
