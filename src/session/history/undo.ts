@@ -502,7 +502,7 @@ async function undoOnce(
     leftUnread.length === 0
       ? []
       : [
-          `${namedAndMore(leftUnread)} ${one ? 'was' : 'were'} left unreadable by #${action.id}, so Rewind does not know what ${one ? 'it holds' : 'they hold'}: ` +
+          `${namedAndMore(leftUnread)} could not be read after #${action.id}, so Rewind does not know what ${one ? 'it holds' : 'they hold'}: ` +
             `this undo leaves ${one ? 'it' : 'them'} as ${one ? 'it is' : 'they are'}. To put back an earlier version, make ${one ? 'it' : 'them'} readable (chmod u+r) and roll back to a checkpoint.`,
         ];
   return { status: 'undone', id: started.seq, undoes: action.id, applied, warnings };
