@@ -283,11 +283,13 @@ describe('what rewind prints', () => {
     for (let index = 10; index < 25; index++) await writeFile(join(cwd, `${index}.log`), 'new');
     const rolled = await rewind(cwd, ['rollback', 'logs']);
     expect(rolled.stdout).toMatch(
-      /; left alone \(ignored\): (\d\d\.log, ){9}\d\d\.log and 5 more \(--verbose lists them all\)\./,
+      /; left alone \(left out of snapshots\): (\d\d\.log, ){9}\d\d\.log and 5 more \(--verbose lists them all\)\./,
     );
     await rewind(cwd, ['undo', '--last']);
     await writeFile(join(cwd, '.rewindignore'), '*.log\n');
     const verbose = await rewind(cwd, ['rollback', 'logs', '--verbose']);
-    expect(verbose.stdout).toMatch(/; left alone \(ignored\): (\d\d\.log, ){14}\d\d\.log\./);
+    expect(verbose.stdout).toMatch(
+      /; left alone \(left out of snapshots\): (\d\d\.log, ){14}\d\d\.log\./,
+    );
   });
 });

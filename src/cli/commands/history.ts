@@ -144,7 +144,7 @@ function renderRollback(
     const applied = result.applied;
     const skipped =
       applied && applied.skipped.length > 0
-        ? `; left alone (ignored, or not a file, folder or link): ${listInline(applied.skipped, isVerbose)}`
+        ? `; left alone (left out of snapshots): ${listInline(applied.skipped, isVerbose)}`
         : '';
     return (
       `Rolled back ${what}to ${result.label}: ${applied?.written ?? 0} written, ${applied?.created ?? 0} created, ` +
