@@ -138,6 +138,9 @@ function unrepairedMessage(error: RewindError): string {
   );
 }
 
+/** How many objects `verify` checks at once in a bucket. */
+const REMOTE_CHECKS_AT_ONCE = 16;
+
 /**
  * Checks the whole store: every ledger's seq order and hash chain (the first break is reported
  * with its seq), and every object the ledgers reference, directly or through trees, re-hashed.
@@ -221,6 +224,8 @@ export async function verify(options: WorkspaceOptions): Promise<VerifyReport> {
         });
       }
     },
+    // A bucket answers each request after a round trip: many are asked at once.
+    location.objects === undefined ? 1 : REMOTE_CHECKS_AT_ONCE,
   );
   for (const { file, damage } of await store.damage()) {
     report.problems.push({

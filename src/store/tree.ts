@@ -315,32 +315,42 @@ export interface ObjectReference {
 /**
  * Visits every object reachable from `roots` once: each root, and for trees every sub-tree and
  * file under them. `visit` sees each object before its children; for a tree that cannot be read,
- * `onUnreadableTree` receives the error and its children are skipped.
+ * `onUnreadableTree` receives the error and its children are skipped. With `concurrency` above 1,
+ * that many objects are visited (and trees read) at once, for a store far away (a bucket).
  */
 export async function walkReferences(
   store: ObjectStore,
   roots: Iterable<ObjectReference>,
   visit: (reference: ObjectReference) => Promise<void> | void,
   onUnreadableTree: (reference: ObjectReference, error: unknown) => void,
+  concurrency = 1,
 ): Promise<void> {
   const seen = new Set<Digest>();
   const pending: ObjectReference[] = [...roots];
-  for (let reference = pending.pop(); reference !== undefined; reference = pending.pop()) {
-    if (seen.has(reference.digest)) continue;
-    seen.add(reference.digest);
+  const one = async (reference: ObjectReference): Promise<void> => {
     await visit(reference);
-    if (reference.type !== 'tree') continue;
+    if (reference.type !== 'tree') return;
     let tree: Tree;
     try {
       tree = await readTree(store, reference.digest);
     } catch (error) {
       onUnreadableTree(reference, error);
-      continue;
+      return;
     }
     for (const entry of tree.entries) {
       if (entry.type === 'file') pending.push({ type: 'blob', digest: entry.digest });
       if (entry.type === 'directory') pending.push({ type: 'tree', digest: entry.digest });
     }
+  };
+  while (pending.length > 0) {
+    const round: ObjectReference[] = [];
+    while (round.length < concurrency && pending.length > 0) {
+      const reference = pending.pop() as ObjectReference;
+      if (seen.has(reference.digest)) continue;
+      seen.add(reference.digest);
+      round.push(reference);
+    }
+    await forEachConcurrently(round, concurrency, one);
   }
 }
 

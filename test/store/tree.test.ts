@@ -171,6 +171,59 @@ describe('trees', () => {
     expect(visited.sort()).toEqual([root, sub, blob.digest].sort());
   });
 
+  it('walks many objects at once when asked, each once, with a tree it cannot read reported as one at a time does', async () => {
+    const { directory } = await initStore(await makeTempDirectory());
+    const store = createObjectStore(directory);
+    const leaves = await Promise.all(
+      Array.from({ length: 40 }, async (_, index) => {
+        const { digest } = await store.put(Buffer.from(`content ${index % 30}`));
+        return { ...file(`f${index}`, `content ${index % 30}`), digest };
+      }),
+    );
+    const missing = digestBytes('a tree nobody stored');
+    const subs = await Promise.all(
+      [0, 1, 2, 3].map((part) => putTree(store, leaves.slice(part * 10, part * 10 + 12))),
+    );
+    const root = await putTree(store, [
+      ...subs.map((digest, index) => ({
+        name: `d${index}`,
+        type: 'directory' as const,
+        mode: 0o755,
+        digest,
+      })),
+      { name: 'gone', type: 'directory', mode: 0o755, digest: missing },
+    ]);
+    const walk = async (concurrency: number) => {
+      const visited: string[] = [];
+      const unreadable: string[] = [];
+      let inFlight = 0;
+      let most = 0;
+      await walkReferences(
+        store,
+        [{ type: 'tree', digest: root }],
+        async (reference) => {
+          inFlight += 1;
+          most = Math.max(most, inFlight);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          visited.push(reference.digest);
+          inFlight -= 1;
+        },
+        (reference) => unreadable.push(reference.digest),
+        concurrency,
+      );
+      return { visited: visited.sort(), unreadable, most };
+    };
+    const one = await walk(1);
+    const many = await walk(16);
+    expect(one.most).toBe(1);
+    expect(many.most).toBe(16);
+    expect(many.visited).toEqual(one.visited);
+    expect(new Set(many.visited).size).toBe(many.visited.length);
+    expect(one.visited).toHaveLength(1 + 4 + 30 + 1);
+    expect(many.unreadable).toEqual([missing]);
+    expect(one.unreadable).toEqual([missing]);
+  });
+
   it('writes exactly the bytes canonical JSON gives, and reads back only those (random listings)', () => {
     // Names as they come from disks: any text, quotes, backslashes, controls, lone surrogates.
     const name = fc
