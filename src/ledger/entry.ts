@@ -51,7 +51,7 @@ export const ENTRY_KINDS = {
   'commit-refused':
     'A commit of an isolated session was refused: the host changed paths the session changed too. Body: `conflicts` (up to 50: `path`, `session`, `host`), `conflictCount`, `sessionTree`, `hostTree`.',
   'session-destroyed':
-    'An isolated session removed its view; it is not used afterwards. Body: `pendingCount` (uncommitted files dropped), `viewTree` (the view as it was, kept in the store).',
+    'An isolated session removed its view; it is not used afterwards. Body: `pendingCount` (uncommitted files dropped), `leftOutCount` (when forced: paths the ignore rules leave out that changed in the view, dropped with it), `viewTree` (the view as it was, kept in the store).',
   'action-approved':
     'A draft was approved and is about to run. Body: `startedSeq` (the draft), `digest` (the content approved), and for exec `beforeTree`.',
   'action-discarded': 'A draft was discarded: it never runs. Body: `startedSeq`.',

@@ -295,6 +295,7 @@ const STRUCTURED = {
       id: z.number().int().optional(),
       changes: z.array(open({ path: z.string(), action: z.string() })),
       conflicts: z.array(open({ path: z.string() })),
+      leftOut: z.array(z.string()),
     }),
     of: (result) => ({ ...result }),
   },

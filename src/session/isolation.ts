@@ -1,8 +1,8 @@
-import { rm } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isRewindError, RewindError } from '../errors.js';
+import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { clearCurrentSession } from '../ledger/index.js';
-import type { Digest } from '../lib/index.js';
+import { type Digest, writeFileAtomic } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { findEntryAt, type TreeEntry } from '../store/index.js';
 import {
@@ -12,10 +12,19 @@ import {
   fileChangeKind,
   isAtOrUnder,
   isSameEntry,
+  type LeftOutListing,
+  leftOutChanges,
+  listLeftOut,
   type SnapshotResult,
   type TreeChange,
 } from '../workspace/index.js';
-import { type SessionContext, sandboxFor, snapshotHost, snapshotWorkspace } from './context.js';
+import {
+  outsideRulesOf,
+  type SessionContext,
+  sandboxFor,
+  snapshotHost,
+  snapshotWorkspace,
+} from './context.js';
 import { type PlannedChange, planChanges } from './history/rollback.js';
 import { type PathChange, referencesOf } from './journal/action-records.js';
 import { type Journal, withWorkspaceLock } from './journal/journal.js';
@@ -37,6 +46,11 @@ export interface CommitResult {
   /** The files the commit writes, creates and deletes on the host. */
   changes: PlannedChange[];
   conflicts: CommitConflict[];
+  /**
+   * Paths the ignore rules leave out (`.env`, `dist/`...) that changed in the view: a commit
+   * never carries them (no snapshot holds them), and `destroy` refuses while they are there.
+   */
+  leftOut: string[];
   applied: ApplyResult | undefined;
 }
 
@@ -53,6 +67,8 @@ export interface SessionStatus {
   pendingChanges: PlannedChange[];
   /** For an isolated session: what would make a commit refuse now. */
   conflicts: CommitConflict[];
+  /** For an isolated session: what changed in the view that a commit leaves out (see `CommitResult`). */
+  leftOut: string[];
 }
 
 /** What `Session.end` does when an isolated session's work is over. */
@@ -83,6 +99,33 @@ export interface EndResult {
 /** Where an isolated session's view lives: under the store, so it is never snapshotted itself. */
 export function viewDirectoryOf(storeDirectory: string, sessionId: string): string {
   return join(storeDirectory, 'views', sessionId, 'tree');
+}
+
+/** Where a view's listing of what its ignore rules left out when it was made is kept. */
+function leftOutFileOf(context: SessionContext): string {
+  return join(context.storeDirectory, 'views', context.id, 'left-out.json');
+}
+
+/** Lists what the ignore rules leave out of a new view, to tell later what changed there. */
+export async function recordLeftOut(context: SessionContext): Promise<void> {
+  const listing = listLeftOut(context.workspace, outsideRulesOf(context));
+  await writeFileAtomic(leftOutFileOf(context), JSON.stringify([...listing]));
+}
+
+/**
+ * The paths the ignore rules leave out that changed in the view and differ from the host: what a
+ * commit cannot carry. A view made before this was recorded is compared with the host only.
+ */
+export async function leftOutChangesOf(context: SessionContext): Promise<string[]> {
+  let before: LeftOutListing | undefined;
+  try {
+    before = new Map(
+      JSON.parse(await readFile(leftOutFileOf(context), 'utf8')) as [string, string][],
+    );
+  } catch (error) {
+    if (!isSystemError(error, 'ENOENT')) throw error;
+  }
+  return leftOutChanges(context.workspace, context.hostWorkspace, outsideRulesOf(context), before);
 }
 
 /**
@@ -214,6 +257,7 @@ export function commitToHost(
       id: undefined,
       changes: await planChanges(context, sessionChanges),
       conflicts,
+      leftOut: await leftOutChangesOf(context),
       applied: undefined,
     };
     if (options.dryRun) return result;
@@ -275,9 +319,22 @@ export function commitToHost(
 }
 
 /**
+ * What to say of paths the ignore rules leave out that changed in the view (`view`): a commit
+ * cannot carry them, and destroying the view drops them for good (no snapshot holds them).
+ */
+export function leftOutAdvice(leftOut: readonly string[], view: string): string {
+  const listed = `${leftOut.slice(0, 5).join(', ')}${leftOut.length > 5 ? ', ...' : ''}`;
+  return (
+    `${leftOut.length} path${leftOut.length === 1 ? '' : 's'} the ignore rules leave out changed in the view (${listed}): ` +
+    `a commit does not carry them, and destroying the view loses them (the store has no copy). Copy what you want to keep from ${view} into the workspace, then destroy with --force.`
+  );
+}
+
+/**
  * Removes an isolated session's view and journals it; see `Session.destroy`. If it was the
  * current session, none is current after (it cannot be used): `wasCurrent` says so. Throws
- * `UNCOMMITTED_CHANGES` while the view holds uncommitted changes, unless `force`.
+ * `UNCOMMITTED_CHANGES` while the view holds uncommitted changes, or changes to paths the ignore
+ * rules leave out (which no commit carries), unless `force`.
  */
 export function destroyView(
   context: SessionContext,
@@ -289,23 +346,34 @@ export function destroyView(
     const pending = (await diffTrees(context.store, base, current.tree)).filter(
       (change) => fileChangeKind(change) !== undefined,
     );
-    if (pending.length > 0 && options.force !== true) {
-      const listed = pending
-        .slice(0, 5)
-        .map((change) => change.path)
-        .join(', ');
+    const leftOut = await leftOutChangesOf(context);
+    if ((pending.length > 0 || leftOut.length > 0) && options.force !== true) {
+      const listed = (paths: string[]): string =>
+        `${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''}`;
+      const view = context.workspace;
       throw new RewindError(
         'UNCOMMITTED_CHANGES',
-        `Session ${context.id} has ${pending.length} uncommitted change${pending.length === 1 ? '' : 's'} (${listed}${pending.length > 5 ? ', ...' : ''}). ` +
-          'Commit them with `rewind commit`, or destroy with --force to drop them (they stay in the store).',
+        pending.length > 0
+          ? `Session ${context.id} has ${pending.length} uncommitted change${pending.length === 1 ? '' : 's'} (${listed(pending.map((change) => change.path))}). ` +
+              'Commit them with `rewind commit`, or destroy with --force to drop them (they stay in the store).' +
+              (leftOut.length > 0 ? ` ${leftOutAdvice(leftOut, view)}` : '')
+          : leftOutAdvice(leftOut, view),
         {
-          data: { session: context.id, paths: pending.slice(0, 50).map((change) => change.path) },
+          data: {
+            session: context.id,
+            paths: pending.slice(0, 50).map((change) => change.path),
+            leftOut: leftOut.slice(0, 50),
+          },
         },
       );
     }
     await journal.append(
       'session-destroyed',
-      { pendingCount: pending.length, viewTree: current.tree },
+      {
+        pendingCount: pending.length,
+        ...(leftOut.length > 0 && { leftOutCount: leftOut.length }),
+        viewTree: current.tree,
+      },
       [{ type: 'tree', digest: current.tree }],
     );
     await rm(join(context.storeDirectory, 'views', context.id), { recursive: true, force: true });
@@ -383,5 +451,6 @@ export async function sessionStatus(context: SessionContext): Promise<SessionSta
     network: sandbox.network,
     pendingChanges: pending?.changes ?? [],
     conflicts: pending?.conflicts ?? [],
+    leftOut: pending?.leftOut ?? [],
   };
 }

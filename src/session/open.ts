@@ -22,7 +22,7 @@ import {
   snapshotWorkspace,
   startWatching,
 } from './context.js';
-import { viewDirectoryOf } from './isolation.js';
+import { recordLeftOut, viewDirectoryOf } from './isolation.js';
 import { withWorkspaceLock } from './journal/journal.js';
 import { isLooser, protectionsIn, protectionsOf, tighteningOf } from './protections.js';
 import { ledgersOf, pickSession, startLedger } from './session-files.js';
@@ -268,6 +268,7 @@ export async function startIsolatedContext(
     const context = await createContext(location, ledger, options);
     const sinceNs = BigInt(Date.now()) * 1_000_000n;
     await copyIntoView(location.workspace, context.workspace);
+    await recordLeftOut(context);
     await withWorkspaceLock(context, 'starting the isolated session', async (journal) => {
       // The host's snapshot (incremental when it has been snapshotted before) gives the view's
       // first snapshot the contents of every file that did not change during the copy, and

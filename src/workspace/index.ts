@@ -21,6 +21,7 @@ export {
   type OutsideRules,
   readOutsideRules,
 } from './ignore-rules.js';
+export { type LeftOutListing, leftOutChanges, listLeftOut } from './left-out.js';
 export { isAtSpecialSync } from './on-disk.js';
 export { previewSnapshot, type SnapshotPreview } from './preview.js';
 export { countLineChanges, type LineCounts, renderDiff } from './render-diff.js';

@@ -11,8 +11,14 @@ function renderCommit(result: CommitResult, isVerbose: boolean | undefined): str
   const counts = { written: 0, created: 0, deleted: 0 };
   for (const change of result.changes) counts[change.action] += 1;
   const summary = `${counts.written} written, ${counts.created} created, ${counts.deleted} deleted`;
+  // What the ignore rules leave out is never committed: said whatever the status, --quiet too.
+  const leftOut =
+    result.leftOut.length > 0
+      ? `Not committed: ${plural(result.leftOut.length, 'path')} the ignore rules leave out changed in the view:\n${listLines(result.leftOut, isVerbose, (path) => `  ${path}`).join('\n')}\n` +
+        'A commit never carries them and `rewind destroy` refuses while they are there: copy what you want to keep from the view (`rewind status` names it) into the workspace, then `rewind destroy --force`.\n'
+      : '';
   if (result.status === 'nothing-to-commit')
-    return 'Nothing to commit: the session changed nothing since it began or was last committed.\n';
+    return `Nothing to commit: the session changed nothing since it began or was last committed.\n${leftOut}`;
   if (result.status === 'dry-run') {
     lines.push(`Committing would change the workspace: ${summary}.`);
     lines.push(
@@ -42,7 +48,7 @@ function renderCommit(result: CommitResult, isVerbose: boolean | undefined): str
       ),
     );
   }
-  return `${lines.join('\n')}\n`;
+  return `${lines.join('\n')}\n${leftOut}`;
 }
 
 /** Registers `commit` and `destroy`. */
@@ -61,7 +67,9 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
       {
         // A plan and a refusal are shown, --quiet or not; what was committed is a summary.
         text: (output, globals) =>
-          globals.quiet && (output.status === 'committed' || output.status === 'nothing-to-commit')
+          globals.quiet &&
+          output.leftOut.length === 0 &&
+          (output.status === 'committed' || output.status === 'nothing-to-commit')
             ? ''
             : renderCommit(output, globals.verbose),
         // Only a commit that happened is an action: otherwise `id` is null rather than missing.

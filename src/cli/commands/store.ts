@@ -210,7 +210,11 @@ function renderPending(output: StatusOutput): string {
     (pending.conflicts.length > 0
       ? ` (${plural(pending.conflicts.length, 'conflict')}: \`rewind commit --dry-run\`)`
       : '') +
-    '\n'
+    '\n' +
+    (pending.leftOut.length > 0
+      ? `Left out   ${plural(pending.leftOut.length, 'path')} the ignore rules leave out changed in the view and will not be committed: ${pending.leftOut.slice(0, 5).join(', ')}${pending.leftOut.length > 5 ? ', ...' : ''}\n` +
+        `           copy what you want to keep from ${pending.workspace} into the workspace; \`rewind destroy\` refuses until --force\n`
+      : '')
   );
 }
 
