@@ -44,13 +44,18 @@ export function startIsolatedSession(options: IsolatedSessionOptions): Promise<S
 /**
  * Runs `work` in an isolated session and ends it (see {@link Session.end}): a clean return
  * auto-commits when asked; a throw commits nothing, and in agent mode keeps the session. The
- * error `work` threw is rethrown after.
+ * error `work` threw is rethrown after. The session is not made the workspace's current one
+ * (unless `makeCurrent: true`): the current session is, during the work and after it, whatever
+ * it was before, so a person's commands never land in the hidden view.
  */
 export async function withIsolatedSession<T>(
   options: IsolatedSessionOptions & Omit<EndOptions, 'error'>,
   work: (session: Session) => Promise<T>,
 ): Promise<{ value: T; end: EndResult }> {
-  const session = await startIsolatedSession(options);
+  const session = await startIsolatedSession({
+    ...options,
+    makeCurrent: options.makeCurrent ?? false,
+  });
   let value: T;
   try {
     value = await work(session);

@@ -117,7 +117,10 @@ export interface OpenSessionOptions {
 
 /** Options of `startIsolatedSession`. */
 export interface IsolatedSessionOptions extends OpenSessionOptions {
-  /** Make it the workspace's current session (default true), as `rewind init --isolated` does. */
+  /**
+   * Make it the workspace's current session, as `rewind init --isolated` does: default true,
+   * except for `withIsolatedSession`, which leaves the current session as it is.
+   */
   makeCurrent?: boolean;
   /**
    * What starts it, recorded in its `session-started` entry (letters, digits, `-`), so that it

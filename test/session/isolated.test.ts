@@ -303,4 +303,33 @@ describe('isolated sessions', () => {
     ).rejects.toThrow('halt');
     expect(existsSync(join(workspace, '.rewind', 'views', agentId))).toBe(true);
   });
+
+  it('run in withIsolatedSession leave the current session as it was, during the work and after it', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'one' });
+    await init({ workspace });
+    const currentId = async () => {
+      const current = await openSession({ workspace });
+      await current.close();
+      return current.id;
+    };
+    const before = await currentId();
+    for (const destroyOnExit of [false, true]) {
+      const { value } = await withIsolatedSession(
+        { workspace, autoCommit: true, destroyOnExit },
+        async (session) => {
+          await session.write('a.txt', `two ${destroyOnExit}`);
+          expect(await currentId()).toBe(before);
+          return session.id;
+        },
+      );
+      expect(value).not.toBe(before);
+      expect(await currentId()).toBe(before);
+    }
+    const current = await openSession({ workspace });
+    await current.write('person.txt', 'hello');
+    await current.close();
+    expect(await read(workspace, 'person.txt')).toBe('hello');
+    expect(await read(workspace, 'a.txt')).toBe('two true');
+  });
 });
