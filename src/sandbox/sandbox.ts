@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { RewindError } from '../errors.js';
 import {
   type Command,
@@ -94,6 +94,40 @@ export function bwrapArgs(input: {
   for (const [name, value] of Object.entries(input.env)) args.push('--setenv', name, value);
   args.push('--chdir', input.cwd, '--', ...input.command);
   return args;
+}
+
+/** The name `/etc/passwd` gives the sandbox's uid (the host's file is what the command sees). */
+function sandboxUserName(): string | undefined {
+  let passwd: string;
+  try {
+    passwd = readFileSync('/etc/passwd', 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const line of passwd.split('\n')) {
+    const [name, , uid] = line.split(':');
+    if (uid === String(SANDBOX_UID) && name) return name;
+  }
+  return undefined;
+}
+
+/**
+ * The environment of a sandboxed command: the clean one, but with what describes the host user
+ * replaced by what holds inside, where the command runs as uid {@link SANDBOX_UID} with the
+ * system read-only and a private, empty `/tmp`. `HOME` and `TMPDIR` are `/tmp` (the host's are
+ * read-only in there, or absent: a `TMPDIR` under `/tmp`); `USER` and `LOGNAME` are the name
+ * `/etc/passwd` gives that uid, or unset when it gives none. Then the caller's variables.
+ */
+export function sandboxEnvironment(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = { ...cleanEnvironment(), HOME: '/tmp', TMPDIR: '/tmp' };
+  delete env.USER;
+  delete env.LOGNAME;
+  const name = sandboxUserName();
+  if (name !== undefined) {
+    env.USER = name;
+    env.LOGNAME = name;
+  }
+  return { ...env, ...extra };
 }
 
 const probes = new Map<string, { works: boolean; reason: string }>();
@@ -287,8 +321,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
           'The command is empty. Give the program to run and its arguments.',
         );
       }
-      // The host's home is read-only in there: give tools a writable one unless the caller did.
-      const env = { ...cleanEnvironment(), HOME: '/tmp', ...runOptions.env };
+      const env = sandboxEnvironment(runOptions.env);
       // Only what exists is hidden: bwrap would create a missing mount point on the host.
       const present = hidden.filter((path) => existsSync(`${options.workspace}/${path}`));
       const result = await runProcess(

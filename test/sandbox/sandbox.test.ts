@@ -156,6 +156,40 @@ describe.runIf(probeBwrap().works)('the bwrap sandbox', () => {
     }
   });
 
+  it('gives the command a usable TMPDIR and HOME, and USER and LOGNAME of the uid it runs as', async () => {
+    await make();
+    const saved = {
+      TMPDIR: process.env.TMPDIR,
+      USER: process.env.USER,
+      LOGNAME: process.env.LOGNAME,
+    };
+    process.env.TMPDIR = '/var/tmp';
+    process.env.USER = 'host-person';
+    process.env.LOGNAME = 'host-person';
+    try {
+      const result = await sandbox.run(
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+        'mktemp >/dev/null && echo made; touch "$HOME/h" && echo home; echo "T=$TMPDIR U=${USER-unset} L=${LOGNAME-unset} I=$(id -un 2>/dev/null || echo unset)"',
+      );
+      const out = text(result.stdout);
+      expect(out).toContain('made\n');
+      expect(out).toContain('home\n');
+      expect(out).toContain('T=/tmp ');
+      expect(out).not.toContain('host-person');
+      const [, user, logname, name] = /U=(\S+) L=(\S+) I=(\S+)/.exec(out) ?? [];
+      expect(user).toBe(name);
+      expect(logname).toBe(name);
+      // What the caller passes still wins.
+      const given = await sandbox.run('echo "$TMPDIR"', { env: { TMPDIR: '/tmp/given' } });
+      expect(text(given.stdout)).toBe('/tmp/given\n');
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
   it('caps output and reports the same shape on failure', async () => {
     await make();
     const result = await sandbox.run('head -c 100000 /dev/zero; exit 7', { maxOutputBytes: 1000 });
