@@ -30,6 +30,13 @@ export interface SandboxOptions {
    * mounted into it.
    */
   masked?: readonly string[];
+  /**
+   * Where the workspace appears inside a `bwrap` sandbox, and where commands start (default: its
+   * own path). An isolated session's view is mounted at the host workspace's path, so a command
+   * that names the workspace by its absolute path finds the view there. Masked directories at or
+   * under it need no mask: the mount covers them.
+   */
+  mountAt?: string;
 }
 
 /** Runs commands, the same way whatever the backend. */
@@ -63,13 +70,19 @@ export function bwrapArgs(input: {
   hidden: readonly string[];
   network: boolean;
   masked?: readonly string[];
+  /** Where the workspace is mounted (default: its own path); see `SandboxOptions.mountAt`. */
+  mountAt?: string;
 }): string[] {
+  const mountAt = input.mountAt ?? input.workspace;
+  const masked = (input.masked ?? []).filter(
+    (path) => path !== mountAt && !path.startsWith(`${mountAt}/`),
+  );
   const args = ['--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp'];
-  for (const path of input.masked ?? []) args.push('--tmpfs', path);
-  args.push('--bind', input.workspace, input.workspace);
-  for (const path of input.masked ?? []) args.push('--remount-ro', path);
+  for (const path of masked) args.push('--tmpfs', path);
+  args.push('--bind', input.workspace, mountAt);
+  for (const path of masked) args.push('--remount-ro', path);
   for (const hidden of input.hidden) {
-    const path = `${input.workspace}/${hidden}`;
+    const path = `${mountAt}/${hidden}`;
     args.push('--tmpfs', path, '--remount-ro', path);
   }
   args.push(
@@ -314,6 +327,14 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     async run(command, runOptions = {}) {
       const cwd = runOptions.cwd ?? options.workspace;
       if (backend === 'none') return runProcess(command, { ...runOptions, cwd });
+      // Where `cwd` is inside, the workspace being mounted at `mountAt`.
+      const mountAt = options.mountAt ?? options.workspace;
+      const inside =
+        cwd === options.workspace
+          ? mountAt
+          : cwd.startsWith(`${options.workspace}/`)
+            ? `${mountAt}${cwd.slice(options.workspace.length)}`
+            : cwd;
       const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : [...command];
       if (argv.length === 0 || argv[0] === '') {
         throw new RewindError(
@@ -329,12 +350,13 @@ export function createSandbox(options: SandboxOptions): Sandbox {
           options.bwrap ?? 'bwrap',
           ...bwrapArgs({
             workspace: options.workspace,
-            cwd,
+            cwd: inside,
             command: argv,
             env,
             hidden: present,
             network,
             ...(options.masked && { masked: options.masked }),
+            ...(options.mountAt && { mountAt: options.mountAt }),
           }),
         ],
         { ...runOptions, cwd, env: {}, ...(user && { user }) },

@@ -211,8 +211,12 @@ export function sandboxFor(context: SessionContext): Sandbox {
       backend: context.settings.sandbox,
       workspace: context.workspace,
       network: context.settings.network,
-      // A view lives inside the host's store, which the command must not see either.
-      ...(context.isolation === 'isolated' && { masked: [context.storeDirectory] }),
+      // A view lives inside the host's store, which the command must not see either; it is
+      // mounted where the host workspace is, so the workspace's absolute path leads to it.
+      ...(context.isolation === 'isolated' && {
+        masked: [context.storeDirectory],
+        mountAt: context.hostWorkspace,
+      }),
     });
     sandboxes.set(context, sandbox);
   }

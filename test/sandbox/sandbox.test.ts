@@ -76,6 +76,26 @@ describe('bwrapArgs', () => {
       }),
     ).not.toContain('--unshare-net');
   });
+
+  it('mounts the workspace where asked, with no mask for what that mount covers', () => {
+    const args = bwrapArgs({
+      workspace: '/w/.rewind/views/s/tree',
+      cwd: '/w/sub',
+      command: ['true'],
+      env: {},
+      hidden: ['.rewind'],
+      network: false,
+      masked: ['/w/.rewind', '/elsewhere'],
+      mountAt: '/w',
+    }).join(' ');
+    expect(args).toContain('--bind /w/.rewind/views/s/tree /w ');
+    expect(args).not.toContain('--tmpfs /w/.rewind --tmpfs');
+    expect(args).not.toContain('--tmpfs /w/.rewind --bind');
+    expect(args).toContain('--tmpfs /elsewhere --bind');
+    expect(args).toContain('--remount-ro /elsewhere');
+    expect(args).toContain('--tmpfs /w/.rewind --remount-ro /w/.rewind');
+    expect(args).toContain('--chdir /w/sub');
+  });
 });
 
 describe.runIf(probeBwrap().works)('the bwrap sandbox', () => {

@@ -218,17 +218,19 @@ describe('isolated sessions', () => {
   });
 
   it.runIf(probeBwrap().works)(
-    'runs sandboxed commands in the view, with the host store out of sight',
+    'runs sandboxed commands in the view, mounted at the workspace path, with the host store out of sight',
     async () => {
       const workspace = await sandboxWorkspace({ 'a.txt': 'one' });
       await init({ workspace });
       const session = await startIsolatedSession({ workspace, sandbox: 'bwrap' });
       const result = await session.exec(
-        `echo two > a.txt; ls -A ${join(workspace, '.rewind')}; echo host > ${join(workspace, 'a.txt')}`,
+        `pwd; cat ${join(workspace, 'a.txt')}; ls -A ${join(workspace, '.rewind')}; echo two > ${join(workspace, 'a.txt')}`,
       );
       expect(result.modified).toEqual(['a.txt']);
-      // Only the way down to the view is there: no sessions, objects or caches.
-      expect(result.stdout.trim()).toBe('views');
+      // The workspace's own path leads to the view, which has no store at all.
+      expect(result.stdout.trim()).toBe(`${workspace}\none`);
+      expect(result.stderr).toContain('No such file or directory');
+      expect(await read(session.workspace, 'a.txt')).toBe('two\n');
       expect(await read(workspace, 'a.txt')).toBe('one');
       // What Rewind puts back in the view (here by undo) stays the commands' to change.
       await session.undo(result.id);
