@@ -252,10 +252,20 @@ export function commitToHost(
       ),
       ...unreadable,
     ];
+    // What the commit changes on the host: from what the host holds now (a file the host
+    // already holds as the session left it is no change), not from the session's base.
+    const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
+    const onHost: TreeChange[] = [];
+    for (const change of sessionChanges) {
+      const before = await findEntryAt(context.store, host.tree, change.path, trees);
+      const isSame =
+        before && change.after ? isSameEntry(before, change.after) : before === change.after;
+      if (!isSame) onHost.push({ path: change.path, before, after: change.after });
+    }
     const result: CommitResult = {
       status: 'dry-run',
       id: undefined,
-      changes: await planChanges(context, sessionChanges),
+      changes: await planChanges(context, onHost),
       conflicts,
       leftOut: await leftOutChangesOf(context),
       applied: undefined,
@@ -282,7 +292,6 @@ export function commitToHost(
         ),
     );
     if (tops.length === 0) return { ...result, status: 'nothing-to-commit' };
-    const trees = new Map<Digest, Promise<readonly TreeEntry[]>>();
     const paths: PathChange[] = [];
     for (const change of tops) {
       paths.push({

@@ -242,6 +242,28 @@ describe('isolated sessions', () => {
     },
   );
 
+  it('lists as a commit change only what the host does not already hold', async () => {
+    const { workspace, session } = await isolatedOn({ 'a.txt': 'one', 'gone.txt': 'g' });
+    await session.write('a.txt', 'two');
+    await session.write('same.txt', 'same');
+    await session.write('new.txt', 'new');
+    await session.delete('gone.txt');
+    // The host made the same changes meanwhile, all but new.txt.
+    await writeFile(join(workspace, 'a.txt'), 'two');
+    await writeFile(join(workspace, 'same.txt'), 'same');
+    await rm(join(workspace, 'gone.txt'));
+    const plan = await session.commit({ dryRun: true });
+    expect(plan).toMatchObject({ conflicts: [] });
+    expect(plan.changes.map((change) => `${change.action} ${change.path}`)).toEqual([
+      'created new.txt',
+    ]);
+    const committed = await session.commit();
+    expect(committed.status).toBe('committed');
+    expect(committed.changes.map((change) => change.path)).toEqual(['new.txt']);
+    expect(await read(workspace, 'new.txt')).toBe('new');
+    await session.close();
+  });
+
   it('refuses commit on a session that is not isolated', async () => {
     const workspace = await makeTempDirectory();
     await init({ workspace });
