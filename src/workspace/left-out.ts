@@ -23,6 +23,8 @@ function signatureOf(absolute: string): string | undefined {
     stats = lstatSync(diskPath(absolute), { bigint: true });
   } catch (error) {
     if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return undefined;
+    // Behind a directory closed to this user: what is there is not known, so never alike.
+    if (isSystemError(error, 'EACCES')) return 'unreadable';
     throw error;
   }
   const mode = Number(stats.mode & 0o7777n);
@@ -34,6 +36,26 @@ function signatureOf(absolute: string): string | undefined {
   return 'other';
 }
 
+/**
+ * The names in a directory; none when it cannot be read: what was in it then looks gone, so a
+ * directory closed since is told as changed (what it holds is not known; nothing is assumed).
+ */
+function namesIn(absolute: string): { name: string; isDirectory: boolean }[] {
+  try {
+    return listNames(diskPath(absolute));
+  } catch (error) {
+    if (
+      isSystemError(error, 'EACCES') ||
+      isSystemError(error, 'EPERM') ||
+      isSystemError(error, 'ENOENT') ||
+      isSystemError(error, 'ENOTDIR')
+    ) {
+      return [];
+    }
+    throw error;
+  }
+}
+
 /** Lists, with their stat signatures, the paths of `root` its ignore rules leave out. */
 export function listLeftOut(root: string, outside: OutsideRules): LeftOutListing {
   const listing = new Map<string, string>();
@@ -42,13 +64,13 @@ export function listLeftOut(root: string, outside: OutsideRules): LeftOutListing
     if (signature === undefined) return;
     listing.set(relative, signature);
     if (!signature.startsWith('directory:')) return;
-    for (const { name } of listNames(diskPath(absolute))) {
+    for (const { name } of namesIn(absolute)) {
       everything(`${absolute}/${name}`, `${relative}/${name}`);
     }
   };
   const walk = (absolute: string, relative: string, rules: IgnoreRules): void => {
     const inner = relative === '' ? rules : rules.enter(absolute, relative);
-    for (const { name, isDirectory } of listNames(diskPath(absolute))) {
+    for (const { name, isDirectory } of namesIn(absolute)) {
       if (isAlwaysExcluded(name) || RESTORE_TEMPORARY.test(name)) continue;
       const childRelative = relative === '' ? name : `${relative}/${name}`;
       const childAbsolute = `${absolute}/${name}`;

@@ -172,6 +172,54 @@ describe('paths a snapshot cannot read', () => {
     expect(await readFile(join(workspace, 'priv/p.txt'), 'utf8')).toBe('p\n');
   }, 30_000);
 
+  it('a commit from an isolated session refuses a path the host cannot read', async () => {
+    const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
+    const out = await runAsNobody(
+      workspace,
+      `
+      await api.init({ workspace });
+      const session = await api.openSession({ workspace, isolation: 'isolated' });
+      await session.write('secret.txt', 'from the session\\n');
+      await session.write('notes.txt', 'b\\n');
+      fs.writeFileSync(workspace + '/secret.txt', 'edited on the host\\n');
+      fs.chmodSync(workspace + '/secret.txt', 0);
+      out.commit = await session.commit();
+      fs.chmodSync(workspace + '/secret.txt', 0o644);
+      await session.destroy({ force: true });`,
+    );
+    expect(out.error).toBeUndefined();
+    expect(out.commit).toMatchObject({
+      status: 'refused',
+      conflicts: [{ path: 'secret.txt', host: 'could not read secret.txt (permission denied)' }],
+    });
+    expect(await readFile(join(workspace, 'secret.txt'), 'utf8')).toBe('edited on the host\n');
+    expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
+  }, 30_000);
+
+  it('an isolated session tells ignored changes even with an ignored directory it cannot read', async () => {
+    const workspace = await workspaceOfNobody({
+      '.gitignore': 'cache/\n.env\n',
+      'cache/c.txt': 'c\n',
+      '.env': 'K=1\n',
+    });
+    const out = await runAsNobody(
+      workspace,
+      `
+      await api.init({ workspace });
+      const session = await api.openSession({ workspace, isolation: 'isolated' });
+      fs.writeFileSync(session.workspace + '/.env', 'K=2\\n');
+      fs.chmodSync(session.workspace + '/cache', 0);
+      out.status = (await session.status()).leftOut;
+      out.commit = (await session.commit()).leftOut;
+      fs.chmodSync(session.workspace + '/cache', 0o755);
+      await session.destroy({ force: true });`,
+    );
+    expect(out.error).toBeUndefined();
+    // What the closed directory holds now is not known: told as changed, never assumed alike.
+    expect(out.status).toEqual(['.env', 'cache']);
+    expect(out.commit).toEqual(['.env', 'cache']);
+  }, 30_000);
+
   it('a command that leaves a path longer than the system allows wedges nothing', async () => {
     const { workspace, session } = await sessionOn({ 'notes.txt': 'a\n' });
     await session.checkpoint('start');
