@@ -172,30 +172,6 @@ describe('paths a snapshot cannot read', () => {
     expect(await readFile(join(workspace, 'priv/p.txt'), 'utf8')).toBe('p\n');
   }, 30_000);
 
-  it('a commit from an isolated session refuses a path the host cannot read', async () => {
-    const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
-    const out = await runAsNobody(
-      workspace,
-      `
-      await api.init({ workspace });
-      const session = await api.openSession({ workspace, isolation: 'isolated' });
-      await session.write('secret.txt', 'from the session\\n');
-      await session.write('notes.txt', 'b\\n');
-      fs.writeFileSync(workspace + '/secret.txt', 'edited on the host\\n');
-      fs.chmodSync(workspace + '/secret.txt', 0);
-      out.commit = await session.commit();
-      fs.chmodSync(workspace + '/secret.txt', 0o644);
-      await session.destroy({ force: true });`,
-    );
-    expect(out.error).toBeUndefined();
-    expect(out.commit).toMatchObject({
-      status: 'refused',
-      conflicts: [{ path: 'secret.txt', host: 'could not read secret.txt (permission denied)' }],
-    });
-    expect(await readFile(join(workspace, 'secret.txt'), 'utf8')).toBe('edited on the host\n');
-    expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
-  }, 30_000);
-
   it('an isolated session tells ignored changes even with an ignored directory it cannot read', async () => {
     const workspace = await workspaceOfNobody({
       '.gitignore': 'cache/\n.env\n',
