@@ -565,7 +565,7 @@ export class Session {
    */
   tool<A extends unknown[], R>(
     work: (...args: A) => Promise<R> | R,
-    options: ToolOptions = {},
+    options: ToolOptions<A> = {},
   ): (...args: A) => Promise<R | string> {
     return wrapTool(this.#context, this.#policies, work, options);
   }

@@ -1,7 +1,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LanguageModelV3GenerateResult } from '@ai-sdk/provider';
-import { generateText, type ModelMessage, stepCountIs, tool } from 'ai';
+import { generateText, type ModelMessage, stepCountIs, type ToolSet, tool } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -77,7 +77,7 @@ function toolsOf(session: Session) {
 }
 
 const run =
-  (model: MockLanguageModelV3, tools: ReturnType<typeof toolsOf>) =>
+  (model: MockLanguageModelV3, tools: ToolSet) =>
   ({ messages, stopWhen }: TurnControls) =>
     generateText({ model, tools, messages, stopWhen: [stepCountIs(8), stopWhen] });
 
@@ -185,5 +185,64 @@ describe('rewind-agent/ai-sdk', () => {
     await writeFile(join(workspace, 'note.txt'), 'a person was here');
     await session.rollback('asked');
     expect(await readFile(join(workspace, 'a.txt'), 'utf8')).toBe('a');
+  });
+
+  it('once a call of a step rolled back, its sibling calls are refused and the files match the restored conversation', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'A0' });
+    session.autoRollback({});
+    const tools = rewindTools(session, {
+      write_file: tool({
+        description: 'Write a file',
+        inputSchema: z.object({ path: z.string(), content: z.string() }),
+        execute: async ({ path, content }) => {
+          await session.write(path, content);
+          return `wrote ${path}`;
+        },
+      }),
+      deploy: tool({
+        description: 'Deploy',
+        inputSchema: z.object({}),
+        execute: async (): Promise<string> => {
+          await session.write('half.txt', 'x');
+          throw new Error('deploy exploded');
+        },
+      }),
+    });
+    const present = (path: string) =>
+      readFile(join(workspace, path), 'utf8').catch(() => undefined);
+    // The failing call first: the writes the model asked for beside it never run.
+    const model = scripted([
+      calls(
+        ['deploy', {}],
+        ['write_file', { path: 'a.txt', content: 'A-after' }],
+        ['write_file', { path: 'new.txt', content: 'N' }],
+      ),
+    ]);
+    const first = await rewindTurn(session, [{ role: 'user', content: 'go' }], run(model, tools));
+    expect(first.rolledBack).toMatchObject({ event: 'exception', isSkipped: false });
+    expect(await present('a.txt')).toBe('A0');
+    expect(await present('new.txt')).toBeUndefined();
+    expect(await present('half.txt')).toBeUndefined();
+    const outputs = JSON.stringify(first.result.steps[0]?.content);
+    expect(outputs).toContain('Rewind did not run this call');
+
+    // A write, then the failing call, in one step: back to before the step, not to the
+    // checkpoint between them (which holds the write but a conversation without it).
+    const messages: ModelMessage[] = [...first.messages, { role: 'user', content: 'again' }];
+    const second = await rewindTurn(
+      session,
+      messages,
+      run(
+        scripted([calls(['write_file', { path: 'a.txt', content: 'A2' }], ['deploy', {}])]),
+        tools,
+      ),
+    );
+    expect(second.rolledBack).toMatchObject({ event: 'exception', isSkipped: false });
+    expect(await present('a.txt')).toBe('A0');
+    const target = (await session.checkpoints()).find(
+      (checkpoint) => checkpoint.label === second.rolledBack?.to,
+    );
+    expect(target?.conversation).toEqual({ format: 'ai-sdk', messageCount: messages.length });
+    expect(JSON.stringify(second.messages)).not.toContain('A2');
   });
 });

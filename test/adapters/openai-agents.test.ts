@@ -196,4 +196,39 @@ describe('rewind-agent/openai-agents', () => {
     const items: AgentInputItem[] = await new RewindAgentsSession(session).getItems();
     expect(Array.isArray(items)).toBe(true);
   });
+
+  it('refuses the calls made beside one that rolled back: files and items stay paired', async () => {
+    const { workspace, session } = await sessionOn({ 'f.txt': 'v0' });
+    session.autoRollback({ on: ['exception'] });
+    const explode = rewindTool(session, {
+      name: 'explode',
+      description: 'Explode',
+      parameters: z.object({}),
+      execute: async () => {
+        await session.write('half.txt', 'x');
+        throw new Error('boom');
+      },
+    });
+    const model = scripted([
+      [callOf('write_file', { path: 'f.txt', content: 'v1' })],
+      [says('ok')],
+      [
+        callOf('explode', {}),
+        callOf('write_file', { path: 'f.txt', content: 'v2' }),
+        callOf('write_file', { path: 'g.txt', content: 'g2' }),
+      ],
+      [says('never asked')],
+    ]);
+    const agent = new Agent({ name: 'coder', model, tools: [...toolsOf(session), explode] });
+    const first = await rewindRun(session, agent, 'run one');
+    expect(first.result?.finalOutput).toBe('ok');
+    const second = await rewindRun(session, agent, 'run two');
+    expect(second.rolledBack).toMatchObject({ event: 'exception', to: second.checkpoint });
+    // Back to before the run, files and items alike: the siblings did not run after it.
+    expect(await text(workspace, 'f.txt')).toBe('v1');
+    await expect(text(workspace, 'g.txt')).rejects.toThrow();
+    await expect(text(workspace, 'half.txt')).rejects.toThrow();
+    const items = JSON.stringify(await new RewindAgentsSession(session).getItems());
+    expect(items).not.toContain('v2');
+  });
 });

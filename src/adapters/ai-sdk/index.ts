@@ -73,8 +73,12 @@ export function rewindTools<TOOLS extends ToolSet>(
   const readOnly = new Set<string>(options.readOnly ?? []);
   const state = stateOf(session);
   const wrapped: Record<string, Tool> = {};
+  // The calls of one model step share its `messages`: once one rolled back, the rest are refused.
+  const rolledBackSteps = new WeakSet<object>();
   for (const [name, tool] of Object.entries(tools)) {
-    const execute = tool.execute;
+    const execute = tool.execute as
+      | ((input: unknown, call: ToolExecutionOptions) => unknown)
+      | undefined;
     if (!execute) {
       wrapped[name] = tool;
       continue;
@@ -83,26 +87,35 @@ export function rewindTools<TOOLS extends ToolSet>(
       if (state.halt) throw state.halt;
       return await execute(input, call);
     };
-    const journaled = readOnly.has(name) ? run : session.tool(run, { name });
+    const journaled = readOnly.has(name)
+      ? run
+      : session.tool(run, { name, step: (_input, call) => call.messages });
+    const call = async (input: unknown, options: ToolExecutionOptions): Promise<unknown> => {
+      if (state.halt) throw state.halt;
+      // The checkpoint before the call holds the conversation the model acted on (not once a
+      // sibling rolled it back: the restored one stays).
+      if (!readOnly.has(name) && options.messages.length > 0) {
+        if (!rolledBackSteps.has(options.messages)) {
+          await session.syncConversation(options.messages, { format: 'ai-sdk' });
+        }
+      }
+      const before = session.lastAutoRollback;
+      try {
+        return await journaled(input, options);
+      } catch (error) {
+        if (error instanceof HaltError) state.halt = error;
+        throw error;
+      } finally {
+        // A rollback in the call (its failure, or a check inside it): the turn starts over from it.
+        if (session.lastAutoRollback !== before) {
+          state.rolledBack = session.lastAutoRollback;
+          rolledBackSteps.add(options.messages);
+        }
+      }
+    };
     wrapped[name] = {
       ...tool,
-      execute: async (input: unknown, call: ToolExecutionOptions) => {
-        if (state.halt) throw state.halt;
-        // The checkpoint before the call holds the conversation the model acted on.
-        if (!readOnly.has(name) && call.messages.length > 0) {
-          await session.syncConversation(call.messages, { format: 'ai-sdk' });
-        }
-        const before = session.lastAutoRollback;
-        try {
-          return await journaled(input, call);
-        } catch (error) {
-          if (error instanceof HaltError) state.halt = error;
-          throw error;
-        } finally {
-          // A rollback in the call (its failure, or a check inside it): the turn starts over from it.
-          if (session.lastAutoRollback !== before) state.rolledBack = session.lastAutoRollback;
-        }
-      },
+      execute: call,
     } as Tool;
   }
   return wrapped as TOOLS;

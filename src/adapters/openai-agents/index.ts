@@ -193,7 +193,13 @@ export function rewindTool(
   const original = options.execute as (...args: unknown[]) => unknown;
   const journaled = rewind.readOnly
     ? async (...args: unknown[]) => original(...args)
-    : session.tool(async (...args: unknown[]) => original(...args), { name });
+    : session.tool(async (...args: unknown[]) => original(...args), {
+        name,
+        // The run's context names its calls' step: after a rollback the run ends, so its later
+        // calls (the siblings of the one that failed) are refused instead of run.
+        step: (_input, context) =>
+          typeof context === 'object' && context !== null ? context : undefined,
+      });
   const asked = options.needsApproval;
   const needsApproval =
     asked === undefined || asked === false

@@ -78,13 +78,17 @@ export function rewindNotice(
  * one that is not already broken. After a failed or undecided verdict, the newest checkpoint a
  * verifier passed, else the newest one no verifier failed (never one holding the very files that
  * just failed); after an exception, the newest one no verifier failed, which is the one taken
- * before the failing call began. Undefined when there is none.
+ * before the failing call began. With a `floor` (the checkpoint taken before the first call of
+ * the model step running now), none later than it. Undefined when there is none.
  */
 export function defaultRollbackTarget(
   journal: Journal,
   event: AutoRollbackReport['event'],
+  floor?: string,
 ): CheckpointInfo | undefined {
-  const checkpoints = journal.checkpoints();
+  const all = journal.checkpoints();
+  const floorIndex = floor === undefined ? -1 : all.findLastIndex((c) => c.label === floor);
+  const checkpoints = floorIndex === -1 ? all : all.slice(0, floorIndex + 1);
   const passed =
     event === 'exception'
       ? undefined
@@ -121,7 +125,10 @@ export async function autoRollbackTo(
   const report = await withWorkspaceLock(context, `rolling back to ${to}`, async (journal) => {
     let target: CheckpointInfo | undefined;
     try {
-      target = to === 'latest' ? defaultRollbackTarget(journal, event) : journal.findCheckpoint(to);
+      target =
+        to === 'latest'
+          ? defaultRollbackTarget(journal, event, policies.stepFloor)
+          : journal.findCheckpoint(to);
     } catch (error) {
       if (!isRewindError(error, 'CHECKPOINT_NOT_FOUND')) throw error;
     }

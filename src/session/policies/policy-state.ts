@@ -52,6 +52,22 @@ export interface PolicyState {
   lastAutoRollback: AutoRollbackReport | undefined;
   /** How many automatic rollbacks changed something: a tool call tells whether one ran inside it. */
   autoRollbackCount: number;
+  /** The model steps of wrapped calls (see `ToolOptions.step`), by the key their adapter gave. */
+  steps: WeakMap<object, ToolStep>;
+  /**
+   * While a call of a step runs: the checkpoint taken before the step's first call. A rollback to
+   * the policy's `latest` goes no later than it (a later one pairs files changed by sibling calls
+   * with a conversation that does not hold them).
+   */
+  stepFloor: string | undefined;
+}
+
+/** What the calls a model asked for at once share. */
+export interface ToolStep {
+  /** The checkpoint taken before its first call, when the policy took one. */
+  floor: string | undefined;
+  /** The automatic rollback one of its calls made: the later calls are refused. */
+  rolledBack: AutoRollbackReport | undefined;
 }
 
 /** No policy on, nothing running. */
@@ -64,5 +80,7 @@ export function createPolicyState(): PolicyState {
     toolQueue: Promise.resolve(),
     lastAutoRollback: undefined,
     autoRollbackCount: 0,
+    steps: new WeakMap(),
+    stepFloor: undefined,
   };
 }

@@ -11,12 +11,29 @@ import type { SessionContext } from '../context.js';
 import { checkpointBeforeTool } from './auto-checkpoint.js';
 import { autoRollbackTo, rewindNotice } from './auto-rollback.js';
 import { HaltError } from './escalation.js';
-import type { PolicyState } from './policy-state.js';
+import type { AutoRollbackReport, PolicyState } from './policy-state.js';
 
 /** Options of `Session.tool`. */
-export interface ToolOptions {
+export interface ToolOptions<A extends unknown[] = unknown[]> {
   name?: string;
   rollbackOnError?: boolean;
+  /**
+   * Names the model step a call belongs to (any object: the calls with the same one are siblings
+   * the model asked for at once). Once a call of a step was rolled back, its later siblings are
+   * refused (answered `ERROR:` without running), and a rollback to the policy's `latest` goes no
+   * later than the checkpoint taken before the step's first call, so the files match the
+   * conversation restored with them.
+   */
+  step?: (...args: A) => object | undefined;
+}
+
+/** Why a call was refused: an earlier sibling was rolled back. */
+function refusal(rolled: AutoRollbackReport): string {
+  const what =
+    rolled.messages === undefined
+      ? "the workspace's files were"
+      : 'the workspace and conversation were';
+  return `ERROR: Rewind did not run this call: another call made in the same step failed and ${what} rolled back to checkpoint "${rolled.to}". Decide again from there.`;
 }
 
 /**
@@ -27,14 +44,18 @@ export function wrapTool<A extends unknown[], R>(
   context: SessionContext,
   policies: PolicyState,
   work: (...args: A) => Promise<R> | R,
-  options: ToolOptions,
+  options: ToolOptions<A>,
 ): (...args: A) => Promise<R | string> {
   const name = options.name ?? (work.name || 'tool');
   return (...args: A) => {
     const call = policies.toolQueue.then(async () => {
-      await checkpointBeforeTool(context, policies, name);
+      const step = stepOf(policies, options.step?.(...args));
+      if (step?.rolledBack !== undefined) return refusal(step.rolledBack);
+      const label = await checkpointBeforeTool(context, policies, name);
+      if (step && step.floor === undefined) step.floor = label;
       const rollbacksBefore = policies.autoRollbackCount;
       policies.toolDepth += 1;
+      policies.stepFloor = step?.floor;
       try {
         return await work(...args);
       } catch (error) {
@@ -51,11 +72,26 @@ export function wrapTool<A extends unknown[], R>(
         return `ERROR: ${message}${rewindNotice(rolled, undefined)}`;
       } finally {
         policies.toolDepth -= 1;
+        policies.stepFloor = undefined;
+        if (step && policies.autoRollbackCount !== rollbacksBefore) {
+          step.rolledBack = policies.lastAutoRollback;
+        }
       }
     });
     policies.toolQueue = call.catch(() => {});
     return call;
   };
+}
+
+/** The step a call belongs to, made on its first call. */
+function stepOf(policies: PolicyState, key: object | undefined) {
+  if (key === undefined) return undefined;
+  let step = policies.steps.get(key);
+  if (!step) {
+    step = { floor: undefined, rolledBack: undefined };
+    policies.steps.set(key, step);
+  }
+  return step;
 }
 
 /**
