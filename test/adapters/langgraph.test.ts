@@ -200,4 +200,78 @@ describe('rewind-agent/langgraph', () => {
     // The call in flight is answered, as for any LangChain history.
     expect(JSON.stringify(shown?.messages[4])).toContain('"tool_call_id":"c2"');
   });
+
+  it("keeps the graph's messages true when a call of the step rolls the files back", async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'v0' });
+    session.autoRollback({ on: ['exception'] });
+    const tools = [
+      tool(
+        async ({ path, content }) => {
+          await session.write(path, content);
+          return `wrote ${path}`;
+        },
+        {
+          name: 'write_file',
+          description: 'Write a file',
+          schema: z.object({ path: z.string(), content: z.string() }),
+        },
+      ),
+      tool(
+        async (): Promise<string> => {
+          await session.write('half.txt', 'x');
+          throw new Error('boom');
+        },
+        { name: 'explode', description: 'Explode', schema: z.object({}) },
+      ),
+    ];
+    const model = new ScriptedModel([
+      new AIMessage({
+        content: '',
+        tool_calls: [
+          {
+            id: 'w1',
+            name: 'write_file',
+            args: { path: 'a.txt', content: 'v1' },
+            type: 'tool_call',
+          },
+          { id: 'e1', name: 'explode', args: {}, type: 'tool_call' },
+          {
+            id: 'w2',
+            name: 'write_file',
+            args: { path: 'b.txt', content: 'b' },
+            type: 'tool_call',
+          },
+        ],
+      }),
+      say('understood'),
+    ]);
+    const graph = new StateGraph(MessagesAnnotation)
+      .addNode('agent', async (state) => ({ messages: [await model.invoke(state.messages)] }))
+      .addNode('tools', rewindToolNode(session, tools))
+      .addEdge(START, 'agent')
+      .addConditionalEdges('agent', toolsCondition, ['tools', END])
+      .addEdge('tools', 'agent')
+      .compile({ checkpointer: new RewindCheckpointer(session) });
+    const out = await graph.invoke(
+      { messages: [new HumanMessage('write, then explode')] },
+      { configurable: { thread_id: 'thread-5' } },
+    );
+    // The files went back to before the tools ran; the siblings after the failure never ran.
+    expect(await text(workspace)).toBe('v0');
+    await expect(readFile(join(workspace, 'b.txt'), 'utf8')).rejects.toThrow();
+    await expect(readFile(join(workspace, 'half.txt'), 'utf8')).rejects.toThrow();
+    const results = new Map(
+      out.messages
+        .filter((message: BaseMessage): message is ToolMessage => message instanceof ToolMessage)
+        .map((message: ToolMessage) => [message.tool_call_id, String(message.content)]),
+    );
+    // No result claims a change the rollback undid, and none says the graph's messages moved.
+    expect(results.get('w1')).toMatch(/^ERROR: this call ran, .*undid its changes/);
+    expect(results.get('e1')).toContain('boom');
+    expect(results.get('e1')).toContain('The conversation was not rolled back');
+    expect(results.get('w2')).toContain('Rewind did not run this call');
+    for (const result of results.values()) {
+      expect(result).not.toContain('workspace and conversation were rolled back');
+    }
+  });
 });

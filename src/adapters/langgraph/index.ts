@@ -6,6 +6,8 @@
  * rewindToolNode} is a `ToolNode` whose tools are journaled and whose halts leave the graph. Built
  * on the session's public API only.
  */
+
+import { ToolMessage } from '@langchain/core/messages';
 import type { RunnableConfig } from '@langchain/core/runnables';
 import { type StructuredToolInterface, tool } from '@langchain/core/tools';
 import {
@@ -13,6 +15,7 @@ import {
   type Checkpoint,
   type CheckpointMetadata,
   type CheckpointTuple,
+  type LangGraphRunnableConfig,
   MemorySaver,
 } from '@langchain/langgraph';
 import { ToolNode } from '@langchain/langgraph/prebuilt';
@@ -230,7 +233,13 @@ export function rewindToolNode(
   const journaled = tools.map((original) => {
     const run = (input: unknown, config: RunnableConfig | undefined) =>
       original.invoke(input as never, config);
-    const call = readOnly.has(original.name) ? run : session.tool(run, { name: original.name });
+    const call = readOnly.has(original.name)
+      ? run
+      : session.tool(run, {
+          name: original.name,
+          // The node's input is the same object for the calls of one AI message: its step.
+          step: (_input, config) => stepOf(config),
+        });
     return tool(async (input: unknown, config: RunnableConfig) => call(input, config), {
       name: original.name,
       description: original.description,
@@ -238,5 +247,54 @@ export function rewindToolNode(
     });
   });
   // Failures come back as results already; what is thrown (a halt) must leave the graph.
-  return new ToolNode(journaled, { name: options.name ?? 'tools', handleToolErrors: false });
+  return new RewindToolNode(session, readOnly, journaled, {
+    name: options.name ?? 'tools',
+    handleToolErrors: false,
+  });
+}
+
+function stepOf(config: RunnableConfig | undefined): object | undefined {
+  const state = (config as { state?: unknown } | undefined)?.state;
+  return typeof state === 'object' && state !== null ? state : undefined;
+}
+
+/**
+ * A `ToolNode` that keeps the graph's messages true after an automatic rollback in one of its
+ * calls: the graph's state is LangGraph's, and is not rolled back, so the result of a sibling
+ * call that ran before the rollback (and whose changes it undid) says so instead of claiming
+ * its effect.
+ */
+class RewindToolNode extends ToolNode {
+  readonly #session: Session;
+  readonly #readOnly: ReadonlySet<string>;
+
+  constructor(
+    session: Session,
+    readOnly: ReadonlySet<string>,
+    tools: StructuredToolInterface[],
+    options: { name: string; handleToolErrors: boolean },
+  ) {
+    super(tools, options);
+    this.#session = session;
+    this.#readOnly = readOnly;
+  }
+
+  protected override async run(input: unknown, config: LangGraphRunnableConfig): Promise<unknown> {
+    const before = this.#session.lastAutoRollback;
+    const output = await super.run(input, config);
+    const rolled = this.#session.lastAutoRollback;
+    if (rolled === undefined || rolled === before) return output;
+    const messages = Array.isArray(output)
+      ? output
+      : (output as { messages?: unknown } | undefined)?.messages;
+    if (!Array.isArray(messages)) return output;
+    for (const message of messages) {
+      if (!(message instanceof ToolMessage) || this.#readOnly.has(message.name ?? '')) continue;
+      const content = typeof message.content === 'string' ? message.content : '';
+      if (content.startsWith('ERROR: ')) continue;
+      message.content = `ERROR: this call ran, but another call made in the same step failed and the workspace's files were rolled back to checkpoint "${rolled.to}", which undid its changes; call it again if it is still needed. It had answered: ${content}`;
+      message.status = 'error';
+    }
+    return output;
+  }
 }

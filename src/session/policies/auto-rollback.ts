@@ -70,7 +70,12 @@ export function rewindNotice(
   if (!rolled || rolled.isSkipped) return '';
   const verdict =
     result && result.status !== 'pass' ? ` The verifier said: ${formatVerification(result)}` : '';
-  return `\n[REWIND] The workspace and conversation were rolled back to checkpoint "${rolled.to}"; changes made after it were undone.${verdict}`;
+  // Only what moved: a checkpoint without a conversation (or a files-only policy) leaves it.
+  const what =
+    rolled.messages === undefined
+      ? `The workspace's files were rolled back to checkpoint "${rolled.to}"; changes made to them after it were undone. The conversation was not rolled back.`
+      : `The workspace and conversation were rolled back to checkpoint "${rolled.to}"; changes made after it were undone.`;
+  return `\n[REWIND] ${what}${verdict}`;
 }
 
 /**
