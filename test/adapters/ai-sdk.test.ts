@@ -245,4 +245,20 @@ describe('rewind-agent/ai-sdk', () => {
     expect(target?.conversation).toEqual({ format: 'ai-sdk', messageCount: messages.length });
     expect(JSON.stringify(second.messages)).not.toContain('A2');
   });
+
+  it('names a real, verified checkpoint in a halt, never "latest"', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'a' });
+    session.autoRollback({ verifier: { command: 'echo not json' } });
+    const tools = toolsOf(session);
+    const model = scripted([
+      calls(['write_file', { path: 'a.txt', content: 'b' }], ['run_tests', {}]),
+    ]);
+    const turn = rewindTurn(session, [{ role: 'user', content: 'go' }], run(model, tools));
+    const halt = await turn.catch((error: unknown) => error);
+    expect(halt).toBeInstanceOf(HaltError);
+    // No checkpoint was ever verified good: the halt says so instead of naming one.
+    expect((halt as HaltError).checkpoint).toBeUndefined();
+    expect((halt as HaltError).message).toContain('no checkpoint was verified');
+    expect((halt as HaltError).message).not.toContain('latest');
+  });
 });

@@ -237,7 +237,18 @@ describe('auto-rollback and escalation', () => {
     session.autoRollback({ verifier: { command: UNKNOWN } });
     const halt = await session.check().catch((error: unknown) => error);
     expect(halt).toBeInstanceOf(HaltError);
-    expect(halt).toMatchObject({ checkpoint: 'latest', lastResult: { status: 'unknown' } });
+    // Nothing was ever verified: the halt names no checkpoint as known-good (never "latest").
+    expect(halt).toMatchObject({ checkpoint: undefined, lastResult: { status: 'unknown' } });
+    expect((halt as HaltError).message).toContain('no checkpoint was verified as good yet');
+    // Once a verifier passed the files of "good", that is the known-good point the halt names.
+    session.autoRollback({ verifier: { command: `echo '{"status":"pass"}'` } });
+    await session.check();
+    session.autoRollback({ verifier: { command: UNKNOWN } });
+    const named = await session.check().catch((error: unknown) => error);
+    expect(named).toMatchObject({ checkpoint: 'good' });
+    expect((named as HaltError).message).toContain(
+      'checkpoint "good" is the last known-good point',
+    );
     expect((await kinds(workspace)).at(-1)).toBe('escalation-resolved');
     // An escalation handler that throws stops too, and the ledger says why.
     session.autoRollback({

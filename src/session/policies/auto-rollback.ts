@@ -9,7 +9,7 @@ import { type SessionContext, snapshotWorkspace } from '../context.js';
 import { checkLabel } from '../history/checkpoints.js';
 import { type RollbackScope, rollbackWithin } from '../history/rollback.js';
 import type { CheckpointInfo } from '../journal/checkpoint-records.js';
-import { type Journal, withWorkspaceLock } from '../journal/journal.js';
+import { type Journal, readJournal, withWorkspaceLock } from '../journal/journal.js';
 import { runVerification } from '../verification.js';
 import {
   type EscalationHandler,
@@ -214,11 +214,19 @@ export async function checkVerdict(
       },
     );
   }
+  // Real labels, never `latest`: where a rollback would go, and the point a verifier passed.
+  const journal = await readJournal(context);
+  const target =
+    to === 'latest' ? defaultRollbackTarget(journal, 'escalation', policies.stepFloor)?.label : to;
+  const knownGood =
+    to === 'latest'
+      ? journal.checkpoints().findLast((c) => journal.verdictOn(c.tree) === 'pass')?.label
+      : to;
   const handler = policy?.escalation ?? stopEscalation;
   let resolution: Resolution;
   let handlerError: string | undefined;
   try {
-    resolution = await handler({ result, checkpoint: to });
+    resolution = await handler({ result, checkpoint: target ?? to });
     if (resolution !== 'continue' && resolution !== 'rollback' && resolution !== 'stop') {
       throw new Error(`it answered ${JSON.stringify(resolution)}`);
     }
@@ -231,11 +239,11 @@ export async function checkVerdict(
     journal.append('escalation-resolved', {
       verificationSeq: result.id,
       resolution,
-      checkpoint: to,
+      checkpoint: target ?? to,
       ...(handlerError !== undefined && { error: handlerError }),
     }),
   );
-  if (resolution === 'stop') throw new HaltError(to, result);
+  if (resolution === 'stop') throw new HaltError(knownGood, result);
   const rolled =
     resolution === 'rollback'
       ? await autoRollbackTo(context, policies, 'escalation', result.notes)

@@ -68,12 +68,16 @@ export function escalationFor(mode: 'interactive' | 'agent'): EscalationHandler 
  * It passes through every tool wrapper untouched.
  */
 export class HaltError extends RewindError {
-  readonly checkpoint: string;
+  /**
+   * The known-good checkpoint: the one the rollback policy names, else the newest a verifier
+   * passed; undefined when none was verified.
+   */
+  readonly checkpoint: string | undefined;
   readonly lastResult: VerificationResult;
-  constructor(checkpoint: string, lastResult: VerificationResult) {
+  constructor(checkpoint: string | undefined, lastResult: VerificationResult) {
     super(
       'HALTED',
-      `Stopped: the verifier gave no verdict (${lastResult.notes ?? 'unknown'}) and the escalation said stop. The workspace is as it was; checkpoint ${checkpoint} is the known-good point.`,
+      `Stopped: the verifier gave no verdict (${lastResult.notes ?? 'unknown'}) and the escalation said stop. The workspace is as it was; ${checkpoint === undefined ? 'no checkpoint was verified as good yet' : `checkpoint "${checkpoint}" is the last known-good point`}.`,
       { data: { checkpoint, status: lastResult.status } },
     );
     this.checkpoint = checkpoint;
