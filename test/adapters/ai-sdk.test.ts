@@ -246,6 +246,33 @@ describe('rewind-agent/ai-sdk', () => {
     expect(JSON.stringify(second.messages)).not.toContain('A2');
   });
 
+  it('journals a streaming tool (an async generator): its values stream, its last is the result', async () => {
+    const { workspace, session } = await sessionOn({});
+    session.autoRollback({});
+    const tools = rewindTools(session, {
+      build: tool({
+        description: 'Build',
+        inputSchema: z.object({}),
+        async *execute() {
+          yield { status: 'building' as const };
+          await session.write('out.txt', 'built');
+          yield { status: 'done' as const };
+        },
+      }),
+    });
+    const model = scripted([calls(['build', {}]), says('ok')]);
+    const turn = await rewindTurn(
+      session,
+      [{ role: 'user', content: 'build' }],
+      ({ messages, stopWhen }) =>
+        generateText({ model, tools, messages, stopWhen: [stepCountIs(4), stopWhen] }),
+    );
+    const results = turn.result.steps[0]?.content.filter((part) => part.type === 'tool-result');
+    expect(results?.map((part) => part.output)).toEqual([{ status: 'done' }]);
+    expect(await readFile(join(workspace, 'out.txt'), 'utf8')).toBe('built');
+    expect((await session.actions()).some((action) => action.target === 'out.txt')).toBe(true);
+  });
+
   it('names a real, verified checkpoint in a halt, never "latest"', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     session.autoRollback({ verifier: { command: 'echo not json' } });

@@ -83,14 +83,31 @@ export function rewindTools<TOOLS extends ToolSet>(
       wrapped[name] = tool;
       continue;
     }
-    const run = async (input: unknown, call: ToolExecutionOptions): Promise<unknown> => {
+    // A streaming tool (an async generator) runs whole inside the journaled call; its values
+    // reach `onValue` as they come, and its last one is the call's result.
+    const run = async (
+      input: unknown,
+      call: ToolExecutionOptions,
+      onValue?: (value: unknown) => void,
+    ): Promise<unknown> => {
       if (state.halt) throw state.halt;
-      return await execute(input, call);
+      const result = await execute(input, call);
+      if (!isAsyncIterable(result)) return result;
+      let last: unknown;
+      for await (const value of result) {
+        last = value;
+        onValue?.(value);
+      }
+      return last;
     };
     const journaled = readOnly.has(name)
       ? run
       : session.tool(run, { name, step: (_input, call) => call.messages });
-    const call = async (input: unknown, options: ToolExecutionOptions): Promise<unknown> => {
+    const call = async (
+      input: unknown,
+      options: ToolExecutionOptions,
+      onValue?: (value: unknown) => void,
+    ): Promise<unknown> => {
       if (state.halt) throw state.halt;
       // The checkpoint before the call holds the conversation the model acted on (not once a
       // sibling rolled it back: the restored one stays).
@@ -101,7 +118,7 @@ export function rewindTools<TOOLS extends ToolSet>(
       }
       const before = session.lastAutoRollback;
       try {
-        return await journaled(input, options);
+        return await journaled(input, options, onValue);
       } catch (error) {
         if (error instanceof HaltError) state.halt = error;
         throw error;
@@ -115,10 +132,64 @@ export function rewindTools<TOOLS extends ToolSet>(
     };
     wrapped[name] = {
       ...tool,
-      execute: call,
+      execute: isAsyncGeneratorFunction(execute)
+        ? (input: unknown, options: ToolExecutionOptions) => streamed(input, options, call)
+        : call,
     } as Tool;
   }
   return wrapped as TOOLS;
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<unknown> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { [Symbol.asyncIterator]?: unknown })[Symbol.asyncIterator] === 'function'
+  );
+}
+
+function isAsyncGeneratorFunction(f: unknown): boolean {
+  return Object.prototype.toString.call(f) === '[object AsyncGeneratorFunction]';
+}
+
+/**
+ * A streaming tool's call, as the SDK wants it: an async generator of its values as they come
+ * (the SDK's preliminary results), whose last is the result; an error ends it.
+ */
+async function* streamed(
+  input: unknown,
+  options: ToolExecutionOptions,
+  call: (
+    input: unknown,
+    options: ToolExecutionOptions,
+    onValue: (v: unknown) => void,
+  ) => Promise<unknown>,
+): AsyncGenerator<unknown> {
+  const values: unknown[] = [];
+  let wake: () => void = () => {};
+  let finished = false;
+  let yielded = 0;
+  const done = call(input, options, (value) => {
+    values.push(value);
+    wake();
+  }).finally(() => {
+    finished = true;
+    wake();
+  });
+  while (true) {
+    while (values.length > 0) {
+      yielded += 1;
+      yield values.shift();
+    }
+    if (finished) break;
+    await new Promise<void>((resolve) => {
+      wake = resolve;
+      if (values.length > 0 || finished) resolve();
+    });
+  }
+  const result = await done;
+  // The call ended without its values (refused, failed into an `ERROR:` string): that is the result.
+  if (yielded === 0 || typeof result === 'string') yield result;
 }
 
 /** What {@link rewindTurn} hands the function that runs the turn. */
