@@ -3,6 +3,7 @@ export { adapterOf, checkFormat, detectFormat, plainMessages } from './formats.j
 export {
   DEFAULT_RESULT_TEXT,
   type NoteOptions,
+  noteText,
   RESUME_NOTE_OPENING,
   type RepairOptions,
   type RepairResult,

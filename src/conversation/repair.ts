@@ -395,10 +395,14 @@ export function requestToKeep(
 export interface NoteOptions {
   /** What changed since the checkpoint, for the model (the first seed's `patch_notes`). */
   patchNote?: string;
+  /** Why it was rolled back (an automatic rollback's failure: a tool's error, a verdict). */
+  reason?: string;
 }
 
-function noteText(text: string, options: NoteOptions): string {
-  return options.patchNote ? `${text} Patch applied since: ${options.patchNote}` : text;
+/** The note's text with its reason and patch note. */
+export function noteText(text: string, options: NoteOptions): string {
+  const why = options.reason ? `${text} It was rolled back because: ${options.reason}` : text;
+  return options.patchNote ? `${why} Patch applied since: ${options.patchNote}` : why;
 }
 
 /**

@@ -225,6 +225,9 @@ describe('rewind-agent/ai-sdk', () => {
     expect(await present('half.txt')).toBeUndefined();
     const outputs = JSON.stringify(first.result.steps[0]?.content);
     expect(outputs).toContain('Rewind did not run this call');
+    const note = JSON.stringify(first.messages.at(-1));
+    expect(note).toContain('rolled back because: deploy exploded');
+    expect(note).not.toContain('Patch applied');
 
     // A write, then the failing call, in one step: back to before the step, not to the
     // checkpoint between them (which holds the write but a conversation without it).

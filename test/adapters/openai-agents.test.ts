@@ -230,5 +230,6 @@ describe('rewind-agent/openai-agents', () => {
     await expect(text(workspace, 'half.txt')).rejects.toThrow();
     const items = JSON.stringify(await new RewindAgentsSession(session).getItems());
     expect(items).not.toContain('v2');
+    expect(items).toContain('rolled back because: boom');
   });
 });

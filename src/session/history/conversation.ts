@@ -4,6 +4,7 @@ import {
   detectFormat,
   type Format,
   type Message,
+  noteText,
   plainMessages,
   RESUME_NOTE_OPENING,
   type RepairStrategy,
@@ -44,6 +45,8 @@ export interface ConversationState {
 export interface RestoreOptions {
   /** What changed since the checkpoint, told to the model in the resume note. */
   patchNote?: string;
+  /** Why it was rolled back, told to the model in the resume note (an automatic rollback's). */
+  reason?: string;
   /** What to do with tool calls left without a result: see {@link RepairStrategy}. */
   repairStrategy?: RepairStrategy;
   /** Only compute it: nothing is stored. */
@@ -163,6 +166,7 @@ export async function restoreConversation(
     note,
     {
       ...(options.patchNote && { patchNote: options.patchNote }),
+      ...(options.reason && { reason: options.reason }),
     },
   );
   const ref = options.dryRun
@@ -173,7 +177,7 @@ export async function restoreConversation(
     result: {
       format: recorded.format,
       messages: restored,
-      note: options.patchNote ? `${note} Patch applied since: ${options.patchNote}` : note,
+      note: noteText(note, options),
       answered: repaired.answered,
       dropped: repaired.dropped,
       droppedResults: repaired.droppedResults,

@@ -122,7 +122,7 @@ export async function autoRollbackTo(
   context: SessionContext,
   policies: PolicyState,
   event: AutoRollbackReport['event'],
-  patchNote: string | undefined,
+  reason: string | undefined,
 ): Promise<AutoRollbackReport | undefined> {
   const policy = policies.rollback;
   if (!policy) return undefined;
@@ -171,7 +171,7 @@ export async function autoRollbackTo(
     }
     const result = await rollbackWithin(context, journal, target, {
       scope,
-      ...(patchNote !== undefined && { patchNote }),
+      ...(reason !== undefined && { reason }),
     });
     return {
       event,
