@@ -15,7 +15,11 @@ import {
   type RunState,
   type RunToolApprovalItem,
   run,
+  type ToolInputParameters,
+  type ToolOptions,
+  type ToolOutputSchema,
   tool,
+  type UnknownContext,
 } from '@openai/agents';
 import {
   type AutoRollbackReport,
@@ -148,9 +152,6 @@ export class RewindAgentsSession implements AgentsMemory {
   }
 }
 
-type ToolOptions = Parameters<typeof tool>[0];
-type FunctionTool = ReturnType<typeof tool>;
-
 /** Options of {@link rewindTool}. */
 export interface RewindToolOptions {
   /** A tool that only reads: it runs as it is, with no checkpoint and no rollback. */
@@ -179,11 +180,16 @@ async function draftOf(session: Session, tool: string, callId: string) {
  * in Rewind too. The call's outcome closes the action. A halt is not handed to the model: it
  * leaves the run (see {@link rewindRun}).
  */
-export function rewindTool(
+export function rewindTool<
+  TParameters extends ToolInputParameters = undefined,
+  Context = UnknownContext,
+  Result = string,
+  TOutputSchema extends ToolOutputSchema | undefined = undefined,
+>(
   session: Session,
-  options: ToolOptions,
+  options: ToolOptions<TParameters, Context, TOutputSchema>,
   rewind: RewindToolOptions = {},
-): FunctionTool {
+): ReturnType<typeof tool<TParameters, Context, Result, TOutputSchema>> {
   const name = options.name;
   if (!name) {
     throw new RewindError('INVALID_ARGUMENT', 'A tool that Rewind journals needs a name.', {
@@ -252,7 +258,7 @@ export function rewindTool(
       if (error instanceof HaltError) throw error;
       return `ERROR: ${error instanceof Error ? error.message : String(error)}`;
     },
-  } as ToolOptions);
+  } as ToolOptions<TParameters, Context, TOutputSchema>);
 }
 
 /** The halt a run's error carries (the SDK wraps a tool's error in a ToolCallError), if any. */
