@@ -25,10 +25,31 @@ const MIGRATIONS: readonly string[] = [
    );`,
 ];
 
-type PgModule = typeof import('pg');
-export type Pool = import('pg').Pool;
-export type Client = import('pg').PoolClient;
-type QueryResultRow = import('pg').QueryResultRow;
+// The part of pg's API used here, declared here: the declarations Rewind ships never name 'pg',
+// whose types (@types/pg) a user need not have installed.
+type QueryResultRow = Record<string, unknown>;
+interface Queryable {
+  query<Row extends QueryResultRow = QueryResultRow>(
+    sql: string,
+    params?: unknown[],
+  ): Promise<{ rows: Row[]; rowCount: number | null }>;
+}
+/** A connection taken from a {@link Pool}. */
+export interface Client extends Queryable {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  off(event: 'error', listener: (error: Error) => void): unknown;
+  /** Gives the connection back; `true` (it failed) closes it instead. */
+  release(destroy?: boolean): void;
+}
+/** A pool of connections to one database. */
+export interface Pool extends Queryable {
+  connect(): Promise<Client>;
+  end(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+interface PgModule {
+  Pool: new (options: { connectionString: string; max: number; allowExitOnIdle: boolean }) => Pool;
+}
 
 /** The client library, loaded on first use: a program that never names a database never loads it. */
 let pg: Promise<PgModule> | undefined;
