@@ -276,19 +276,34 @@ describe('rewind-agent/ai-sdk', () => {
     expect((await session.actions()).some((action) => action.target === 'out.txt')).toBe(true);
   });
 
-  it('names a real, verified checkpoint in a halt, never "latest"', async () => {
+  it('names a real, verified checkpoint in a halt, never "latest"; the calls after it never run', async () => {
     const { session } = await sessionOn({ 'a.txt': 'a' });
     session.autoRollback({ verifier: { command: 'echo not json' } });
     const tools = toolsOf(session);
-    const model = scripted([
-      calls(['write_file', { path: 'a.txt', content: 'b' }], ['run_tests', {}]),
-    ]);
-    const turn = rewindTurn(session, [{ role: 'user', content: 'go' }], run(model, tools));
-    const halt = await turn.catch((error: unknown) => error);
-    expect(halt).toBeInstanceOf(HaltError);
-    // No checkpoint was ever verified good: the halt says so instead of naming one.
-    expect((halt as HaltError).checkpoint).toBeUndefined();
-    expect((halt as HaltError).message).toContain('no checkpoint was verified');
-    expect((halt as HaltError).message).not.toContain('latest');
+    // A write, the tests (no verdict: a halt), and a write the halt must refuse. The calls
+    // start at once; which one reached the session's queue first used to vary from run to run
+    // (their conversation syncs raced), so the turn is tried several times.
+    for (let attempt = 0; attempt < 6; attempt++) {
+      const model = scripted([
+        calls(
+          ['write_file', { path: 'a.txt', content: `b${attempt}` }],
+          ['run_tests', {}],
+          ['write_file', { path: `c${attempt}.txt`, content: 'after the halt' }],
+        ),
+      ]);
+      const turn = rewindTurn(
+        session,
+        [{ role: 'user', content: `go ${attempt}` }],
+        run(model, tools),
+      );
+      const halt = await turn.catch((error: unknown) => error);
+      expect(halt).toBeInstanceOf(HaltError);
+      // No checkpoint was ever verified good: the halt says so instead of naming one.
+      expect((halt as HaltError).checkpoint).toBeUndefined();
+      expect((halt as HaltError).message).toContain('no checkpoint was verified');
+      expect((halt as HaltError).message).not.toContain('latest');
+      // The calls ran in the model's order: the one after the halt did not run.
+      await expect(readFile(join(session.workspace, `c${attempt}.txt`), 'utf8')).rejects.toThrow();
+    }
   });
 });

@@ -75,6 +75,7 @@ export function rewindTools<TOOLS extends ToolSet>(
   const wrapped: Record<string, Tool> = {};
   // The calls of one model step share its `messages`: once one rolled back, the rest are refused.
   const rolledBackSteps = new WeakSet<object>();
+  const entering = new WeakMap<object, Promise<void>>();
   for (const [name, tool] of Object.entries(tools)) {
     const execute = tool.execute as
       | ((input: unknown, call: ToolExecutionOptions) => unknown)
@@ -109,16 +110,28 @@ export function rewindTools<TOOLS extends ToolSet>(
       onValue?: (value: unknown) => void,
     ): Promise<unknown> => {
       if (state.halt) throw state.halt;
-      // The checkpoint before the call holds the conversation the model acted on (not once a
-      // sibling rolled it back: the restored one stays).
-      if (!readOnly.has(name) && options.messages.length > 0) {
-        if (!rolledBackSteps.has(options.messages)) {
-          await session.syncConversation(options.messages, { format: 'ai-sdk' });
+      // The calls of a step enter the session's queue in the order the model gave them (the SDK
+      // starts them in that order): each one after the one before it is queued.
+      const step = options.messages;
+      const entered = (entering.get(step) ?? Promise.resolve()).then(async () => {
+        // The checkpoint before the call holds the conversation the model acted on (not once a
+        // sibling rolled it back: the restored one stays).
+        if (!readOnly.has(name) && step.length > 0 && !rolledBackSteps.has(step)) {
+          await session.syncConversation(step, { format: 'ai-sdk' });
         }
-      }
-      const before = session.lastAutoRollback;
+        const before = session.lastAutoRollback;
+        return { before, running: journaled(input, options, onValue) };
+      });
+      entering.set(
+        step,
+        entered.then(
+          () => {},
+          () => {},
+        ),
+      );
+      const { before, running } = await entered;
       try {
-        return await journaled(input, options, onValue);
+        return await running;
       } catch (error) {
         if (error instanceof HaltError) state.halt = error;
         throw error;
@@ -126,7 +139,7 @@ export function rewindTools<TOOLS extends ToolSet>(
         // A rollback in the call (its failure, or a check inside it): the turn starts over from it.
         if (session.lastAutoRollback !== before) {
           state.rolledBack = session.lastAutoRollback;
-          rolledBackSteps.add(options.messages);
+          rolledBackSteps.add(step);
         }
       }
     };

@@ -68,6 +68,8 @@ export interface ToolStep {
   floor: string | undefined;
   /** The automatic rollback one of its calls made: the later calls are refused. */
   rolledBack: AutoRollbackReport | undefined;
+  /** The halt one of its calls raised: the later calls are refused with it. */
+  halt: Error | undefined;
 }
 
 /** No policy on, nothing running. */

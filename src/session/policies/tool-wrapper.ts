@@ -50,6 +50,7 @@ export function wrapTool<A extends unknown[], R>(
   return (...args: A) => {
     const call = policies.toolQueue.then(async () => {
       const step = stepOf(policies, options.step?.(...args));
+      if (step?.halt) throw step.halt;
       if (step?.rolledBack !== undefined) return refusal(step.rolledBack);
       const label = await checkpointBeforeTool(context, policies, name);
       if (step && step.floor === undefined) step.floor = label;
@@ -59,7 +60,11 @@ export function wrapTool<A extends unknown[], R>(
       try {
         return await work(...args);
       } catch (error) {
-        if (error instanceof HaltError) throw error;
+        if (error instanceof HaltError) {
+          // A halt stops the step: its later calls are refused with it.
+          if (step) step.halt = error;
+          throw error;
+        }
         const message = error instanceof Error ? error.message : String(error);
         // A rollback inside the call (a failed check) already chose where to go, and its message
         // says so: rolling back again would only move away from that choice.
@@ -88,7 +93,7 @@ function stepOf(policies: PolicyState, key: object | undefined) {
   if (key === undefined) return undefined;
   let step = policies.steps.get(key);
   if (!step) {
-    step = { floor: undefined, rolledBack: undefined };
+    step = { floor: undefined, rolledBack: undefined, halt: undefined };
     policies.steps.set(key, step);
   }
   return step;
