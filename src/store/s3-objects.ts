@@ -29,7 +29,7 @@ import {
 
 /** Objects larger than this are uploaded in parts, this size each (S3's minimum is 5 MiB). */
 export const MULTIPART_PART_BYTES = 8 * 1024 * 1024;
-/** Uploads of objects in flight at once, and of the parts of one large object. */
+/** Uploads of objects in flight at once, and of the parts of one large object (read as sent). */
 const UPLOADS_IN_FLIGHT = 32;
 const PARTS_IN_FLIGHT = 4;
 /** Objects up to this size are uploaded without looking first whether the bucket has them. */
@@ -268,21 +268,26 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
         }).catch((error) => {
           failure ??= { error };
         });
+      const inFlight = new Set<Promise<void>>(); // parts sent: the reading waits on them
+      const queuePart = async (body: Buffer): Promise<void> => {
+        while (inFlight.size >= PARTS_IN_FLIGHT) await Promise.race(inFlight);
+        const sent = sendPart(body, partUploads.length + 1);
+        partUploads.push(sent);
+        const settled: Promise<void> = sent.then(() => void inFlight.delete(settled));
+        inFlight.add(settled);
+      };
       for await (const chunk of cache.read(info.digest)) {
         if (failure) break;
         chunks.push(chunk);
         pending += chunk.length;
         while (pending >= MULTIPART_PART_BYTES) {
           const all = Buffer.concat(chunks);
-          partUploads.push(sendPart(all.subarray(0, MULTIPART_PART_BYTES), partUploads.length + 1));
-          chunks.length = 0;
-          chunks.push(all.subarray(MULTIPART_PART_BYTES));
+          chunks.splice(0, chunks.length, all.subarray(MULTIPART_PART_BYTES));
           pending -= MULTIPART_PART_BYTES;
+          await queuePart(all.subarray(0, MULTIPART_PART_BYTES));
         }
       }
-      if (pending > 0 && !failure) {
-        partUploads.push(sendPart(Buffer.concat(chunks), partUploads.length + 1));
-      }
+      if (pending > 0 && !failure) await queuePart(Buffer.concat(chunks));
       await Promise.all(partUploads);
       if (failure) throw failure.error;
       parts.sort((a, b) => a.PartNumber - b.PartNumber);

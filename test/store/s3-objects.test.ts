@@ -148,6 +148,70 @@ describe('the S3 object store', () => {
     expect(Buffer.concat(chunks).equals(content)).toBe(true);
   }, 60_000);
 
+  it('reads a large object only a few parts ahead of a network that does not keep up', async () => {
+    // A proxy that holds the parts until released: a network at a standstill for them.
+    let isReleased = false;
+    const waiting: (() => void)[] = [];
+    const target = new URL(server.endpoint);
+    const proxy = createNetServer((client) => {
+      const upstream = connect(Number(target.port), target.hostname);
+      let isHeld = false;
+      client.on('data', (chunk: Buffer) => {
+        isHeld ||= /[?&]partNumber=\d/.test(chunk.subarray(0, 1000).toString('latin1'));
+        if (isReleased || !isHeld) upstream.write(chunk);
+        else waiting.push(() => upstream.write(chunk));
+      });
+      upstream.on('data', (chunk) => client.write(chunk));
+      for (const socket of [client, upstream]) socket.on('error', () => {});
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    try {
+      const { directory } = await initStore(await makeTempDirectory());
+      const cache = createObjectStore(directory);
+      let read = 0;
+      const store = createS3ObjectStore({
+        bucket: server.bucket,
+        prefix: 'held-parts',
+        cache: {
+          ...cache,
+          async *read(digest) {
+            for await (const chunk of cache.read(digest)) {
+              read += chunk.length;
+              yield chunk;
+            }
+          },
+        },
+        client: {
+          ...server.client,
+          endpoint: `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`,
+        },
+      });
+      const file = join(await makeTempDirectory(), 'big.bin');
+      const content = randomBytes(MULTIPART_PART_BYTES * 12 + 1);
+      await writeFile(file, content);
+      const put = store.put({ file });
+      // Until the reading stops: it waits on the parts sent, which wait on the network.
+      for (let last = -1; read === 0 || read !== last; ) {
+        last = read;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      expect(read).toBeGreaterThan(0);
+      expect(read).toBeLessThanOrEqual(MULTIPART_PART_BYTES * 6);
+      isReleased = true;
+      for (const send of waiting.splice(0)) send();
+      expect(await put).toEqual({ digest: digestBytes(content), sizeBytes: content.length });
+      const chunks: Buffer[] = [];
+      for await (const chunk of (await storeAt('held-parts')).read(digestBytes(content))) {
+        chunks.push(chunk);
+      }
+      expect(Buffer.concat(chunks).equals(content)).toBe(true);
+    } finally {
+      proxy.close();
+    }
+  }, 120_000);
+
   it('fails a multipart upload whose parts are refused with one clean error, and aborts it', async () => {
     // A proxy that drops every connection carrying a part; everything else goes through.
     const proxy = await cuttingProxy(
