@@ -244,8 +244,7 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
       const chunks: Buffer[] = [];
       let pending = 0;
       const partUploads: Promise<void>[] = [];
-      // The first part that failed: the reading stops, and it is thrown once every part settled
-      // (a rejection nobody awaits yet would end the process).
+      // The first part that failed: reading stops; thrown once every part settled (not unhandled).
       let failure: { error: unknown } | undefined;
       const sendPart = (body: Buffer, number: number) =>
         partLimit(async () => {
