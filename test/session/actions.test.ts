@@ -125,6 +125,24 @@ describe('file actions', () => {
     expect(existsSync(join(workspace, 'p'))).toBe(false);
   });
 
+  it('undoes a file action whose new folder holds other things since: they stay, and so does the folder', async () => {
+    const { workspace, session } = await sessionOn({ 'keep.txt': 'k' });
+    const made = await session.mkdir('fold');
+    const written = await session.write('nd/f.txt', 'f\n');
+    await writeFile(join(workspace, 'fold/x'), 'x\n');
+    await writeFile(join(workspace, 'nd/other'), 'o\n');
+    const undoneWrite = await session.undo(written.id);
+    expect(undoneWrite).toMatchObject({ status: 'undone' });
+    expect((await readdir(join(workspace, 'nd'))).sort()).toEqual(['other']);
+    expect(await session.undo(made.id)).toMatchObject({ status: 'undone' });
+    expect(await readdir(join(workspace, 'fold'))).toEqual(['x']);
+    // The redo puts back only what the action wrote, beside what was put there since.
+    expect(await session.undo((undoneWrite as { id: number }).id)).toMatchObject({
+      status: 'undone',
+    });
+    expect((await readdir(join(workspace, 'nd'))).sort()).toEqual(['f.txt', 'other']);
+  });
+
   it('refuses to undo over a later edit, says what it expected and found, and journals the refusal', async () => {
     const { workspace, session } = await sessionOn({ 'a.txt': 'one' });
     const written = await session.write('a.txt', 'two');

@@ -8,6 +8,23 @@ import { lay } from '../helpers/workspace.js';
 const read = (root: string, path: string) => readFile(join(root, path), 'utf8');
 
 describe('a rollback of some paths', () => {
+  it('is undone when a folder it removed stays for the ignored files in it', async () => {
+    const { workspace, session, stateOf } = await sessionOn({
+      '.gitignore': 'node_modules/\n',
+      'a.txt': 'a\n',
+    });
+    await session.checkpoint('base');
+    await lay(workspace, { 'pkg/node_modules/x.js': 'd\n', 'pkg/new.js': 'new\n' });
+    const edited = await stateOf();
+    const result = await session.rollback('base', { paths: ['pkg'] });
+    expect(existsSync(join(workspace, 'pkg/new.js'))).toBe(false);
+    expect(await read(workspace, 'pkg/node_modules/x.js')).toBe('d\n');
+    expect(await session.undo(result.id as number)).toMatchObject({ status: 'undone' });
+    expect(await read(workspace, 'pkg/new.js')).toBe('new\n');
+    expect(await read(workspace, 'pkg/node_modules/x.js')).toBe('d\n');
+    expect(await stateOf()).toBe(edited);
+  });
+
   it('restores only those paths, leaves the rest and the conversation, and is undone like any action', async () => {
     const { workspace, session, stateOf } = await sessionOn({
       'a.txt': 'a1',

@@ -287,6 +287,7 @@ async function findUndoConflicts(
   }
   const batch = context.store.batch();
   const outside = outsideRulesOf(context);
+  const own = new Set(touched.map((change) => change.path));
   try {
     for (const change of effect.paths) {
       if (await isLeftOut(change.path, isDirectoryChange(change))) continue;
@@ -304,8 +305,26 @@ async function findUndoConflicts(
         continue;
       }
       if (isSameState(current, change.after)) continue;
+      // A directory the action removed that is there (it held what the action did not touch, or
+      // was made again): the undo puts the action's own paths back in it, each checked on its own.
+      if (
+        current?.type === 'directory' &&
+        change.after === undefined &&
+        change.before?.type === 'directory' &&
+        current.mode === change.before.mode
+      ) {
+        continue;
+      }
       if (current?.type === 'directory' && change.after?.type === 'directory') {
+        let holdsMore = false;
         for (const inner of await diffTrees(context.store, current.digest, change.after.digest)) {
+          // Put in a directory the action made, and none of its business: it stays, and so
+          // does the directory.
+          const innerPath = `${change.path}/${inner.path}`;
+          if (change.before === undefined && inner.after === undefined && !own.has(innerPath)) {
+            holdsMore = true;
+            continue;
+          }
           conflicts.push({
             path: `${change.path}/${inner.path}`,
             expected: describeState(inner.after),
@@ -319,6 +338,7 @@ async function findUndoConflicts(
             found: `mode ${current.mode.toString(8)}`,
           });
         }
+        if (holdsMore) stays.push({ path: change.path, mode: current.mode });
       } else {
         conflicts.push({
           path: change.path,
@@ -462,6 +482,8 @@ async function undoOnce(
     checkUndoable(latest.findAction(action.id));
     if (movedTo) checkConversationUnmoved(latest, context.id, movedAt);
   };
+  const staying = new Set(stays.map(({ path }) => path));
+  const changes = reverseChanges(touched).filter(({ path }) => !staying.has(path));
   let started: LedgerEntry;
   if (effect.type === 'trees') {
     const beforeTree = await withKeptDirectories(context, effect.afterTree, kept);
@@ -484,15 +506,15 @@ async function undoOnce(
       stillUndoable,
     );
   } else {
+    // A directory that stays is left out of what the undo records it changed.
+    const paths = stays.length > 0 ? changes : reverseChanges(effect.paths);
     started = await journal.append(
       'undo-started',
-      { undoes: action.id, paths: reverseChanges(effect.paths), ...moved },
-      [...referencesOf(effect.paths), ...conversationRefs],
+      { undoes: action.id, paths, ...moved },
+      [...referencesOf(paths), ...conversationRefs],
       stillUndoable,
     );
   }
-  const staying = new Set(stays.map(({ path }) => path));
-  const changes = reverseChanges(touched).filter(({ path }) => !staying.has(path));
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone: unreadable,
