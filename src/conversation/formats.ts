@@ -148,7 +148,7 @@ export function checkFormat(messages: readonly unknown[], format: Format): Messa
     } catch {}
     throw new RewindError(
       'CONVERSATION_FORMAT_MISMATCH',
-      `Message ${bad} is not a ${format} message${detected ? `: the list looks like ${detected}` : ''}. ` +
+      `Message ${bad} is not ${/^[aeiou]/.test(format) ? 'an' : 'a'} ${format} message${detected ? `: the list looks like ${detected}` : ''}. ` +
         `Pass the format the messages are in (${FORMATS.join(', ')}).`,
       { data: { index: bad, format, ...(detected && { detected }) } },
     );

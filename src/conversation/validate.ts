@@ -72,7 +72,10 @@ export function validate(messages: readonly unknown[], format: Format): Validati
   const seenIds = new Set<string>();
   list.forEach((message, index) => {
     if (!adapter.isMessage(message)) {
-      problems.push({ index, message: `message ${index} is not a ${format} message` });
+      problems.push({
+        index,
+        message: `message ${index} is not ${/^[aeiou]/.test(format) ? 'an' : 'a'} ${format} message`,
+      });
       return;
     }
     if (!adapter.roles.includes(adapter.roleOf(message))) {

@@ -212,6 +212,10 @@ function shown(value: unknown): string {
   return Array.isArray(value) ? '(a list)' : '(an object)';
 }
 
+/** `1 file`, `2 files` (any value shown as it is, with the plural). */
+const counted = (value: unknown, noun: string): string =>
+  `${shown(value)} ${value === 1 ? noun : `${noun}s`}`;
+
 /** A one-line, human summary of an entry, as `rewind log` prints it. */
 export function describeEntry(entry: LedgerEntry): string {
   const body = entry.body;
@@ -246,14 +250,14 @@ export function describeEntry(entry: LedgerEntry): string {
     case 'checkpoint-created': {
       const conversation = body.conversation as { messageCount?: number } | undefined;
       const messages = conversation ? ` and ${shown(conversation.messageCount)} messages` : '';
-      return `checkpoint ${shown(body.label)}: ${shown(body.fileCount)} files${messages}, ${shown(body.added)} added, ${shown(body.modified)} modified, ${shown(body.deleted)} deleted since the previous one`;
+      return `checkpoint ${shown(body.label)}: ${counted(body.fileCount, 'file')}${messages}, ${shown(body.added)} added, ${shown(body.modified)} modified, ${shown(body.deleted)} deleted since the previous one`;
     }
     case 'conversation-synced': {
       const conversation = (body.conversation ?? {}) as { messageCount?: number; format?: string };
       return `conversation recorded: ${shown(conversation.messageCount)} ${shown(conversation.format)} messages`;
     }
     case 'rollback-started':
-      return `rollback to ${shown(body.label)} started: ${shown(body.changeCount)} paths to restore (undo with \`rewind undo ${entry.seq}\`)`;
+      return `rollback to ${shown(body.label)} started: ${counted(body.changeCount, 'path')} to restore (undo with \`rewind undo ${entry.seq}\`)`;
     case 'rollback-completed':
     case 'undo-completed': {
       const what =
@@ -320,7 +324,7 @@ export function describeEntry(entry: LedgerEntry): string {
     case 'rollback-skipped':
       return `rollback to ${shown(body.label)} skipped: ${shown(body.reason)}`;
     case 'view-created':
-      return `isolated view created: ${shown(body.fileCount)} files copied from the host`;
+      return `isolated view created: ${counted(body.fileCount, 'file')} copied from the host`;
     case 'commit-refused':
       return `commit refused: ${shown(body.conflictCount)} conflicting ${body.conflictCount === 1 ? 'path' : 'paths'} (changed on the host too)`;
     case 'session-destroyed':

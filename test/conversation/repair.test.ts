@@ -513,6 +513,7 @@ describe('conversation repair specifics', () => {
       expect.objectContaining({
         code: 'CONVERSATION_FORMAT_MISMATCH',
         data: expect.objectContaining({ detected: 'gemini' }),
+        message: expect.stringContaining('is not an anthropic message'),
       }),
     );
   });

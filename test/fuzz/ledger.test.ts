@@ -192,6 +192,18 @@ describe('fuzzing the ledger readers', () => {
     }
   });
 
+  it('describeEntry counts one file, one path, as one (not "1 files")', () => {
+    const entry = (kind: string, body: Record<string, unknown>) =>
+      ({ v: 1, seq: 3, at: '2026-12-04T00:00:00.000Z', kind, body }) as LedgerEntry;
+    const one = { label: 'x', fileCount: 1, added: 1, modified: 0, deleted: 0, changeCount: 1 };
+    expect(describeEntry(entry('checkpoint-created', one))).toMatch(/: 1 file, /);
+    expect(describeEntry(entry('rollback-started', one))).toMatch(/: 1 path to restore/);
+    expect(describeEntry(entry('view-created', one))).toMatch(/: 1 file copied/);
+    expect(describeEntry(entry('checkpoint-created', { ...one, fileCount: 2 }))).toMatch(
+      /: 2 files, /,
+    );
+  });
+
   it('describeEntry says something about an entry of every kind, whatever its body holds', async () => {
     await fc.assert(
       fc.asyncProperty(ledgerBytes, async (bytes) => {
