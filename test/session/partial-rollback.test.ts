@@ -23,6 +23,14 @@ describe('a rollback of some paths', () => {
     expect(await read(workspace, 'pkg/new.js')).toBe('new\n');
     expect(await read(workspace, 'pkg/node_modules/x.js')).toBe('d\n');
     expect(await stateOf()).toBe(edited);
+    // A file put back in the folder since, where the undo would put the one it removed: refused.
+    const again = await session.rollback('base', { paths: ['pkg'] });
+    await lay(workspace, { 'pkg/new.js': 'written since\n' });
+    expect(await session.undo(again.id as number)).toMatchObject({
+      status: 'refused',
+      conflicts: [{ path: 'pkg/new.js', expected: 'absent' }],
+    });
+    expect(await read(workspace, 'pkg/new.js')).toBe('written since\n');
   });
 
   it('restores only those paths, leaves the rest and the conversation, and is undone like any action', async () => {

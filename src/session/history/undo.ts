@@ -313,6 +313,12 @@ async function findUndoConflicts(
         change.before?.type === 'directory' &&
         current.mode === change.before.mode
       ) {
+        // What it holds where the undo puts something else back was put there since.
+        for (const inner of await diffTrees(context.store, current.digest, change.before.digest)) {
+          if (!inner.before || !inner.after) continue;
+          const path = `${change.path}/${inner.path}`;
+          conflicts.push({ path, expected: 'absent', found: describeState(inner.before) });
+        }
         continue;
       }
       if (current?.type === 'directory' && change.after?.type === 'directory') {
