@@ -100,6 +100,26 @@ describe('rewind history commands', () => {
     expect(await labelsOf(cwd)).toEqual(['c2', 'c3']);
   });
 
+  it('plans a rollback after prune and gc reclaimed what the dropped checkpoints held', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '-q']);
+    for (const label of ['a', 'b', 'c']) {
+      await lay(cwd, { f: `${label}\n` });
+      await rewind(cwd, ['checkpoint', label, '-q']);
+    }
+    await rewind(cwd, ['prune', '--keep-last', '1', '-q']);
+    expect((await rewind(cwd, ['gc', '--grace-seconds', '0', '-q'])).code).toBe(0);
+    await lay(cwd, { f: 'handedit\n' });
+
+    const planned = await rewind(cwd, ['--json', 'rollback', 'c', '--dry-run']);
+    expect(planned).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(planned.stdout).changes).toEqual([
+      { path: 'f', action: 'written', isUnrecorded: true },
+    ]);
+    expect((await rewind(cwd, ['rollback', 'c', '-q'])).code).toBe(0);
+    expect(await readFile(join(cwd, 'f'), 'utf8')).toBe('c\n');
+  });
+
   it('refuses a prune without a criterion, or with a duration or size it cannot read, as a usage error', async () => {
     const cwd = await makeTempDirectory();
     await rewind(cwd, ['init']);

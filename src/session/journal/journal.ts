@@ -31,7 +31,10 @@ export class Journal {
   #actions: ActionIndex = createActionIndex();
   #checkpoints = new CheckpointIndex();
   #conversation = new ConversationTracker();
-  #recordedTrees = new Set<Digest>();
+  /** Each tree some entry references, with the seqs of the entries that do. */
+  #treeReferrers = new Map<Digest, number[]>();
+  /** The seqs of checkpoints pruned since: gc may reclaim what only they reference. */
+  #pruned = new Set<number>();
   #verdicts = new Map<Digest, 'pass' | 'fail'>();
   #viewCreated: LedgerEntry | undefined;
   /** Refreshes run one at a time, in the order they were asked for. */
@@ -66,7 +69,8 @@ export class Journal {
       this.#actions = createActionIndex();
       this.#checkpoints = new CheckpointIndex();
       this.#conversation = new ConversationTracker();
-      this.#recordedTrees = new Set();
+      this.#treeReferrers = new Map();
+      this.#pruned = new Set();
       this.#verdicts = new Map();
       this.#viewCreated = undefined;
       from = 0;
@@ -82,8 +86,12 @@ export class Journal {
     this.#checkpoints.add(entry);
     this.#conversation.add(entry);
     for (const reference of entry.refs ?? []) {
-      if (reference.type === 'tree') this.#recordedTrees.add(reference.digest);
+      if (reference.type !== 'tree') continue;
+      const referrers = this.#treeReferrers.get(reference.digest);
+      if (referrers) referrers.push(entry.seq);
+      else this.#treeReferrers.set(reference.digest, [entry.seq]);
     }
+    if (entry.kind === 'checkpoint-pruned') this.#pruned.add(Number(entry.body.checkpointSeq));
     if (entry.kind === 'view-created' && !this.#viewCreated) this.#viewCreated = entry;
     if (entry.kind === 'verification-recorded') {
       const { tree, status } = entry.body;
@@ -226,9 +234,16 @@ export class Journal {
     });
   }
 
-  /** Every tree some entry references. */
+  /**
+   * Every tree some entry references, but those only pruned checkpoints reference: gc may have
+   * reclaimed them (the same notion of live as gc's, see `liveReferences`).
+   */
   recordedTrees(): ReadonlySet<Digest> {
-    return this.#recordedTrees;
+    const live = new Set<Digest>();
+    for (const [tree, seqs] of this.#treeReferrers) {
+      if (seqs.some((seq) => !this.#pruned.has(seq))) live.add(tree);
+    }
+    return live;
   }
 
   /** The newest verdict a verifier gave on exactly these files, if one judged them. */
