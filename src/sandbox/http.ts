@@ -211,7 +211,8 @@ export function checkRequest(request: HttpRequest): URL {
 
 /**
  * Resolves the host of `url` and checks every address it has (a name with one bad address is
- * refused whole). Returns the address to connect to. Throws `ADDRESS_REFUSED`.
+ * refused whole). Returns the address to connect to. Throws `ADDRESS_REFUSED`, and `HTTP_FAILED`
+ * when the name does not resolve.
  */
 export async function checkTarget(
   url: URL,
@@ -228,7 +229,7 @@ export async function checkTarget(
       addresses = await lookup(host, { all: true, verbatim: true });
     } catch (error) {
       throw new RewindError(
-        'INVALID_ARGUMENT',
+        'HTTP_FAILED',
         `The host ${host} does not resolve (${(error as NodeJS.ErrnoException).code ?? String(error)}). Check the URL.`,
         { data: { host }, cause: error },
       );
@@ -263,7 +264,8 @@ function flatHeaders(headers: IncomingHttpHeaders): Record<string, string> {
  * Sends one HTTP request after {@link checkRequest} and {@link checkTarget}, connecting to the
  * checked address itself (a second resolution cannot swap in another), with a timeout on the
  * whole exchange and a cap on the body kept. Redirects are not followed. Throws
- * `INVALID_ARGUMENT`, `ADDRESS_REFUSED`, and `HTTP_FAILED` when the exchange fails or times out.
+ * `INVALID_ARGUMENT`, `ADDRESS_REFUSED`, and `HTTP_FAILED` when the name does not resolve or the
+ * exchange fails or times out.
  */
 export async function performRequest(
   request: HttpRequest,

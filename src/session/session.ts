@@ -365,9 +365,9 @@ export class Session {
    * and IPv6, after resolving the name), and with the session's `blockPrivate` loopback and
    * private ones too. Status, headers and body are kept as evidence. `irreversible`, unless a
    * compensation is declared (then `compensable`). With `draft`, journaled and not sent.
-   *
    * Throws `INVALID_ARGUMENT` (malformed URL, method or header), `ADDRESS_REFUSED` (nothing is
-   * sent or journaled), `HTTP_FAILED` (journaled as failed).
+   * sent or journaled), `HTTP_FAILED` (journaled as failed, its `data` with `actionId` and
+   * `actionClass`; or, with neither, a host that does not resolve: nothing is journaled).
    */
   async http(request: HttpRequest, options: HttpActionOptions = {}): Promise<HttpResult> {
     const spec = httpSpecOf(this.#context, request, options);

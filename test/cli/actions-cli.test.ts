@@ -322,6 +322,26 @@ describe('rewind action commands', () => {
     expect((await rewind(cwd, ['log'])).stdout.trimEnd().split('\n')).toHaveLength(2);
   });
 
+  it('prints the action a failed request was journaled as; a host that does not resolve is HTTP_FAILED', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const failed = await rewind(cwd, ['http', 'GET', 'http://127.0.0.1:1/']);
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toMatch(/^action \d+ \(irreversible, failed\): cannot be undone\n$/);
+    expect(failed.stderr).toContain('[HTTP_FAILED]');
+    const id = Number(idOf(failed.stdout));
+    const json = await rewind(cwd, ['--json', 'http', 'GET', 'http://127.0.0.1:1/']);
+    expect(JSON.parse(json.stdout).error).toMatchObject({
+      code: 'HTTP_FAILED',
+      data: { actionId: id + 2, actionClass: 'irreversible' },
+    });
+
+    const unresolved = await rewind(cwd, ['http', 'GET', 'http://no-such-host.invalid/']);
+    expect(unresolved).toMatchObject({ code: 1, stdout: '' });
+    expect(unresolved.stderr).toContain('does not resolve');
+    expect(unresolved.stderr).toContain('[HTTP_FAILED]');
+  });
+
   it('records a sandbox at init, shows it in status, and runs exec in it', async () => {
     const cwd = await sandboxWorkspace();
     const initialized = await rewind(cwd, ['init', '--sandbox', 'auto']);

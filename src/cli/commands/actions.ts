@@ -11,6 +11,7 @@ import type {
   HttpResult,
   StoredText,
 } from '../../index.js';
+import { isRewindError } from '../../index.js';
 import {
   execOperation,
   httpOperation,
@@ -68,6 +69,14 @@ export function renderActionLine(result: ActionResult): string {
             : 'cannot be undone';
   const state = result.state === 'done' ? '' : `, ${result.state}`;
   return `action ${result.id} (${result.class}${state}): ${how}\n`;
+}
+
+/** The action a failed request was journaled as, from the error's data, if it was. */
+function failedActionOf(error: unknown): ActionResult | undefined {
+  if (!isRewindError(error)) return undefined;
+  const { actionId, actionClass } = error.data;
+  if (typeof actionId !== 'number' || typeof actionClass !== 'string') return undefined;
+  return { id: actionId, class: actionClass, state: 'failed' } as ActionResult;
 }
 
 /** How `timeout(1)` exits when it ends a command: scripts already know this code. */
@@ -363,23 +372,31 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
     'draft',
     new Option('--draft', 'journal it without sending it; `rewind approve ID` sends it'),
   );
-  http.action((method: string, url: string, flags: HttpFlags, command: Command) =>
-    cli.perform(
-      command,
-      httpOperation,
-      {
-        method,
-        url,
-        headers: headersOf(flags.header ?? []),
-        body: flags.data,
-        timeout: numberOf(flags.timeout),
-        compensateCommand: flags.compensateCommand,
-        compensateRequest: flags.compensateRequest,
-        draft: flags.draft,
-      },
-      ACTION_PRESENTER,
-    ),
-  );
+  http.action(async (method: string, url: string, flags: HttpFlags, command: Command) => {
+    try {
+      await cli.perform(
+        command,
+        httpOperation,
+        {
+          method,
+          url,
+          headers: headersOf(flags.header ?? []),
+          body: flags.data,
+          timeout: numberOf(flags.timeout),
+          compensateCommand: flags.compensateCommand,
+          compensateRequest: flags.compensateRequest,
+          draft: flags.draft,
+        },
+        ACTION_PRESENTER,
+      );
+    } catch (error) {
+      // A request that failed was journaled all the same: say which action it is, like any other.
+      const globals = cli.globalsOf(command);
+      const failed = failedActionOf(error);
+      if (failed && !globals.json && !globals.quiet) cli.io.stdout(renderActionLine(failed));
+      throw error;
+    }
+  });
 
   const show = commandFor(program, showOperation);
   feed(

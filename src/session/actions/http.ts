@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { isRewindError } from '../../errors.js';
+import { isRewindError, RewindError } from '../../errors.js';
 import { REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import {
   checkRequest,
@@ -138,6 +138,13 @@ export async function runRequestAction(
         message: redactor.text(error instanceof Error ? error.message : String(error)).text,
       },
     });
+    // The action was journaled: the error names it, so that a caller can say how it ended.
+    if (isRewindError(error)) {
+      throw new RewindError(error.code, error.message, {
+        data: { ...error.data, actionId: id, actionClass },
+        cause: error.cause,
+      });
+    }
     throw error;
   }
   // Secret values the request carried are scrubbed wherever they come back, too.
