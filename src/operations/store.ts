@@ -107,6 +107,12 @@ function namedList(items: readonly string[]): string {
 }
 
 /** The summary of session `id` of the store at `workspace`. */
+/** The current session of the store in `workspace`, if it has a store and a current session. */
+async function currentSessionOf(workspace: string): Promise<SessionSummary | undefined> {
+  const report = await status({ workspace }).catch(() => undefined);
+  return report?.sessions.find((session) => session.isCurrent);
+}
+
 async function summaryOf(workspace: string, id: string): Promise<SessionSummary | undefined> {
   return (await status({ workspace })).sessions.find((session) => session.id === id);
 }
@@ -148,7 +154,14 @@ export const initOperation = defineOperation({
   ): Promise<InitOutput> => {
     const { workspace } = target;
     const protections = target.protections ?? {};
-    const warnings = checkSandbox(sandbox, workspace);
+    let warnings: string[] = [];
+    try {
+      warnings = checkSandbox(sandbox, workspace);
+    } catch (error) {
+      // Moot when the current session keeps a sandbox of its own: the option is ignored, and said.
+      const current = isolated === true ? undefined : await currentSessionOf(workspace);
+      if (current === undefined || current.sandbox === sandbox) throw error;
+    }
     const sandboxing = {
       ...(sandbox !== undefined && { sandbox }),
       ...(network === true && { network: true }),

@@ -372,6 +372,13 @@ describe('rewind action commands', () => {
       expect((await rewind(cwd, ['init', '--sandbox', 'auto'])).stderr).toContain(
         'rewind: warning: Commands run without a sandbox (Rewind runs as root and the workspace',
       );
+      // On a store with a session, --sandbox shapes nothing: ignored with a warning, not checked.
+      const ignored = await rewind(cwd, ['init', '--sandbox', 'bwrap', '--network']);
+      expect(ignored.code).toBe(0);
+      expect(ignored.stderr).toContain(
+        'rewind: warning: --sandbox bwrap and --network shape a session as it starts, and this store has one already',
+      );
+      expect(ignored.stderr).not.toContain('SANDBOX_UNAVAILABLE');
       const ran = await rewind(cwd, ['exec', 'true']);
       expect(ran.code).toBe(0);
       expect(ran.stderr).toContain(
