@@ -195,7 +195,7 @@ export const initOperation = defineOperation({
       const sandboxWarnings = ignoredOptions.includes('sandbox') ? [] : warnings;
       return { ...result, ignoredOptions, preview, warnings: sandboxWarnings };
     }
-    // An isolated session takes the sandbox; only a store's first session can be hash-chained.
+    // An isolated session takes the sandbox; it is never hash-chained.
     const leftOut: string[] = [];
     const started = await startIsolatedSession({
       workspace,

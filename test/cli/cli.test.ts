@@ -103,7 +103,10 @@ describe('rewind CLI', () => {
     expect(again.stderr).toContain(
       '`rewind init --isolated --sandbox auto` starts a new, isolated session',
     );
-    expect(again.stderr).toContain("Only a store's first session can be hash-chained");
+    expect(again.stderr).toContain(
+      '`rewind session new --hash-chain` starts a new, hash-chained session.',
+    );
+    expect(again.stderr).not.toContain('first session');
     const json = await rewind(cwd, '--json', 'init', '--hash-chain');
     expect(JSON.parse(json.stdout)).toMatchObject({
       isNewStore: false,
@@ -113,7 +116,7 @@ describe('rewind CLI', () => {
     const isolated = await rewind(cwd, 'init', '--isolated', '--sandbox', 'none', '--hash-chain');
     expect(isolated.stdout).toMatch(/^Rewind store already in .*\.\nStarted isolated session /);
     expect(isolated.stderr).toMatch(
-      /^rewind: warning: --hash-chain does not apply to the isolated session \w+: only a store's first session can be hash-chained\.\n$/,
+      /^rewind: warning: --hash-chain does not apply to the isolated session \w+: an isolated session is never hash-chained; `rewind session new --hash-chain` starts a hash-chained one\.\n$/,
     );
   });
 

@@ -118,8 +118,8 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
   if (result.isolatedSession !== undefined) {
     return [
       result.isNewSession && session.isHashChained
-        ? `--hash-chain applied to the store's first session ${session.id}, not to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`
-        : `--hash-chain does not apply to the isolated session ${result.isolatedSession}: only a store's first session can be hash-chained.`,
+        ? `--hash-chain applied to the store's first session ${session.id}, not to the isolated session ${result.isolatedSession}: an isolated session is never hash-chained.`
+        : `--hash-chain does not apply to the isolated session ${result.isolatedSession}: an isolated session is never hash-chained; \`rewind session new --hash-chain\` starts a hash-chained one.`,
     ];
   }
   const flags = ignored.map(typed);
@@ -135,9 +135,7 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
     );
   }
   if (ignored.includes('hashChain')) {
-    warnings.push(
-      "Only a store's first session can be hash-chained: `rewind init --hash-chain` in a directory without a store starts one.",
-    );
+    warnings.push('`rewind session new --hash-chain` starts a new, hash-chained session.');
   }
   return warnings;
 }
