@@ -16,6 +16,7 @@ import {
 } from '../ledger/index.js';
 import {
   acquireLock,
+  clipped,
   createRedactor,
   type Digest,
   forEachConcurrently,
@@ -444,6 +445,20 @@ export async function log(
       ? current
       : await pickSession(location, options.session);
   const reading = await ledgers.read(session);
+  const label = options.checkpoint;
+  // A label the session never had is a typo, as an unknown kind is: not an empty timeline.
+  if (
+    label !== undefined &&
+    !reading.entries.some(
+      (entry) => entry.kind === 'checkpoint-created' && entry.body.label === label,
+    )
+  ) {
+    throw new RewindError(
+      'CHECKPOINT_NOT_FOUND',
+      `Session ${session.id} never had a checkpoint ${JSON.stringify(clipped(label))}: \`rewind checkpoints\` lists its checkpoints.`,
+      { data: { label, session: session.id } },
+    );
+  }
   const actions = deriveActions(reading.entries);
   return {
     session: summarize(session, reading, current, location),

@@ -60,6 +60,13 @@ describe('rewind commands settled by the operation table', () => {
     });
     expect((await rewind(cwd, ['log', '--kind', 'note'])).stdout).toContain('one');
     expect((await rewind(cwd, ['log', '--kind', 'x.deploy'])).code).toBe(0);
+    // A label the session never had is a typo too, not an empty timeline.
+    expect(await rewind(cwd, ['log', '--checkpoint', 'nolabel'])).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/never had a checkpoint "nolabel".*\[CHECKPOINT_NOT_FOUND\]/),
+    });
+    await rewind(cwd, ['checkpoint', 'base']);
+    expect((await rewind(cwd, ['log', '--checkpoint', 'base'])).stdout).toContain('base');
   });
 
   it('keeps the last entries of the log with --last', async () => {
