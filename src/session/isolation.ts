@@ -2,7 +2,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import { clearCurrentSession } from '../ledger/index.js';
-import { type Digest, writeFileAtomic } from '../lib/index.js';
+import { type Digest, namedAndMore, writeFileAtomic } from '../lib/index.js';
 import type { SandboxBackend } from '../sandbox/index.js';
 import { findEntryAt, type TreeEntry } from '../store/index.js';
 import {
@@ -332,9 +332,8 @@ export function commitToHost(
  * cannot carry them, and destroying the view drops them for good (no snapshot holds them).
  */
 export function leftOutAdvice(leftOut: readonly string[], view: string): string {
-  const listed = `${leftOut.slice(0, 5).join(', ')}${leftOut.length > 5 ? ', ...' : ''}`;
   return (
-    `${leftOut.length} path${leftOut.length === 1 ? '' : 's'} the ignore rules leave out changed in the view (${listed}): ` +
+    `${leftOut.length} path${leftOut.length === 1 ? '' : 's'} the ignore rules leave out changed in the view (${namedAndMore(leftOut)}): ` +
     `a commit does not carry them, and destroying the view loses them (the store has no copy). Copy what you want to keep from ${view} into the workspace, then destroy with --force.`
   );
 }
@@ -357,13 +356,11 @@ export function destroyView(
     );
     const leftOut = await leftOutChangesOf(context);
     if ((pending.length > 0 || leftOut.length > 0) && options.force !== true) {
-      const listed = (paths: string[]): string =>
-        `${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''}`;
       const view = context.workspace;
       throw new RewindError(
         'UNCOMMITTED_CHANGES',
         pending.length > 0
-          ? `Session ${context.id} has ${pending.length} uncommitted change${pending.length === 1 ? '' : 's'} (${listed(pending.map((change) => change.path))}). ` +
+          ? `Session ${context.id} has ${pending.length} uncommitted change${pending.length === 1 ? '' : 's'} (${namedAndMore(pending.map((change) => change.path))}). ` +
               'Commit them with `rewind commit`, or destroy with --force to drop them (they stay in the store).' +
               (leftOut.length > 0 ? ` ${leftOutAdvice(leftOut, view)}` : '')
           : leftOutAdvice(leftOut, view),

@@ -1,6 +1,6 @@
 import { isRewindError, RewindError } from '../../errors.js';
 import type { LedgerEntry } from '../../ledger/index.js';
-import type { Digest } from '../../lib/index.js';
+import { type Digest, namedAndMore } from '../../lib/index.js';
 import { findEntryAt, putTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyProgress,
@@ -416,7 +416,7 @@ async function earlierSave(
     const there = await findEntryAt(context.store, saved.tree, path, trees);
     if (!sameState(there, before) && !sameState(there, after)) drifted.push(path);
   }
-  const shown = shownPaths(drifted);
+  const shown = namedAndMore(drifted);
   return {
     completion: {
       savedAs: saved.label,
@@ -429,10 +429,6 @@ async function earlierSave(
 
 /** The label of the checkpoint recovery saves edits in before finishing action `id`. */
 const savedLabelOf = (id: number): string => `saved-before-recovery-${id}`;
-
-/** The first few of `paths`, for a message. */
-const shownPaths = (paths: readonly string[]): string =>
-  `${paths.slice(0, 5).join(', ')}${paths.length > 5 ? ', ...' : ''}`;
 
 /** A free label for the checkpoint that keeps what recovery would otherwise overwrite. */
 function savedLabelFor(journal: Journal, id: number): string {
@@ -514,7 +510,7 @@ export async function recover(
         : `The ${what} a killed process had left half-done was finished first.`;
     }
     const listed = { drifted: drift.paths.slice(0, 50), driftedCount: drift.paths.length };
-    const shown = shownPaths(drift.paths);
+    const shown = namedAndMore(drift.paths);
     if (action.started.body.on === 'host') {
       // Not finished over edits: what it had written is put back, as a commit that fails midway
       // puts back what it touched, and the paths edited since are left as they are.
@@ -529,7 +525,7 @@ export async function recover(
         startedSeq: action.id,
         error: {
           code: 'DRIFTED',
-          message: `The commit was interrupted, and ${drift.paths.length} of its paths changed in the workspace since (${drift.paths.slice(0, 5).join(', ')}): ${outcome}`,
+          message: `The commit was interrupted, and ${drift.paths.length} of its paths changed in the workspace since (${shown}): ${outcome}`,
         },
         ...listed,
         isReverted,
