@@ -1,6 +1,8 @@
-// Requests to S3-compatible storage: the SDK loaded on first use, its configuration, and what a
-// failed request says (what went wrong, and what to do).
+// Requests to S3-compatible storage: the SDK loaded on first use, its configuration, what a failed
+// request says (what went wrong, and what to do), and downloads asked for again when they drop.
 import { RewindError } from '../errors.js';
+import { createDigester } from '../lib/index.js';
+import type { ObjectStore } from './object-store.js';
 
 export type S3Module = typeof import('@aws-sdk/client-s3');
 
@@ -131,3 +133,58 @@ export async function checkBucket(
     s3.destroy();
   }
 }
+
+/** How many times a download is asked for in all when its connection drops midway. */
+const DOWNLOAD_ATTEMPTS = 3;
+
+/**
+ * Gets a response body with `request` and hands it to `read`, asking for it again (up to
+ * {@link DOWNLOAD_ATTEMPTS} times in all, after 100 ms, then 200) when the connection drops
+ * midway through the body: the SDK retries a request that fails before its response, but a body
+ * cut short fails as it is read. `read` must leave nothing behind when its stream fails (the
+ * object store's `put` removes its temporary file). What `read` itself throws is not retried.
+ */
+export async function readBody<T>(
+  request: () => Promise<AsyncIterable<Uint8Array> | undefined>,
+  read: (body: AsyncIterable<Uint8Array> | undefined) => Promise<T>,
+  url: string,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const body = await request();
+    let dropped: { error: unknown } | undefined;
+    const watched = body && {
+      async *[Symbol.asyncIterator]() {
+        try {
+          yield* body;
+        } catch (error) {
+          dropped = { error };
+          throw error;
+        }
+      },
+    };
+    try {
+      return await read(watched);
+    } catch (error) {
+      if (!dropped) throw error;
+      if (attempt >= DOWNLOAD_ATTEMPTS) throw requestFailed(dropped.error, url, 'Downloading');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+  }
+}
+
+/** A put that only hashes what it is given: what the bucket holds, checked without storing it. */
+export const hashOnly: Pick<ObjectStore, 'put'> = {
+  async put(source) {
+    const digester = createDigester();
+    let sizeBytes = 0;
+    const chunks =
+      source instanceof Uint8Array
+        ? [source]
+        : (source as { stream: AsyncIterable<Uint8Array> }).stream;
+    for await (const chunk of chunks) {
+      digester.update(chunk);
+      sizeBytes += chunk.length;
+    }
+    return { digest: digester.digest(), sizeBytes };
+  },
+};

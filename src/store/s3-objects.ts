@@ -2,7 +2,6 @@
 // like the local store, read through a local cache of verified objects (SPEC.md §3b).
 import { isRewindError, RewindError } from '../errors.js';
 import {
-  createDigester,
   createLimiter,
   DIGEST_PREFIX,
   type Digest,
@@ -20,9 +19,11 @@ import {
   bucketMissing,
   checkBucket,
   clientConfig,
+  hashOnly,
   isBucketMissing,
   isMissing,
   loadSdk,
+  readBody,
   requestFailed,
   type S3Module,
 } from './s3-client.js';
@@ -321,13 +322,19 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
     into: Pick<ObjectStore, 'put'> = cache,
   ): Promise<ObjectInfo> {
     const url = urlOf(digest);
-    const got = await send<{ Body?: AsyncIterable<Uint8Array> }>(
-      ({ GetObjectCommand }) =>
-        new GetObjectCommand({ Bucket: location.bucket, Key: objectKeyOf(location, digest) }),
+    const stored = await readBody(
+      async () =>
+        (
+          await send<{ Body?: AsyncIterable<Uint8Array> }>(
+            ({ GetObjectCommand }) =>
+              new GetObjectCommand({ Bucket: location.bucket, Key: objectKeyOf(location, digest) }),
+            url,
+            'Downloading',
+          )
+        ).Body,
+      (body) => into.put(body ? { stream: body } : new Uint8Array()),
       url,
-      'Downloading',
     );
-    const stored = await into.put(got.Body ? { stream: got.Body } : new Uint8Array());
     const actual = stored.digest;
     if (actual !== digest) {
       const damage = `holds other bytes than its name says (they hash to ${actual})`;
@@ -339,23 +346,6 @@ export function createS3ObjectStore(options: S3ObjectStoreOptions): BucketObject
     }
     return stored;
   }
-
-  /** A put that only hashes what it is given: what the bucket holds, checked without storing it. */
-  const hashOnly: Pick<ObjectStore, 'put'> = {
-    async put(source) {
-      const digester = createDigester();
-      let sizeBytes = 0;
-      const chunks =
-        source instanceof Uint8Array
-          ? [source]
-          : (source as { stream: AsyncIterable<Uint8Array> }).stream;
-      for await (const chunk of chunks) {
-        digester.update(chunk);
-        sizeBytes += chunk.length;
-      }
-      return { digest: digester.digest(), sizeBytes };
-    },
-  };
 
   /** The cache's copy when it is there and sound (re-hashed), else undefined. */
   async function soundCached(digest: Digest): Promise<ObjectInfo | undefined> {

@@ -51,25 +51,29 @@ async function filesUnder(directory: string): Promise<string[]> {
 
 /**
  * A proxy to `endpoint` on a free loopback port that drops a connection (both sides) at the first
- * chunk from the client that `cutsAt` says to, given a fresh one per connection.
+ * chunk, from the client or from the server, that `cutsAt` says to, given a fresh one per
+ * connection.
  */
 async function cuttingProxy(
   endpoint: string,
-  cutsAt: () => (chunk: Buffer) => boolean,
+  cutsAt: () => (chunk: Buffer, from: 'client' | 'server') => boolean,
 ): Promise<NetServer> {
   const target = new URL(endpoint);
   const proxy = createNetServer((client) => {
     const upstream = connect(Number(target.port), target.hostname);
     const isCut = cutsAt();
+    const cut = () => {
+      client.destroy();
+      upstream.destroy();
+    };
     client.on('data', (chunk: Buffer) => {
-      if (isCut(chunk)) {
-        client.destroy();
-        upstream.destroy();
-        return;
-      }
-      upstream.write(chunk);
+      if (isCut(chunk, 'client')) cut();
+      else upstream.write(chunk);
     });
-    upstream.on('data', (chunk) => client.write(chunk));
+    upstream.on('data', (chunk: Buffer) => {
+      if (isCut(chunk, 'server')) cut();
+      else client.write(chunk);
+    });
     for (const socket of [client, upstream]) socket.on('error', () => {});
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
@@ -279,7 +283,8 @@ describe('the S3 object store', () => {
     let cut = 0;
     const proxy = await cuttingProxy(server.endpoint, () => {
       let forwarded = 0;
-      return (chunk) => {
+      return (chunk, from) => {
+        if (from === 'server') return false;
         forwarded += chunk.length;
         if (cut > 0 || forwarded <= 20_000) return false;
         cut += 1;
@@ -299,6 +304,59 @@ describe('the S3 object store', () => {
       expect((await reader.get(info.digest)).equals(content)).toBe(true);
     } finally {
       proxy.close();
+    }
+  });
+
+  it('downloads again an object whose connection dropped midway through its body', async () => {
+    const content = randomBytes(300_000);
+    const { digest } = await (await storeAt('dropped-download')).put(content);
+    // A proxy that cuts connections at the second chunk of a response, once its headers and part
+    // of its body went through: the first `cuts` times.
+    const proxied = async (cuts: number) => {
+      let cut = 0;
+      const proxy = await cuttingProxy(server.endpoint, () => {
+        let chunks = 0;
+        return (_chunk, from) => {
+          if (from === 'client') return false;
+          chunks += 1;
+          if (cut >= cuts || chunks < 2) return false;
+          cut += 1;
+          return true;
+        };
+      });
+      const port = (proxy.address() as AddressInfo).port;
+      const { directory } = await initStore(await makeTempDirectory());
+      const cache = createObjectStore(directory);
+      const store = createS3ObjectStore({
+        bucket: server.bucket,
+        prefix: 'dropped-download',
+        cache,
+        client: { ...server.client, endpoint: `http://127.0.0.1:${port}` },
+      });
+      return { store, cache, directory, proxy, cuts: () => cut };
+    };
+    const once = await proxied(1);
+    try {
+      expect((await once.store.get(digest)).equals(content)).toBe(true);
+      expect(once.cuts()).toBe(1);
+    } finally {
+      once.proxy.close();
+    }
+    // A connection that drops every time: a clear error naming the object, nothing cached.
+    const always = await proxied(Number.POSITIVE_INFINITY);
+    try {
+      const error = await always.store.get(digest).catch((caught: unknown) => caught);
+      expect(error).toMatchObject({
+        code: 'IO_FAILED',
+        message: expect.stringMatching(
+          /^Downloading s3:\/\/.+ failed \(.*aborted.*\)\. The storage cannot be reached/,
+        ),
+      });
+      expect(always.cuts()).toBe(3);
+      expect(await always.cache.has(digest)).toBe(false);
+      expect(await filesUnder(join(always.directory, 'objects'))).toEqual([]);
+    } finally {
+      always.proxy.close();
     }
   });
 
