@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { RewindError } from '../errors.js';
 import {
   type Command,
@@ -37,6 +38,15 @@ export interface SandboxOptions {
    * under it need no mask: the mount covers them.
    */
   mountAt?: string;
+  /**
+   * The host's `.git` (a directory, or a linked worktree's `.git` file) when the workspace is an
+   * isolated session's view, which has none. `bwrap` shows it read-only at the view's `.git`: git
+   * sees the host's history and the view's files (`git status`, `diff`, `log` work; what writes to
+   * the repository fails, read-only). Without bwrap, git run in the view finds no repository: it
+   * would find the host's above the view, with the host's files as its work tree, so that `git
+   * stash` or `git reset --hard` there would change the host.
+   */
+  hostGit?: string;
 }
 
 /** Runs commands, the same way whatever the backend. */
@@ -72,6 +82,8 @@ export function bwrapArgs(input: {
   masked?: readonly string[];
   /** Where the workspace is mounted (default: its own path); see `SandboxOptions.mountAt`. */
   mountAt?: string;
+  /** Shown read-only at the mounted workspace's `.git`, when it exists; see `SandboxOptions.hostGit`. */
+  hostGit?: string;
 }): string[] {
   const mountAt = input.mountAt ?? input.workspace;
   const masked = (input.masked ?? []).filter(
@@ -85,6 +97,7 @@ export function bwrapArgs(input: {
     const path = `${mountAt}/${hidden}`;
     args.push('--tmpfs', path, '--remount-ro', path);
   }
+  if (input.hostGit !== undefined) args.push('--ro-bind-try', input.hostGit, `${mountAt}/.git`);
   args.push(
     '--unshare-user',
     '--uid',
@@ -326,7 +339,13 @@ export function createSandbox(options: SandboxOptions): Sandbox {
     warnings,
     async run(command, runOptions = {}) {
       const cwd = runOptions.cwd ?? options.workspace;
-      if (backend === 'none') return runProcess(command, { ...runOptions, cwd });
+      if (backend === 'none') {
+        // Git stops looking for a repository at the view's root (see `hostGit`).
+        const env = options.hostGit
+          ? { ...runOptions.env, GIT_CEILING_DIRECTORIES: dirname(options.workspace) }
+          : runOptions.env;
+        return runProcess(command, { ...runOptions, cwd, ...(env && { env }) });
+      }
       // Where `cwd` is inside, the workspace being mounted at `mountAt`.
       const mountAt = options.mountAt ?? options.workspace;
       const inside =
@@ -357,6 +376,7 @@ export function createSandbox(options: SandboxOptions): Sandbox {
             network,
             ...(options.masked && { masked: options.masked }),
             ...(options.mountAt && { mountAt: options.mountAt }),
+            ...(options.hostGit && { hostGit: options.hostGit }),
           }),
         ],
         { ...runOptions, cwd, env: {}, ...(user && { user }) },

@@ -216,6 +216,7 @@ export function sandboxFor(context: SessionContext): Sandbox {
       ...(context.isolation === 'isolated' && {
         masked: [context.storeDirectory],
         mountAt: context.hostWorkspace,
+        hostGit: join(context.hostWorkspace, '.git'),
       }),
     });
     sandboxes.set(context, sandbox);

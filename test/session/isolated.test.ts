@@ -14,6 +14,7 @@ import {
   withIsolatedSession,
 } from '../../src/session/index.js';
 import { hasStatCache } from '../../src/workspace/index.js';
+import { git } from '../helpers/git.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -241,6 +242,56 @@ describe('isolated sessions', () => {
       await session.close();
     },
   );
+
+  it.runIf(probeBwrap().works)(
+    "lets git in a sandboxed command see the host's repository read-only, with the view's files",
+    async () => {
+      const workspace = await sandboxWorkspace({ 'a.txt': 'one\n', 'b.txt': 'two\n' });
+      const owner = await stat(workspace);
+      const asRoot = (args: string[]) => git(workspace, ['-c', 'safe.directory=*', ...args]);
+      asRoot(['init', '-q']);
+      asRoot(['add', '.']);
+      asRoot(['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'first']);
+      execFileSync('chown', ['-R', `${owner.uid}:${owner.gid}`, join(workspace, '.git')]);
+      const index = await readFile(join(workspace, '.git', 'index'));
+      await init({ workspace });
+      const session = await startIsolatedSession({ workspace, sandbox: 'bwrap' });
+      await session.exec('echo changed >> a.txt && rm b.txt && echo new > c.txt');
+      const status = await session.exec(
+        'git status --porcelain && git diff --stat && git log --format=%s',
+      );
+      expect(status.exitCode).toBe(0);
+      expect(status.stdout.toString()).toBe(
+        ' M a.txt\n D b.txt\n?? c.txt\n a.txt | 1 +\n b.txt | 1 -\n 2 files changed, 1 insertion(+), 1 deletion(-)\nfirst\n',
+      );
+      // What writes to the repository fails: the host's history and index stay as they were.
+      const add = await session.exec('git add -A');
+      expect(add.exitCode).not.toBe(0);
+      expect(add.stderr.toString()).toContain('Read-only file system');
+      expect(await readFile(join(workspace, '.git', 'index'))).toEqual(index);
+      expect(asRoot(['status', '--porcelain'])).toBe('');
+      expect((await session.commit()).status).toBe('committed');
+      expect(asRoot(['status', '--porcelain'])).toBe(' M a.txt\n D b.txt\n?? c.txt\n');
+      await session.close();
+    },
+  );
+
+  it("keeps git in an unsandboxed command of an isolated session away from the host's repository", async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'one\n' });
+    git(workspace, ['init', '-q']);
+    git(workspace, ['add', '.']);
+    git(workspace, ['-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'first']);
+    await writeFile(join(workspace, 'a.txt'), 'edited on the host\n');
+    await init({ workspace });
+    const session = await startIsolatedSession({ workspace, sandbox: 'none' });
+    // Found above the view, the host's repository would stash (and so undo) the host's edit.
+    const stash = await session.exec('git stash');
+    expect(stash.exitCode).not.toBe(0);
+    expect(stash.stderr.toString()).toContain('not a git repository');
+    expect(await read(workspace, 'a.txt')).toBe('edited on the host\n');
+    await session.close();
+  });
 
   it('lists as a commit change only what the host does not already hold', async () => {
     const { workspace, session } = await isolatedOn({ 'a.txt': 'one', 'gone.txt': 'g' });
