@@ -1,13 +1,7 @@
 // Objects in S3-compatible storage: one key per object under `PREFIX/objects/`, content-addressed
 // like the local store, read through a local cache of verified objects (SPEC.md §3b).
 import { isRewindError, RewindError } from '../errors.js';
-import {
-  createLimiter,
-  DIGEST_PREFIX,
-  type Digest,
-  digestBytes,
-  isDigest,
-} from '../lib/index.js';
+import { createLimiter, DIGEST_PREFIX, type Digest, digestBytes, isDigest } from '../lib/index.js';
 import type {
   ObjectBatch,
   ObjectInfo,
