@@ -89,6 +89,7 @@ export {
   type CheckpointOptions,
   type CheckpointResult,
   type CommitConflict,
+  type CommitOptions,
   type CommitResult,
   type Compensation,
   type ConversationState,

@@ -27,6 +27,7 @@ export type {
 export type { UndoConflict, UndoResult } from './history/undo.js';
 export type {
   CommitConflict,
+  CommitOptions,
   CommitResult,
   EndOptions,
   EndResult,

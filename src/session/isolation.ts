@@ -15,6 +15,7 @@ import {
   type LeftOutListing,
   leftOutChanges,
   listLeftOut,
+  renderDiff,
   type SnapshotResult,
   type TreeChange,
 } from '../workspace/index.js';
@@ -52,6 +53,21 @@ export interface CommitResult {
    */
   leftOut: string[];
   applied: ApplyResult | undefined;
+  /**
+   * With `dryRun` and `diff`: a unified diff, as `Session.diff` gives it, from what the host holds
+   * now to what the commit would write, for exactly the paths of `changes` but the conflicting
+   * ones (at or under a path of `conflicts`: those are listed, not diffed).
+   */
+  diff?: string;
+}
+
+/** How `Session.commit` is asked. */
+export interface CommitOptions {
+  /** Only say what the commit would do (`status: 'dry-run'`); write nothing. */
+  dryRun?: boolean;
+  /** With `dryRun`: also render the changes as a unified diff (`CommitResult.diff`). */
+  diff?: boolean;
+  onProgress?: (progress: ApplyProgress) => void;
 }
 
 /** What `Session.status` reports. */
@@ -227,11 +243,21 @@ function unreadableConflicts(
   return conflicts;
 }
 
-/** Applies an isolated session's net change to the host, three-way checked; see `Session.commit`. */
-export function commitToHost(
+/**
+ * Applies an isolated session's net change to the host, three-way checked; see `Session.commit`.
+ * Throws `INVALID_ARGUMENT` for `diff` without `dryRun`.
+ */
+export async function commitToHost(
   context: SessionContext,
-  options: { dryRun?: boolean; onProgress?: (progress: ApplyProgress) => void },
+  options: CommitOptions,
 ): Promise<CommitResult> {
+  if (options.diff && !options.dryRun) {
+    throw new RewindError(
+      'INVALID_ARGUMENT',
+      'A diff is shown with a dry run only: ask for the plan with dryRun and diff, then commit.',
+      { data: { session: context.id } },
+    );
+  }
   return withWorkspaceLock(context, 'committing to the host', async (journal) => {
     const base = baseTree(context, journal);
     const current = await snapshotWorkspace(context);
@@ -270,7 +296,15 @@ export function commitToHost(
       leftOut: await leftOutChangesOf(context),
       applied: undefined,
     };
-    if (options.dryRun) return result;
+    if (options.dryRun) {
+      if (!options.diff) return result;
+      // Conflicting paths are listed, not diffed: the commit would write none of them.
+      const conflicted = conflicts.map(({ path }) => path);
+      const diffed = onHost.filter(
+        (change) => fileChangeKind(change) && !isAtOrUnder(change.path, conflicted),
+      );
+      return { ...result, diff: await renderDiff(context.store, diffed) };
+    }
     if (conflicts.length > 0) {
       await journal.append('commit-refused', {
         conflicts: conflicts.slice(0, 50),

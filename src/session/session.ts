@@ -3,7 +3,7 @@ import { RewindError } from '../errors.js';
 import type { Digest } from '../lib/index.js';
 import type { Command, HttpRequest, SandboxBackend } from '../sandbox/index.js';
 import type { VerificationResult, VerifierConfig } from '../verifier/index.js';
-import type { ApplyProgress, SnapshotPreview } from '../workspace/index.js';
+import type { SnapshotPreview } from '../workspace/index.js';
 import { compensateAction, readCompensation } from './actions/compensation.js';
 import {
   approveDraft,
@@ -48,6 +48,7 @@ import { type PruneOptions, type PruneResult, pruneCheckpoints } from './history
 import { type RollbackOptions, type RollbackResult, rollbackTo } from './history/rollback.js';
 import { type UndoResult, undoAction } from './history/undo.js';
 import {
+  type CommitOptions,
   type CommitResult,
   commitToHost,
   destroyView,
@@ -450,11 +451,10 @@ export class Session {
    * paths are workspace-relative tree names (nothing lands outside the workspace or through a
    * symbolic link); the host's previous state is stored first and the commit is an action, so
    * `undo` puts the host back, and a crash midway is finished by the next open. The host ends
-   * either fully committed or unchanged.
+   * either fully committed or unchanged. `dryRun` only says what it would do; `diff` adds how,
+   * as a unified diff (`INVALID_ARGUMENT` without `dryRun`).
    */
-  async commit(
-    options: { dryRun?: boolean; onProgress?: (progress: ApplyProgress) => void } = {},
-  ): Promise<CommitResult> {
+  async commit(options: CommitOptions = {}): Promise<CommitResult> {
     return commitToHost(this.#context, options);
   }
 
