@@ -8,20 +8,31 @@ export const commitOperation = defineOperation({
   summary:
     "apply an isolated session's changes to the workspace, refusing when the workspace changed the same paths",
   description:
-    "Apply the isolated session's changes to the real workspace; refused, listing conflicts, when the workspace changed the same files. With dryRun: true, lists what would change and every conflict.",
+    "Apply the isolated session's changes to the real workspace; refused, listing conflicts, when the workspace changed the same files. With dryRun: true, lists what would change and every conflict; with diff: true too, shows it as a unified diff of the workspace's files now against what the commit would write (conflicting paths are listed, not diffed).",
   input: () =>
-    z.object({
-      dryRun: z
-        .boolean()
-        .optional()
-        .describe('List what would be written, created and deleted, and every conflict.'),
-    }),
+    z
+      .object({
+        dryRun: z
+          .boolean()
+          .optional()
+          .describe('List what would be written, created and deleted, and every conflict.'),
+        diff: z
+          .boolean()
+          .optional()
+          .describe(
+            "With dryRun: also a unified diff from the workspace's files now to what the commit would write.",
+          ),
+      })
+      .refine((input) => input.diff !== true || input.dryRun === true, {
+        error: '`diff` shows a plan, before a commit: give it with `dryRun`.',
+      }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { dryRun }) => {
+  run: async (target, { dryRun, diff }) => {
     const { progress } = target;
     return (await target.session()).commit({
       dryRun: dryRun === true,
+      diff: diff === true,
       ...(progress && {
         onProgress: ({ done, total }) => progress({ step: 'committing', done, total }),
       }),

@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -52,5 +53,72 @@ describe('rewind init --isolated, commit, destroy', () => {
       'its view is gone (the session was destroyed). Pick another with `rewind session use ID`',
     );
     expect(existsSync(join(cwd, 'b.txt'))).toBe(true);
+  });
+
+  it('commit --dry-run --diff shows what the commit would write as rewind diff shows it, conflicts listed apart', async () => {
+    const cwd = await makeTempDirectory();
+    await writeFile(join(cwd, 'a.txt'), 'one\ntwo\n');
+    await writeFile(join(cwd, 'c.txt'), 'see\n');
+    await rewind(cwd, ['init', '--isolated']);
+    await rewind(cwd, ['write', 'a.txt', 'one\n2\n']);
+    await rewind(cwd, ['write', 'b.txt', 'new\n']);
+    await rewind(cwd, ['write', 'c.txt', 'session\n']);
+    await rewind(cwd, ['write', 'same.txt', 'same\n']);
+    // The workspace already holds same.txt as the session left it, and changed c.txt too.
+    await writeFile(join(cwd, 'same.txt'), 'same\n');
+    await writeFile(join(cwd, 'c.txt'), 'host\n');
+
+    const plan = await rewind(cwd, ['commit', '--dry-run', '--diff']);
+    expect(plan.code).toBe(1);
+    expect(plan.stdout).toBe(
+      [
+        'Committing would change the workspace: 2 written, 1 created, 0 deleted.',
+        '  written  a.txt',
+        '  created  b.txt',
+        '  written  c.txt',
+        'Conflicts (the commit would be refused; not in the diff):',
+        '  c.txt: the session modified, the workspace modified',
+        '',
+        '--- a/a.txt',
+        '+++ b/a.txt',
+        '@@ -1,2 +1,2 @@',
+        ' one',
+        '-two',
+        '+2',
+        '--- /dev/null',
+        '+++ b/b.txt',
+        '@@ -0,0 +1,1 @@',
+        '+new',
+        '',
+      ].join('\n'),
+    );
+    // Coloured as rewind diff colours, where it colours.
+    const coloured = await rewind(cwd, ['commit', '--dry-run', '--diff'], {
+      env: { FORCE_COLOR: '1' },
+    });
+    expect(coloured.stdout).toContain('\u001b[31m-two\u001b[39m\n\u001b[32m+2\u001b[39m\n');
+    expect(stripVTControlCharacters(coloured.stdout)).toBe(plan.stdout);
+    const json = JSON.parse(
+      (
+        await rewind(cwd, ['--json', 'commit', '--dry-run', '--diff'], {
+          env: { FORCE_COLOR: '1' },
+        })
+      ).stdout,
+    );
+    expect(json.diff).toBe(plan.stdout.slice(plan.stdout.indexOf('--- a/a.txt')));
+    // Without --diff, the plan is what it was.
+    expect((await rewind(cwd, ['commit', '--dry-run'])).stdout).not.toContain('---');
+    expect(
+      JSON.parse((await rewind(cwd, ['--json', 'commit', '--dry-run'])).stdout),
+    ).not.toHaveProperty('diff');
+
+    // --diff shows a plan: with a commit it is a usage error, and nothing is written.
+    await writeFile(join(cwd, 'c.txt'), 'see\n');
+    const refused = await rewind(cwd, ['commit', '--diff']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain(
+      '--diff shows a plan, before a commit: give it with --dry-run.',
+    );
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('one\ntwo\n');
   });
 });

@@ -3,10 +3,14 @@ import { type Command, Option } from 'commander';
 import type { CommitResult } from '../../index.js';
 import { commitOperation, destroyOperation } from '../../operations/index.js';
 import { type CliContext, EXIT_FAILED } from '../context.js';
-import { listLines, plural } from '../format.js';
+import { colorDiff, listLines, plural } from '../format.js';
 import { commandFor, feed } from '../options.js';
 
-function renderCommit(result: CommitResult, isVerbose: boolean | undefined): string {
+function renderCommit(
+  result: CommitResult,
+  isVerbose: boolean | undefined,
+  isColor: boolean,
+): string {
   const lines: string[] = [];
   const counts = { written: 0, created: 0, deleted: 0 };
   for (const change of result.changes) counts[change.action] += 1;
@@ -38,7 +42,10 @@ function renderCommit(result: CommitResult, isVerbose: boolean | undefined): str
     );
   }
   if (result.conflicts.length > 0) {
-    if (result.status === 'dry-run') lines.push(`Conflicts (the commit would be refused):`);
+    if (result.status === 'dry-run') {
+      const diffed = result.diff === undefined ? '' : '; not in the diff';
+      lines.push(`Conflicts (the commit would be refused${diffed}):`);
+    }
     lines.push(
       ...listLines(
         result.conflicts,
@@ -48,7 +55,9 @@ function renderCommit(result: CommitResult, isVerbose: boolean | undefined): str
       ),
     );
   }
-  return `${lines.join('\n')}\n${leftOut}`;
+  // The diff comes last, whole (the lists above are bounded, it is not), coloured as `rewind diff`.
+  const diff = result.diff ? `\n${isColor ? colorDiff(result.diff) : result.diff}` : '';
+  return `${lines.join('\n')}\n${leftOut}${diff}`;
 }
 
 /** Registers `commit` and `destroy`. */
@@ -59,11 +68,19 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
     'dryRun',
     new Option('--dry-run', 'list what would be written, created and deleted, and every conflict'),
   );
-  commit.action((flags: { dryRun?: boolean }, command: Command) =>
+  feed(
+    commit,
+    'diff',
+    new Option(
+      '--diff',
+      "with --dry-run: also a unified diff from the workspace's files to what the commit would write",
+    ),
+  );
+  commit.action((flags: { dryRun?: boolean; diff?: boolean }, command: Command) =>
     cli.perform(
       command,
       commitOperation,
-      { dryRun: flags.dryRun },
+      { dryRun: flags.dryRun, diff: flags.diff },
       {
         // A plan and a refusal are shown, --quiet or not; what was committed is a summary.
         text: (output, globals) =>
@@ -71,7 +88,7 @@ export function registerIsolationCommands(program: Command, cli: CliContext): vo
           output.leftOut.length === 0 &&
           (output.status === 'committed' || output.status === 'nothing-to-commit')
             ? ''
-            : renderCommit(output, globals.verbose),
+            : renderCommit(output, globals.verbose, globals.isColor),
         // Only a commit that happened is an action: otherwise `id` is null rather than missing.
         json: (output) => ({ ...output, id: output.id ?? null }),
         // A plan with conflicts says the commit would be refused: scripts can test it.
