@@ -248,9 +248,15 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
             ),
           ].join('\n'),
         ),
-  commit: (result) => {
+  commit: ({ diff, ...result }) => {
     const body = JSON.stringify(result, null, 2);
-    return result.status === 'refused' ? refusal(body) : text(body);
+    if (result.status === 'refused') return refusal(body);
+    // The diff as it reads, after the plan: conflicting paths are in `conflicts`, not in it.
+    return text(
+      diff === undefined
+        ? body
+        : `${body}\n${diff || '(an empty diff: the commit would write nothing, conflicts aside)'}`,
+    );
   },
   'policy-show': (policies) => text(describePolicies(policies)),
   'policy-set': (policies) => text(describePolicies(policies)),

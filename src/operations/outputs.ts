@@ -296,6 +296,8 @@ const STRUCTURED = {
       changes: z.array(open({ path: z.string(), action: z.string() })),
       conflicts: z.array(open({ path: z.string() })),
       leftOut: z.array(z.string()),
+      // With dryRun and diff: the unified diff of what the commit would write.
+      diff: z.string().optional(),
     }),
     of: (result) => ({ ...result }),
   },

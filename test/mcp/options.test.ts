@@ -223,4 +223,34 @@ describe('rewind mcp options', () => {
     expect(mine).toHaveLength(2);
     expect(existsSync(join(root, 'b.txt'))).toBe(false);
   });
+
+  it('--isolated: commit with dryRun and diff shows the model the diff of what the commit would write', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'host\n' });
+    const agent = await connected({ root, session: { isolation: 'isolated' } });
+    await agent.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'view\n' } });
+    const diff = '--- a/a.txt\n+++ b/a.txt\n@@ -1,1 +1,1 @@\n-host\n+view\n';
+    const plan = (await agent.callTool({
+      name: 'commit',
+      arguments: { dryRun: true, diff: true },
+    })) as CallResult & { structuredContent: Record<string, unknown> };
+    expect(plan.isError).toBeFalsy();
+    // The plan as JSON, then the diff as it reads (not escaped inside the JSON).
+    const [body, shown] = textOf(plan).split('\n}\n');
+    expect(JSON.parse(`${body}}`)).toMatchObject({
+      status: 'dry-run',
+      changes: [{ path: 'a.txt' }],
+    });
+    expect(JSON.parse(`${body}}`)).not.toHaveProperty('diff');
+    expect(shown).toBe(diff);
+    expect(plan.structuredContent.diff).toBe(diff);
+    const tool = (await agent.listTools()).tools.find((listed) => listed.name === 'commit');
+    expect(tool?.outputSchema?.properties).toHaveProperty('diff', { type: 'string' });
+    const refused = await agent.callTool({ name: 'commit', arguments: { diff: true } });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toContain(
+      '`diff` shows a plan, before a commit: give it with `dryRun`.',
+    );
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('host\n');
+  });
 });
