@@ -663,7 +663,7 @@ function CommitButton({ session, onDone }) {
   return html`<span class="commit">
     <button
       onClick=${() =>
-        act('commit', session, { dryRun: true }).then(
+        act('commit', session, { dryRun: true, diff: true }).then(
           (output) => setPlan({ output }),
           (error) => setPlan({ error }),
         )}
@@ -683,6 +683,10 @@ function CommitButton({ session, onDone }) {
       <ul>
         ${plan.output.changes.map((change) => html`<li>${change.action} ${change.path}</li>`)}
       </ul>
+      ${
+        // What the commit would write, as a diff of the workspace's files (conflicts left out).
+        plan.output.diff && html`<${DiffView} text=${plan.output.diff} />`
+      }
       ${
         plan.output.conflicts.length > 0
           ? html`<p class="problem">

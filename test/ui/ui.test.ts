@@ -220,6 +220,10 @@ describe('rewind ui in a browser', () => {
       const plan = page.locator('[aria-label="commit plan"]');
       await plan.waitFor();
       expect(await plan.locator('table.refusal').textContent()).toContain('src/app.ts');
+      // The diff of what the commit would write: the new file, not the conflicting one.
+      const files = plan.locator('.d2h-file-wrapper');
+      expect(await files.allInnerTexts()).toEqual([expect.stringContaining('FROM-VIEW.md')]);
+      expect(await files.first().textContent()).toContain('made in the view');
       // Refused before it is tried: no button to commit.
       expect(await plan.getByRole('button', { name: 'Commit', exact: true }).count()).toBe(0);
       await shoot('commit-conflict');
