@@ -78,6 +78,28 @@ describe('rules that change between checkpoints', () => {
     expect(await readFile(join(cwd, '.env'), 'utf8')).toBe('SECRET=1\n');
   });
 
+  it('reports a file a command replaced by a folder (or an ignored one) as deleted, with no warning', async () => {
+    const workspace = await makeTempDirectory();
+    await lay(workspace, { 'a.txt': 'a', build: 'a file', '.rewindignore': 'build/\n' });
+    await init({ workspace });
+    const session = await openSession({ workspace });
+    try {
+      const replaced = await session.exec('rm a.txt && mkdir a.txt && echo hi > a.txt/x');
+      expect(replaced).toMatchObject({ created: ['a.txt/x'], modified: [], deleted: ['a.txt'] });
+      expect(replaced.warnings).toEqual([]);
+      // A folder the rules leave out, where a file was: the file is gone all the same.
+      const ignored = await session.exec('rm build && mkdir build && echo out > build/y');
+      expect(ignored).toMatchObject({ created: [], modified: [], deleted: ['build'] });
+      expect(ignored.warnings).toEqual([]);
+      // Its undo puts the file back once the folder (whose files Rewind does not track) is gone.
+      await rm(join(workspace, 'build'), { recursive: true });
+      await session.undo(ignored.id);
+      expect(await readFile(join(workspace, 'build'), 'utf8')).toBe('a file');
+    } finally {
+      await session.close();
+    }
+  });
+
   it('cannot hide a deletion: an agent that writes a rule first and then deletes gets it all back', async () => {
     const workspace = await makeTempDirectory();
     await lay(workspace, { 'src/a.ts': 'a', 'src/lib/b.ts': 'b', 'README.md': 'r' });

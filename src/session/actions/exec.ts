@@ -1,9 +1,10 @@
 import { isUtf8 } from 'node:buffer';
-import { existsSync } from 'node:fs';
+import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRewindError, RewindError } from '../../errors.js';
 import { diskPath, namedAndMore, REDACTION_LOOKAHEAD_BYTES } from '../../lib/index.js';
 import { type Command, DEFAULT_MAX_OUTPUT_BYTES, type RunResult } from '../../sandbox/index.js';
+import type { TreeEntry } from '../../store/index.js';
 import {
   diffTrees,
   fileChangeKind,
@@ -187,12 +188,13 @@ export async function runCommandAction(
   );
   const files = { created: [] as string[], modified: [] as string[], deleted: [] as string[] };
   const keys = { added: 'created', modified: 'modified', deleted: 'deleted' } as const;
-  // A file gone from the snapshot but still on disk was not deleted: rules this command wrote
-  // (a .gitignore, a .rewindignore) now leave it out.
+  // A file gone from the snapshot but still on disk, as a file (a link as a link), was not
+  // deleted: rules this command wrote (a .gitignore, a .rewindignore) now leave it out. A folder
+  // in its place (left out or not) means it was.
   const hidden: string[] = [];
   for (const change of changes) {
     const kind = fileChangeKind(change);
-    if (kind === 'deleted' && existsSync(diskPath(join(context.workspace, change.path)))) {
+    if (kind === 'deleted' && isStillThere(join(context.workspace, change.path), change.before)) {
       hidden.push(change.path);
     } else if (kind) files[keys[kind]].push(change.path);
   }
@@ -285,4 +287,14 @@ export function commandFailureMessage(result: ExecResult): string {
       : `exit ${result.exitCode}`;
   const stderr = result.stderr.trim().split('\n').slice(-5).join('\n');
   return `Command failed (${how}): ${result.target}${stderr ? `\n${stderr}` : ''}`;
+}
+
+/** Whether `path` still holds an entry of the type `entry` had (a file, a link), not another. */
+function isStillThere(path: string, entry: TreeEntry | undefined): boolean {
+  try {
+    const stats = lstatSync(diskPath(path));
+    return entry?.type === 'symlink' ? stats.isSymbolicLink() : stats.isFile();
+  } catch {
+    return false;
+  }
 }
