@@ -6,13 +6,34 @@ const { createRequire } = require('node:module');
 const { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
 const { dirname, join, resolve } = require('node:path');
 
-// `rewind --version` is answered before anything else loads: it needs only package.json.
 const argv = process.argv.slice(2);
-if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
-  const { version } = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8'));
-  process.stdout.write(`${version}\n`);
-  process.exit(0);
+
+// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
+// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
+// and the command finishes and exits with its own code (what it did happened either way).
+// Any other failure to write (`rewind diff > /dev/full`: ENOSPC; EIO, EBADF...) drops the rest
+// of the output too, and the command finishes, then says so in one line and exits 1.
+/** The first error writing to stdout other than EPIPE, said at exit. */
+let outputError;
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (error) => {
+    if (error.code !== 'EPIPE' && stream === process.stdout) outputError ??= error;
+  });
 }
+
+// Said at exit: the error event of a failed write comes after the command has returned.
+process.on('exit', () => {
+  if (outputError === undefined) return;
+  const reason = (outputError.message ?? '').replace(/^[A-Z]+: /, '').replace(/, write$/, '');
+  const named = outputError.code ? `${reason} (${outputError.code})` : reason;
+  try {
+    require('node:fs').writeSync(
+      2,
+      `rewind: could not write the output to stdout: ${named}; the output is incomplete.\n`,
+    );
+  } catch {}
+  if (!process.exitCode) process.exitCode = 1;
+});
 
 /**
  * Starts `rewind daemon` for the workspace at `directory` in the background (REWIND_DAEMON=auto,
@@ -234,33 +255,6 @@ const writerOf = (stream) => (text) => {
   if (!stream.destroyed) stream.write(text);
 };
 
-// A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
-// the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
-// and the command finishes and exits with its own code (what it did happened either way).
-// Any other failure to write (`rewind diff > /dev/full`: ENOSPC; EIO, EBADF...) drops the rest
-// of the output too, and the command finishes, then says so in one line and exits 1.
-/** The first error writing to stdout other than EPIPE, said at exit. */
-let outputError;
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (error) => {
-    if (error.code !== 'EPIPE' && stream === process.stdout) outputError ??= error;
-  });
-}
-
-// Said at exit: the error event of a failed write comes after the command has returned.
-process.on('exit', () => {
-  if (outputError === undefined) return;
-  const reason = (outputError.message ?? '').replace(/^[A-Z]+: /, '').replace(/, write$/, '');
-  const named = outputError.code ? `${reason} (${outputError.code})` : reason;
-  try {
-    require('node:fs').writeSync(
-      2,
-      `rewind: could not write the output to stdout: ${named}; the output is incomplete.\n`,
-    );
-  } catch {}
-  if (!process.exitCode) process.exitCode = 1;
-});
-
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {
   const { createInterface } = require('node:readline/promises');
@@ -360,7 +354,14 @@ async function runHere() {
   writeCodeCaches();
 }
 
-runInDaemon().then((daemonExit) => {
-  if (daemonExit === undefined) return runHere();
-  process.exitCode = daemonExit;
-});
+if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
+  // `rewind --version` is answered without loading the bundle: it needs only package.json. A
+  // write that fails is said at exit, as for any command (it exited 0 in silence before).
+  const { version } = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8'));
+  process.stdout.write(`${version}\n`);
+} else {
+  runInDaemon().then((daemonExit) => {
+    if (daemonExit === undefined) return runHere();
+    process.exitCode = daemonExit;
+  });
+}

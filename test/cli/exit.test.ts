@@ -65,7 +65,8 @@ describe('the `rewind` command as a process', () => {
     await writeFile(join(workspace, 'a.txt'), 'two\n');
     const full = openSync('/dev/full', 'w');
     try {
-      for (const args of [['diff', 'one'], ['log']]) {
+      // `--version` alone is answered before the CLI loads (bin/rewind.cjs): it exited 0 silently.
+      for (const args of [['diff', 'one'], ['log'], ['--version'], ['-V'], ['--help']]) {
         const child = spawn(process.execPath, [join(ROOT, 'bin/rewind.cjs'), ...args], {
           cwd: workspace,
           env: { ...process.env, REWIND_DAEMON: '0' },
