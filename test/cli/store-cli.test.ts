@@ -1,6 +1,7 @@
 import { truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { note } from '../../src/index.js';
 import { rewind } from '../helpers/cli.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
@@ -112,6 +113,31 @@ describe('rewind store commands', () => {
       stderr: expect.stringContaining('[SESSION_NOT_FOUND]'),
     });
     expect((await sessionsOf(cwd)).currentSession).toBe(first);
+  });
+
+  it('lines up the columns of the session list whatever the width of its entry counts', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '--sandbox', 'none']);
+    await rewind(cwd, ['session', 'new', '--hash-chain', '--sandbox', 'none', '--no-switch']);
+    const [, chained] = (await sessionsOf(cwd)).sessions;
+    // 1,000 entries: the count's column was 12 characters wide, so this one ran into the next
+    // column ('1000 entrieshash-chained'), and 100 left one space where the others left three.
+    for (let index = 0; index < 999; index++) {
+      await note({ workspace: cwd, session: chained?.id, text: `note ${index}` });
+    }
+    await rewind(cwd, ['session', 'new', '--sandbox', 'none', '--no-switch']);
+    for (const args of [['session', 'list'], ['status']]) {
+      const lines = (await rewind(cwd, args)).stdout
+        .split('\n')
+        .filter((line) => /^ {2}[ *] \w{10} /.test(line));
+      expect(lines, args.join(' ')).toEqual([
+        expect.stringMatching(/^ {2}\* \w{10} {2}[\d-]{10} [\d:.]{12} {5}1 entry$/),
+        expect.stringMatching(
+          /^ {4}\w{10} {2}[\d-]{10} [\d:.]{12} {2}1000 entries {2}hash-chained$/,
+        ),
+        expect.stringMatching(/^ {4}\w{10} {2}[\d-]{10} [\d:.]{12} {5}1 entry$/),
+      ]);
+    }
   });
 
   it('refuses to switch to an isolated session whose view was destroyed', async () => {

@@ -140,26 +140,52 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
   return warnings;
 }
 
-/** One session on a line: `* 4ae9d0xkqm  2026-11-29 10:41:02.123  2 entries   hash-chained`, `*` for the current one. */
-function renderSessionLine(session: SessionSummary): string {
-  const flags = [
-    session.isHashChained ? 'hash-chained' : '',
-    session.tornLine ? 'torn last line ignored' : '',
-    session.isolation === 'isolated' ? 'isolated' : '',
-    session.sandbox !== 'none'
-      ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
-      : '',
-    describeProtections(session),
-  ]
-    .filter(Boolean)
-    .join(', ');
-  const note = session.unsupported
-    ? `  (written by a newer Rewind: ${session.unsupported.code})`
-    : '';
-  return (
-    `  ${session.isCurrent ? '*' : ' '} ${session.id}  ${formatLocalTime(session.startedAt)}  ` +
-    `${plural(session.entryCount, 'entry', 'entries').padEnd(12)}${flags}${note}`.trimEnd()
-  );
+/**
+ * The sessions, one on a line, `*` for the current one: id, start time, entry count (right-aligned)
+ * and how it was started, each column as wide as its widest cell, whatever the counts' digits.
+ */
+function renderSessionLines(sessions: readonly SessionSummary[]): string[] {
+  const rows = sessions.map((session) => ({
+    session,
+    id: session.id,
+    time: formatLocalTime(session.startedAt),
+    count: String(session.entryCount),
+    unit: session.entryCount === 1 ? 'entry' : 'entries',
+  }));
+  const widthOf = (column: 'id' | 'time' | 'count' | 'unit'): number =>
+    Math.max(0, ...rows.map((row) => row[column].length));
+  const width = {
+    id: widthOf('id'),
+    time: widthOf('time'),
+    count: widthOf('count'),
+    unit: widthOf('unit'),
+  };
+  return rows.map(({ session, id, time, count, unit }) => {
+    const flags = [
+      session.isHashChained ? 'hash-chained' : '',
+      session.tornLine ? 'torn last line ignored' : '',
+      session.isolation === 'isolated' ? 'isolated' : '',
+      session.sandbox !== 'none'
+        ? `sandbox ${session.sandbox}${session.network ? ' with network' : ', no network'}`
+        : '',
+      describeProtections(session),
+    ]
+      .filter(Boolean)
+      .join(', ');
+    const note = session.unsupported
+      ? `(written by a newer Rewind: ${session.unsupported.code})`
+      : '';
+    return [
+      `  ${session.isCurrent ? '*' : ' '} ${id.padEnd(width.id)}`,
+      time.padEnd(width.time),
+      `${count.padStart(width.count)} ${unit.padEnd(width.unit)}`,
+      flags,
+      note,
+    ]
+      .filter(Boolean)
+      .join('  ')
+      .trimEnd();
+  });
 }
 
 function renderStatus(report: StatusReport): string {
@@ -171,7 +197,7 @@ function renderStatus(report: StatusReport): string {
         : ` in the local cache; the bucket cannot be counted now. ${report.objects.bucketError}`),
     `Current    ${report.currentSession ?? '(none: run `rewind init`)'}`,
     `Sessions   ${report.sessions.length}`,
-    ...report.sessions.map(renderSessionLine),
+    ...renderSessionLines(report.sessions),
     ...report.sessions.flatMap((session) =>
       session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
     ),
@@ -526,7 +552,7 @@ function registerSessionCommands(program: Command, cli: CliContext): void {
           output.sessions.length === 0
             ? 'No sessions yet. Start one with `rewind init`.\n'
             : `${[
-                ...output.sessions.map(renderSessionLine),
+                ...renderSessionLines(output.sessions),
                 ...output.sessions.flatMap((session) =>
                   session.interrupted ? [`Interrupted ${describeInterrupted(session)}`] : [],
                 ),
