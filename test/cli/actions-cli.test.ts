@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main.js';
+import { openSession } from '../../src/index.js';
 import { probeBwrap } from '../../src/sandbox/index.js';
 import { rewind } from '../helpers/cli.js';
 import { sandboxWorkspace } from '../helpers/nobody.js';
@@ -290,6 +291,43 @@ describe('rewind action commands', () => {
         code: 0,
         stdout: Buffer.from([0x89, 0x50, 0x4e, 0x47, 0xff]),
       });
+    } finally {
+      await new Promise((done) => server.close(done));
+    }
+  });
+
+  it('summarizes a binary body without -q instead of printing it as text', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    // An escape sequence that clears the screen, among bytes that are not UTF-8.
+    const image = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x1b, 0x5b, 0x32, 0x4a, 0xff, 0x00]);
+    const server = createServer((request, response) =>
+      request.resume().on('end', () => response.end(image)),
+    );
+    await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/image.png`;
+      const sent = await rewind(cwd, ['http', 'GET', url]);
+      const id = idOf(sent.stdout);
+      const summary = `Binary body of 10 bytes, not shown: \`rewind show ${id} -q > FILE\` writes it byte for byte.\n`;
+      // Both printed the body decoded as UTF-8: U+FFFD for each odd byte, and the escape as it is.
+      expect(sent.stdout).toBe(
+        `HTTP 200\n${summary}action ${id} (irreversible): cannot be undone\n`,
+      );
+      const shown = await rewind(cwd, ['show', id]);
+      expect(shown.stdout).toMatch(/\nHTTP 200\n(.+\n)+\n/);
+      expect(shown.stdout.endsWith(`\n\n${summary}`)).toBe(true);
+      for (const odd of ['\uFFFD', '\u001b']) expect(shown.stdout).not.toContain(odd);
+      // A request body that is not UTF-8 (the library sends bytes) is summarized too.
+      const session = await openSession({ workspace: cwd });
+      const posted = await session
+        .http({ method: 'POST', url, body: image })
+        .finally(() => session.close());
+      const request = (await rewind(cwd, ['show', String(posted.id)])).stdout;
+      expect(request).toContain(
+        `\nBinary body of 10 bytes, not shown: \`rewind show ${posted.id} --json\` holds it in base64.\n`,
+      );
+      for (const odd of ['\uFFFD', '\u001b']) expect(request).not.toContain(odd);
     } finally {
       await new Promise((done) => server.close(done));
     }

@@ -27,7 +27,7 @@ import {
   type GlobalFlags,
   type Passthrough,
 } from '../context.js';
-import { formatLocalTime, listLines } from '../format.js';
+import { formatLocalTime, listLines, plural } from '../format.js';
 import { commandFor, feed, headersOf, numberOf, repeatable } from '../options.js';
 
 interface CompensationFlags {
@@ -177,15 +177,30 @@ function renderExec(result: ExecResult, globals: GlobalFlags): string {
 /** How much of a response body people see, unless `--verbose`. */
 const BODY_SHOWN_CHARACTERS = 2000;
 
-/** A body for people: the first 2,000 characters unless `--verbose`, ending with a newline. */
-function renderBody(body: string, globals: GlobalFlags): string {
-  const cut = body.length - BODY_SHOWN_CHARACTERS;
+/**
+ * A body for people: the first 2,000 characters unless `--verbose`, ending with a newline. Bytes
+ * that are not UTF-8 (an image, a gzip body) are summarized, as `rewind diff` summarizes a binary
+ * file: printed as text they garble the terminal. `whole` says how to get them.
+ */
+function renderBody(
+  body: { text: string; base64?: string | undefined },
+  globals: GlobalFlags,
+  whole: string,
+): string {
+  if (body.base64 !== undefined) {
+    const size = plural(Buffer.byteLength(body.base64, 'base64'), 'byte');
+    return `Binary body of ${size}, not shown: ${whole}.\n`;
+  }
+  const cut = body.text.length - BODY_SHOWN_CHARACTERS;
   const shown =
     cut > 0 && !globals.verbose
-      ? `${body.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
-      : body;
+      ? `${body.text.slice(0, BODY_SHOWN_CHARACTERS)}\n... and ${cut} more characters (--verbose shows them)`
+      : body.text;
   return `${shown}${shown.endsWith('\n') || shown === '' ? '' : '\n'}`;
 }
+
+/** How to get a response's body as it came. */
+const wholeBody = (id: number) => `\`rewind show ${id} -q > FILE\` writes it byte for byte`;
 
 /**
  * A response's status and body (the first 2,000 characters, unless `--verbose`); nothing with
@@ -195,7 +210,8 @@ function renderHttp(result: HttpResult, globals: GlobalFlags): string {
   if (!result.response) return '';
   const response = result.response;
   if (globals.quiet) return ''; // the body is passed through ({@link commandOutput})
-  return `HTTP ${response.status}\n${renderBody(response.body, globals)}`;
+  const body = { text: response.body, base64: response.bodyBase64 };
+  return `HTTP ${response.status}\n${renderBody(body, globals, wholeBody(result.id))}`;
 }
 
 /** `action 7: exec npm test (reversible, done) at 2026-11-29 10:41:02.123`. */
@@ -282,9 +298,10 @@ function renderDetail(detail: ActionDetail, globals: GlobalFlags): string {
     const response = detail.response;
     if (globals.quiet) return ''; // the body is passed through ({@link shownOutput})
     const request = detail.request;
-    const requestBody = request.body ? `\n${renderBody(request.body.text, globals)}` : '';
+    const sent = `\`rewind show ${detail.id} --json\` holds it in base64`;
+    const requestBody = request.body ? `\n${renderBody(request.body, globals, sent)}` : '';
     const answer = response
-      ? `\nHTTP ${response.status}\n${renderHeaders(response.headers)}\n${renderBody(response.body.text, globals)}${cutWhenStored('The response body', response.body)}`
+      ? `\nHTTP ${response.status}\n${renderHeaders(response.headers)}\n${renderBody(response.body, globals, wholeBody(detail.id))}${cutWhenStored('The response body', response.body)}`
       : '\nNo response was stored (the request was not sent, or did not complete).\n';
     return (
       `${renderDetailHeader(detail)}${request.method} ${request.url}\n${renderHeaders(request.headers)}` +
