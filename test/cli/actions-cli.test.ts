@@ -374,6 +374,26 @@ describe('rewind action commands', () => {
       data: { actionId: id + 2, actionClass: 'irreversible' },
     });
 
+    // An approved draft whose request fails says its line too (it printed only the error).
+    const drafted = idOf(
+      (await rewind(cwd, ['http', 'GET', 'http://127.0.0.1:1/', '--draft'])).stdout,
+    );
+    const approved = await rewind(cwd, ['approve', drafted, '--yes']);
+    expect(approved.code).toBe(1);
+    expect(approved.stdout).toMatch(
+      new RegExp(
+        `\\ncontent digest \\S+\\naction ${drafted} \\(irreversible, failed\\): cannot be undone\\n$`,
+      ),
+    );
+    expect(approved.stderr).toContain('[HTTP_FAILED]');
+    const quiet = idOf(
+      (await rewind(cwd, ['http', 'GET', 'http://127.0.0.1:1/', '--draft'])).stdout,
+    );
+    expect(await rewind(cwd, ['-q', 'approve', quiet, '--yes'])).toMatchObject({
+      code: 1,
+      stdout: '',
+    });
+
     const unresolved = await rewind(cwd, ['http', 'GET', 'http://no-such-host.invalid/']);
     expect(unresolved).toMatchObject({ code: 1, stdout: '' });
     expect(unresolved.stderr).toContain('does not resolve');

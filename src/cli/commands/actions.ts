@@ -79,6 +79,27 @@ function failedActionOf(error: unknown): ActionResult | undefined {
   return { id: actionId, class: actionClass, state: 'failed' } as ActionResult;
 }
 
+/**
+ * Runs `work`, which may fail after it journaled an action (a request whose exchange failed, sent
+ * by `http`, `approve` or `compensate`): that action is said first (`say`, the action line by
+ * default), as every action command says its action, then the error goes on to be reported.
+ */
+export async function sayingFailedAction<T>(
+  cli: CliContext,
+  command: Command,
+  work: () => Promise<T>,
+  say: (failed: ActionResult) => string = renderActionLine,
+): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const globals = cli.globalsOf(command);
+    const failed = failedActionOf(error);
+    if (failed && !globals.json && !globals.quiet) cli.io.stdout(say(failed));
+    throw error;
+  }
+}
+
 /** How `timeout(1)` exits when it ends a command: scripts already know this code. */
 export const EXIT_TIMED_OUT = 124;
 
@@ -389,9 +410,9 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
     'draft',
     new Option('--draft', 'journal it without sending it; `rewind approve ID` sends it'),
   );
-  http.action(async (method: string, url: string, flags: HttpFlags, command: Command) => {
-    try {
-      await cli.perform(
+  http.action((method: string, url: string, flags: HttpFlags, command: Command) =>
+    sayingFailedAction(cli, command, () =>
+      cli.perform(
         command,
         httpOperation,
         {
@@ -405,15 +426,9 @@ Before the command runs, 1 when Rewind refuses it and 2 for a usage error, as ev
           draft: flags.draft,
         },
         ACTION_PRESENTER,
-      );
-    } catch (error) {
-      // A request that failed was journaled all the same: say which action it is, like any other.
-      const globals = cli.globalsOf(command);
-      const failed = failedActionOf(error);
-      if (failed && !globals.json && !globals.quiet) cli.io.stdout(renderActionLine(failed));
-      throw error;
-    }
-  });
+      ),
+    ),
+  );
 
   const show = commandFor(program, showOperation);
   feed(

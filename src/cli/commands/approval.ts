@@ -10,6 +10,7 @@ import {
   commandOutput,
   renderActionLine,
   renderOutcome,
+  sayingFailedAction,
 } from './actions.js';
 
 interface ApproveFlags {
@@ -93,10 +94,13 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
         cli.setExitCode(EXIT_FAILED);
         return;
       }
-      const result = await cli.run(command, target, approveOperation, {
-        id: draft.id,
-        digest: flags.digest ?? draft.digest,
-      });
+      // A request that fails is journaled as failed all the same: its line is said, as by `http`.
+      const result = await sayingFailedAction(cli, command, () =>
+        cli.run(command, target, approveOperation, {
+          id: draft.id,
+          digest: flags.digest ?? draft.digest,
+        }),
+      );
       cli.emit(command, result, APPROVAL);
     }),
   );
