@@ -160,6 +160,23 @@ describe('rewind action commands', () => {
     expect((await rewind(cwd, ['log'])).stdout).toMatch(
       /x\.deploy deploy \(compensable\) \[interrupted\]/,
     );
+
+    // A compensating request whose exchange fails says the same (it printed only the error).
+    const undeclared = await rewind(cwd, [
+      'record',
+      'release',
+      '--compensate-request',
+      'DELETE http://127.0.0.1:1/releases/1',
+    ]);
+    const released = idOf(undeclared.stdout);
+    const refused = await rewind(cwd, ['compensate', released, '--yes']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('[HTTP_FAILED]');
+    const sent = Number(released) + 1;
+    expect(refused.stdout).toContain(
+      `The compensation of #${released} failed; #${released} is not compensated. It ran as action ${sent} (irreversible, failed): cannot be undone\n` +
+        `See its output with \`rewind show ${sent}\`, deal with the cause, then run \`rewind compensate ${released}\` again.\n`,
+    );
   });
 
   it('declares an HTTP compensation and sends it when compensating', async () => {

@@ -155,7 +155,13 @@ export function registerApprovalCommands(program: Command, cli: CliContext): voi
         cli.setExitCode(EXIT_FAILED);
         return;
       }
-      const result = await cli.run(command, target, compensateOperation, { id: number });
+      // A compensating request whose exchange fails is an action too: said, then the error.
+      const result = await sayingFailedAction(
+        cli,
+        command,
+        () => cli.run(command, target, compensateOperation, { id: number }),
+        (failed) => renderCompensated(number, failed),
+      );
       cli.emit(command, result, presenter);
     }),
   );
