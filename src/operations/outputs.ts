@@ -180,10 +180,13 @@ const STRUCTURED = {
           isUnrecorded: z.boolean(),
         }),
       ),
+      // Files and links, as `changes` lists them; the directories made and removed apart.
       applied: open({
         written: count,
         created: count,
         deleted: count,
+        directoriesCreated: count,
+        directoriesDeleted: count,
         skipped: z.array(z.string()),
         skippedCount: count,
       }).optional(),

@@ -33,11 +33,16 @@ export interface ApplyProgress {
   path: string;
 }
 
-/** What {@link applyChanges} did. */
+/**
+ * What {@link applyChanges} did. `written`, `created` and `deleted` count files and symbolic links,
+ * as a plan lists them (`fileChangeKind`); the directories made and removed are counted apart.
+ */
 export interface ApplyResult {
   written: number;
   created: number;
   deleted: number;
+  directoriesCreated: number;
+  directoriesDeleted: number;
   /**
    * Paths left alone because the rules of either side leave them out (or directories that still
    * hold such paths), or because a socket, a FIFO or a device is there (left out of snapshots):
@@ -387,7 +392,8 @@ async function applyWithin(
   const owner = ownerOf(root);
   const umask = currentUmask();
   const watcher = options.watcher?.root === root ? options.watcher : undefined;
-  const result: ApplyResult = { written: 0, created: 0, deleted: 0, skipped: [], skippedCount: 0 };
+  const none = { written: 0, created: 0, deleted: 0, directoriesCreated: 0, directoriesDeleted: 0 };
+  const result: ApplyResult = { ...none, skipped: [], skippedCount: 0 };
   const skip = (path: string): void => {
     result.skippedCount += 1;
     if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
@@ -434,7 +440,7 @@ async function applyWithin(
               : await denying(change.path, 'remove', () => removeEntry(at, type));
         if (type === 'directory') directories.forget(change.path);
         if (outcome === 'removed') {
-          result.deleted += 1;
+          result[type === 'directory' ? 'directoriesDeleted' : 'deleted'] += 1;
           directoriesToSync.add(posix.dirname(`${root}/${change.path}`));
         }
         if (outcome === 'not-empty' || outcome === 'special') skip(change.path);
@@ -496,6 +502,7 @@ async function applyWithin(
         report(change.path);
         continue;
       }
+      const wasFileOrLink = type === 'file' || type === 'symlink';
       // A file is renamed over whatever non-directory is there; anything else must go first.
       if (type !== undefined && isRemovedBeforePlacing(type, after)) {
         const location = at;
@@ -509,6 +516,7 @@ async function applyWithin(
           );
         }
         if (type === 'directory') directories.forget(change.path);
+        if (type === 'directory') result.directoriesDeleted += 1;
         type = undefined;
       }
       if (after.type === 'directory') {
@@ -516,7 +524,8 @@ async function applyWithin(
           const location = at;
           await denying(change.path, 'create', () => mkdir(diskPath(location), { mode: 0o700 }));
           if (owner) await lchown(diskPath(at), owner.uid, owner.gid);
-          result.created += 1;
+          result.directoriesCreated += 1;
+          if (wasFileOrLink) result.deleted += 1;
         }
         modes.push({ path: change.path, mode: after.mode, depth: depth(change.path) });
       } else if (after.type === 'file') {
@@ -555,7 +564,7 @@ async function applyWithin(
         } else {
           await denying(change.path, 'create', () => symlink(target, location));
           if (owner) await lchown(location, owner.uid, owner.gid);
-          result.created += 1;
+          result[wasFileOrLink ? 'written' : 'created'] += 1;
         }
       }
       directoriesToSync.add(posix.dirname(real));

@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readFile, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from '../../src/cli/main.js';
@@ -67,6 +67,53 @@ describe('rewind history commands', () => {
 
     const missing = await rewind(cwd, ['rollback', 'base', '--', 'nowhere.txt']);
     expect(missing).toMatchObject({ code: 1, stderr: expect.stringContaining('[PATH_NOT_FOUND]') });
+  });
+
+  it('counts in what a rollback and its undo applied the files its plan lists, not directories', async () => {
+    const cwd = await makeTempDirectory();
+    await lay(cwd, {
+      'gone/deep/a.txt': 'a',
+      'top.txt': 'x',
+      link: 'a file, a link later',
+      'was-dir/inner.txt': 'i',
+      'was-file': 'f',
+    });
+    await rewind(cwd, ['init', '--sandbox', 'none']);
+    await rewind(cwd, ['checkpoint', 'one']);
+    await rm(join(cwd, 'gone'), { recursive: true });
+    await rm(join(cwd, 'link'));
+    await symlink('top.txt', join(cwd, 'link'));
+    await rm(join(cwd, 'was-dir'), { recursive: true });
+    await rm(join(cwd, 'was-file'));
+    await lay(cwd, {
+      'new/er/b.txt': 'b',
+      'top.txt': 'y',
+      'was-dir': 'now a file',
+      'was-file/q.txt': 'q',
+    });
+    const json = async (args: string[]) =>
+      JSON.parse((await rewind(cwd, ['--json', ...args])).stdout);
+    const counted = (changes: { action: 'written' | 'created' | 'deleted' }[]) => {
+      const counts = { written: 0, created: 0, deleted: 0 };
+      for (const change of changes) counts[change.action] += 1;
+      return counts;
+    };
+    const plan = counted((await json(['rollback', 'one', '--dry-run'])).changes);
+    expect(plan).toEqual({ written: 2, created: 3, deleted: 3 });
+    // It said 6 created and 4 deleted: each directory made or removed was counted (gone,
+    // gone/deep, new, new/er...), and a file removed to put a directory in its place was not.
+    const rolled = await rewind(cwd, ['rollback', 'one']);
+    expect(rolled.stdout).toMatch(/^Rolled back to one: 2 written, 3 created, 3 deleted\. /);
+    const id = /rewind undo (\d+)/.exec(rolled.stdout)?.[1] as string;
+    const undone = await json(['undo', id]);
+    // The directories it made (new, new/er, was-file) and removed (gone, gone/deep, was-dir) apart.
+    expect(undone.applied).toMatchObject({
+      written: 2,
+      created: 3,
+      deleted: 3,
+      directoriesCreated: 3,
+      directoriesDeleted: 3,
+    });
   });
 
   it('drops checkpoints by count, age or size, says what it spared and why, and that gc frees their space', async () => {
