@@ -105,6 +105,10 @@ describe('rewind history commands', () => {
     const rolled = await rewind(cwd, ['rollback', 'one']);
     expect(rolled.stdout).toMatch(/^Rolled back to one: 2 written, 3 created, 3 deleted\. /);
     const id = /rewind undo (\d+)/.exec(rolled.stdout)?.[1] as string;
+    // The log's intent entry counts them so too (it said 12 paths: the directories as well).
+    expect((await rewind(cwd, ['log'])).stdout).toContain(
+      'rollback to one started: 8 paths to restore',
+    );
     const undone = await json(['undo', id]);
     // The directories it made (new, new/er, was-file) and removed (gone, gone/deep, was-dir) apart.
     expect(undone.applied).toMatchObject({

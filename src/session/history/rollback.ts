@@ -113,6 +113,10 @@ export async function planChanges(
   return planned;
 }
 
+/** How many of `changes` a plan lists: files and symbolic links, not directories. */
+const countFiles = (changes: readonly TreeChange[]): number =>
+  changes.filter((change) => fileChangeKind(change) !== undefined).length;
+
 /**
  * A dry run's result: the changes the rollback would make, each marked when what is there now
  * was never recorded, and apart from them what the rules of either side would leave alone.
@@ -221,7 +225,7 @@ async function rollbackOnce(
     checkpointSeq: target.seq,
     beforeTree: snapshot.tree,
     afterTree,
-    changeCount: changes.length,
+    changeCount: countFiles(changes),
     ...(scope !== 'both' && { scope }),
     // What the checkpoint left out is left alone, even if the rules changed since.
     ...(rules && scope !== 'conversation' && { afterRules: rules }),
@@ -387,7 +391,7 @@ async function restorePaths(
     beforeTree: snapshot.tree,
     afterTree: target.tree,
     paths: pathChanges,
-    changeCount: changes.length,
+    changeCount: countFiles(changes),
     ...(rules && { afterRules: rules }),
   };
   const result: RollbackResult = {
