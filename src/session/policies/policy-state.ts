@@ -54,6 +54,8 @@ export interface PolicyState {
   autoRollbackCount: number;
   /** The model steps of wrapped calls (see `ToolOptions.step`), by the key their adapter gave. */
   steps: WeakMap<object, ToolStep>;
+  /** The agent runs one of whose wrapped calls rolled back (see `ToolOptions.run`): the rollback. */
+  rolledBackRuns: WeakMap<object, AutoRollbackReport>;
   /**
    * While a call of a step runs: the checkpoint taken before the step's first call. A rollback to
    * the policy's `latest` goes no later than it (a later one pairs files changed by sibling calls
@@ -83,6 +85,7 @@ export function createPolicyState(): PolicyState {
     lastAutoRollback: undefined,
     autoRollbackCount: 0,
     steps: new WeakMap(),
+    rolledBackRuns: new WeakMap(),
     stepFloor: undefined,
   };
 }

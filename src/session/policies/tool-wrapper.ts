@@ -25,15 +25,23 @@ export interface ToolOptions<A extends unknown[] = unknown[]> {
    * conversation restored with them.
    */
   step?: (...args: A) => object | undefined;
+  /**
+   * Names the run a call belongs to (any object: the calls with the same one are those of one
+   * agent run, over all its model steps). Once a call of a run was rolled back, every later call
+   * of that run is refused (answered `ERROR:` without running): the run's own history, which the
+   * framework goes on with, no longer matches the files.
+   */
+  run?: (...args: A) => object | undefined;
 }
 
-/** Why a call was refused: an earlier sibling was rolled back. */
-function refusal(rolled: AutoRollbackReport): string {
+/** Why a call was refused: an earlier call of its step (or of its run) was rolled back. */
+function refusal(rolled: AutoRollbackReport, of: 'step' | 'run'): string {
   const what =
     rolled.messages === undefined
       ? "the workspace's files were"
       : 'the workspace and conversation were';
-  return `ERROR: Rewind did not run this call: another call made in the same step failed and ${what} rolled back to checkpoint "${rolled.to}". Decide again from there.`;
+  const call = of === 'step' ? 'another call made in the same step' : 'an earlier call of this run';
+  return `ERROR: Rewind did not run this call: ${call} failed and ${what} rolled back to checkpoint "${rolled.to}". Decide again from there.`;
 }
 
 /**
@@ -51,7 +59,10 @@ export function wrapTool<A extends unknown[], R>(
     const call = policies.toolQueue.then(async () => {
       const step = stepOf(policies, options.step?.(...args));
       if (step?.halt) throw step.halt;
-      if (step?.rolledBack !== undefined) return refusal(step.rolledBack);
+      if (step?.rolledBack !== undefined) return refusal(step.rolledBack, 'step');
+      const run = options.run?.(...args);
+      const runRolledBack = run === undefined ? undefined : policies.rolledBackRuns.get(run);
+      if (runRolledBack !== undefined) return refusal(runRolledBack, 'run');
       const label = await checkpointBeforeTool(context, policies, name);
       if (step && step.floor === undefined) step.floor = label;
       const rollbacksBefore = policies.autoRollbackCount;
@@ -78,8 +89,10 @@ export function wrapTool<A extends unknown[], R>(
       } finally {
         policies.toolDepth -= 1;
         policies.stepFloor = undefined;
-        if (step && policies.autoRollbackCount !== rollbacksBefore) {
-          step.rolledBack = policies.lastAutoRollback;
+        const rolled = policies.lastAutoRollback;
+        if (policies.autoRollbackCount !== rollbacksBefore && rolled !== undefined) {
+          if (step) step.rolledBack = rolled;
+          if (run !== undefined) policies.rolledBackRuns.set(run, rolled);
         }
       }
     });
