@@ -1,6 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Agent, type AgentInputItem, type Model, setTracingDisabled, Usage } from '@openai/agents';
+import {
+  Agent,
+  type AgentInputItem,
+  type Model,
+  run,
+  setTracingDisabled,
+  Usage,
+} from '@openai/agents';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -49,10 +56,11 @@ function scripted(steps: object[][]): Model & { seen: unknown[] } {
   };
 }
 
-function toolsOf(session: Session) {
+function toolsOf(session: Session, timeoutMs?: number) {
   return [
     rewindTool(session, {
       name: 'write_file',
+      timeoutMs,
       description: 'Write a file',
       parameters: z.object({ path: z.string(), content: z.string() }),
       execute: async (input: unknown) => {
@@ -104,6 +112,8 @@ describe('rewind-agent/openai-agents', () => {
     expect(first.result?.finalOutput).toBe('Done: v2.');
     const memory = new RewindAgentsSession(session);
     const afterFirst = await memory.getItems();
+    // The items recorded turn by turn during the run are the SDK's own at its end, once each.
+    expect(afterFirst).toEqual(first.result?.history);
     expect(afterFirst[0]).toMatchObject({ role: 'user', content: 'Write v2' });
     expect(afterFirst.some((item) => item.type === 'function_call_result')).toBe(true);
     expect((await session.conversation())?.format).toBe('openai-agents');
@@ -231,5 +241,109 @@ describe('rewind-agent/openai-agents', () => {
     const items = JSON.stringify(await new RewindAgentsSession(session).getItems());
     expect(items).not.toContain('v2');
     expect(items).toContain('rolled back because: boom');
+  });
+
+  // With a timeout, the SDK hands each call a signal of its own: the turn is not told by signals.
+  it.each([
+    ['', undefined],
+    [' (tools with a timeout)', 10_000],
+  ])(
+    'rolls back to the start of the failing model turn, not of the run: earlier turns stay, files and items alike%s',
+    async (_, timeoutMs) => {
+      const { workspace, session } = await sessionOn({ 'f.txt': 'v0' });
+      session.autoCheckpoint();
+      session.autoRollback({ on: ['exception'] });
+      const explode = rewindTool(session, {
+        name: 'explode',
+        timeoutMs,
+        description: 'Explode',
+        parameters: z.object({}),
+        execute: async () => {
+          await session.write('half.txt', 'x');
+          throw new Error('boom');
+        },
+      });
+      const model = scripted([
+        [callOf('write_file', { path: 'a.txt', content: 'a' })],
+        [callOf('write_file', { path: 'b.txt', content: 'b' })],
+        [
+          callOf('write_file', { path: 'c.txt', content: 'c' }),
+          callOf('explode', {}),
+          callOf('write_file', { path: 'd.txt', content: 'd' }),
+        ],
+        [says('never asked')],
+      ]);
+      const agent = new Agent({
+        name: 'coder',
+        model,
+        tools: [...toolsOf(session, timeoutMs), explode],
+      });
+      const ran = await rewindRun(session, agent, 'write a, b, c, d');
+      expect(model.seen).toHaveLength(3);
+      // The checkpoint taken before the third turn's first call (write c.txt): the fourth of the
+      // session (the run's own, then one before each call).
+      const beforeTurn3 = (await session.checkpoints())[3];
+      expect(beforeTurn3?.label).toMatch(/^auto-0003-write_file-/);
+      expect(ran.result).toBeUndefined();
+      expect(ran.rolledBack).toMatchObject({ event: 'exception', to: beforeTurn3?.label });
+      // The first two turns' work is kept; the third turn's is undone, and the call after the
+      // failing one never ran.
+      expect(await text(workspace, 'a.txt')).toBe('a');
+      expect(await text(workspace, 'b.txt')).toBe('b');
+      for (const gone of ['c.txt', 'half.txt', 'd.txt']) {
+        await expect(text(workspace, gone)).rejects.toThrow();
+      }
+      // The items say the same: the request, the first two turns' calls and results, the note.
+      const items = await new RewindAgentsSession(session).getItems();
+      const said = JSON.stringify(items);
+      expect(items[0]).toMatchObject({ role: 'user', content: 'write a, b, c, d' });
+      for (const kept of ['wrote a.txt', 'wrote b.txt']) expect(said).toContain(kept);
+      for (const gone of ['c.txt', 'd.txt']) expect(said).not.toContain(gone);
+      expect(JSON.stringify(items.at(-1))).toContain('rolled back because: boom');
+      // The next run goes on from there: the model sees the first two turns.
+      const next = scripted([[says('ok')]]);
+      const again = await rewindRun(
+        session,
+        new Agent({ name: 'coder', model: next, tools: toolsOf(session) }),
+        'go on',
+      );
+      expect(again.result?.finalOutput).toBe('ok');
+      expect(JSON.stringify(next.seen[0])).toContain('wrote b.txt');
+    },
+  );
+
+  it('in a plain run, rolls back the failing call alone and refuses every later call of the run', async () => {
+    const { workspace, session } = await sessionOn({ 'f.txt': 'v0' });
+    session.autoCheckpoint();
+    session.autoRollback({ on: ['exception'] });
+    const explode = rewindTool(session, {
+      name: 'explode',
+      description: 'Explode',
+      parameters: z.object({}),
+      execute: async () => {
+        await session.write('half.txt', 'x');
+        throw new Error('boom');
+      },
+    });
+    const model = scripted([
+      [callOf('write_file', { path: 'a.txt', content: 'a' })],
+      [callOf('explode', {})],
+      [callOf('write_file', { path: 'b.txt', content: 'b' })],
+      [says('gave up')],
+    ]);
+    const agent = new Agent({ name: 'coder', model, tools: [...toolsOf(session), explode] });
+    const result = await run(agent, 'write a and b', { session: new RewindAgentsSession(session) });
+    expect(result.finalOutput).toBe('gave up');
+    // Back to before the failing call: the first turn's file stays (the run's items still say
+    // it was written), the failing call's is undone.
+    expect(await text(workspace, 'a.txt')).toBe('a');
+    await expect(text(workspace, 'half.txt')).rejects.toThrow();
+    // After the rollback the run's later calls were refused: b.txt was never written.
+    await expect(text(workspace, 'b.txt')).rejects.toThrow();
+    const lastInput = JSON.stringify(model.seen.at(-1));
+    expect(lastInput).toContain('Rewind did not run this call: an earlier call of this run failed');
+    const items = JSON.stringify(await new RewindAgentsSession(session).getItems());
+    expect(items).toContain('wrote a.txt');
+    expect(items).toContain('Rewind did not run this call');
   });
 });

@@ -10,6 +10,7 @@ import {
   type Agent,
   type AgentInputItem,
   type Session as AgentsMemory,
+  type CallModelInputFilter,
   type NonStreamRunOptions,
   type RunResult,
   type RunState,
@@ -32,10 +33,15 @@ import {
 
 const FORMAT = 'openai-agents';
 
-/** The same message, however the SDK spelled it (`type: "message"` or not). */
+/**
+ * The same item, however the SDK spelled it (a message with `type: "message"` or not): the same
+ * role and content, and for a call or its result the same kind and call id.
+ */
 function sameMessage(a: AgentInputItem, b: AgentInputItem): boolean {
-  const shape = (item: AgentInputItem) =>
-    JSON.stringify([(item as { role?: unknown }).role, (item as { content?: unknown }).content]);
+  const shape = (item: AgentInputItem) => {
+    const { role, content, type, callId } = item as Record<string, unknown>;
+    return JSON.stringify([role, content, type === 'message' ? undefined : type, callId]);
+  };
   return shape(a) === shape(b);
 }
 
@@ -45,8 +51,15 @@ function inputItemsOf(input: unknown): AgentInputItem[] {
   return Array.isArray(input) ? (input as AgentInputItem[]) : [];
 }
 
-/** What a session's tools tell the run they are part of: stop, a rollback happened. */
-const rollbackWatchers = new WeakMap<Session, (report: AutoRollbackReport) => void>();
+/** The {@link rewindRun} under way on a session, as its tools see it. */
+interface ActiveRun {
+  /** The model turn running now: the calls the model asked for at once share it (their step). */
+  turn: object;
+  /** Stops the run: a rollback happened. */
+  onRollback(report: AutoRollbackReport): void;
+}
+
+const activeRuns = new WeakMap<Session, ActiveRun>();
 
 /**
  * The SDK's `Session` memory, kept by a Rewind session: the items are the session's
@@ -58,11 +71,14 @@ const rollbackWatchers = new WeakMap<Session, (report: AutoRollbackReport) => vo
 export class RewindAgentsSession implements AgentsMemory {
   readonly session: Session;
   /**
-   * The input of the run under way: recorded in the conversation at once (so that a checkpoint
-   * or a rollback during the run knows the person's request), but not among the items the SDK
-   * reads, since it adds the input itself when the run ends.
+   * The items of the run under way: its input, then what its turns added, recorded in the
+   * conversation as they come (so that a checkpoint or a rollback during the run holds the
+   * person's request and the turns the files went through), but not among the items the SDK
+   * reads, since it adds them itself when the run ends.
    */
   #pending: AgentInputItem[] = [];
+  /** The run under way: how many items the SDK read before it, and its input. */
+  #run: { history: number; input: AgentInputItem[] } | undefined;
 
   constructor(session: Session) {
     this.session = session;
@@ -72,7 +88,27 @@ export class RewindAgentsSession implements AgentsMemory {
   async beginRun(input: readonly AgentInputItem[]): Promise<void> {
     const items = await this.getItems();
     this.#pending = [...input];
+    this.#run = { history: items.length, input: [...input] };
     await this.#store([...items, ...input]);
+  }
+
+  /**
+   * Records the run's items as a model turn starts (`turnInput`: what the model is sent, the
+   * stored items then the run's input and what its turns added), so that a checkpoint taken
+   * during the turn pairs the files with the items the model acted on; see {@link rewindRun}.
+   * Does nothing when the input is not shaped so (a run resumed from its state).
+   */
+  async recordTurn(turnInput: readonly AgentInputItem[]): Promise<void> {
+    const run = this.#run;
+    if (run === undefined || run.input.length === 0) return;
+    const added = turnInput.slice(run.history);
+    const isShaped =
+      added.length >= run.input.length &&
+      run.input.every((item, index) => sameMessage(item, added[index] as AgentInputItem));
+    if (!isShaped || added.length === this.#pending.length) return;
+    const items = await this.getItems();
+    this.#pending = [...added];
+    await this.#store([...items, ...added]);
   }
 
   async getSessionId(): Promise<string> {
@@ -124,12 +160,17 @@ export class RewindAgentsSession implements AgentsMemory {
   /** Replaces every item (after a rollback, with the ones it restored). */
   async replaceItems(items: readonly AgentInputItem[]): Promise<void> {
     this.#pending = [];
+    this.#run = undefined;
     await this.#store(items);
   }
 
-  /** Ends a run that stopped without the SDK adding its items: its input stays recorded. */
+  /**
+   * Ends a run that stopped without the SDK adding its items: what was recorded of it (its input,
+   * the items before its last model turn) stays.
+   */
   endRun(): void {
     this.#pending = [];
+    this.#run = undefined;
   }
 
   /** Checkpoints the workspace with the items as they are now. */
@@ -173,7 +214,8 @@ async function draftOf(session: Session, tool: string, callId: string) {
  * A function tool (the options `tool()` takes), journaled: each call of a tool that is not
  * read-only runs one at a time through `session.tool` (an automatic checkpoint first under the
  * session's `autoCheckpoint` policy; a failure answered with `ERROR: ...` and, under
- * `autoRollback`, a rollback the model is told about). With `needsApproval`, a call that needs it
+ * `autoRollback`, a rollback the model is told about; after it, the run's later calls are
+ * refused without running). With `needsApproval`, a call that needs it
  * is journaled as a Rewind draft (`x.<tool>`, its input as the detail) before the run stops for
  * approval: a person approves or discards it with `rewind approve ID` / `rewind discard ID`, and
  * {@link applyApprovals} hands that decision to the run; one approved through the SDK is approved
@@ -201,9 +243,14 @@ export function rewindTool<
     ? async (...args: unknown[]) => original(...args)
     : session.tool(async (...args: unknown[]) => original(...args), {
         name,
-        // The run's context names its calls' step: after a rollback the run ends, so its later
-        // calls (the siblings of the one that failed) are refused instead of run.
-        step: (_input, context) =>
+        // A step is one model turn of a rewindRun (the calls the model asked for at once): a
+        // rollback goes no later than the checkpoint before its first call, whose items are the
+        // ones the model acted on, and its later calls are refused. Outside one, a call is a step
+        // of its own.
+        step: (..._call: unknown[]) => activeRuns.get(session)?.turn,
+        // The run's context names the run: after a rollback, its later calls are refused, since
+        // the run goes on from a history the files no longer match.
+        run: (_input, context) =>
           typeof context === 'object' && context !== null ? context : undefined,
       });
   const asked = options.needsApproval;
@@ -245,7 +292,7 @@ export function rewindTool<
       return await execute(input, context, details);
     } finally {
       const after = session.lastAutoRollback;
-      if (after && after !== before) rollbackWatchers.get(session)?.(after);
+      if (after && after !== before) activeRuns.get(session)?.onRollback(after);
     }
   };
   // The SDK builds the tool (its schema checks, its timeouts); Rewind wraps the call, and its
@@ -345,10 +392,12 @@ let runs = 0;
 /**
  * Runs an agent with its memory in Rewind: checkpoints the workspace with the items first (the
  * point `session.rollback(label)` returns to, files and items together), then runs with a
- * {@link RewindAgentsSession} unless another memory is given. When a tool's failure rolls back
- * (the session's `autoRollback` policy), the run stops there and the memory holds the restored
- * items, not the abandoned attempt. A halt a tool raised rejects with the `HaltError` itself, not
- * the SDK's wrapper.
+ * {@link RewindAgentsSession} unless another memory is given, which records the items so far
+ * before each model turn. A step is one model turn: when a tool's failure rolls back (the
+ * session's `autoRollback` policy), it goes no later than the checkpoint taken before the turn's
+ * first call (earlier turns stay, files and items), the turn's later calls are refused, the run
+ * stops there and the memory holds the restored items, not the abandoned attempt. A halt a tool
+ * raised rejects with the `HaltError` itself, not the SDK's wrapper.
  */
 export async function rewindRun<TAgent extends AnyAgent, TContext = undefined>(
   session: Session,
@@ -369,16 +418,32 @@ export async function rewindRun<TAgent extends AnyAgent, TContext = undefined>(
   }
   const stop = new AbortController();
   let rolledBack: AutoRollbackReport | undefined;
-  rollbackWatchers.set(session, (report) => {
-    rolledBack = report;
-    stop.abort(new Error(`rolled back to ${report.to}`));
-  });
+  const active: ActiveRun = {
+    turn: {},
+    onRollback: (report) => {
+      rolledBack = report;
+      stop.abort(new Error(`rolled back to ${report.to}`));
+    },
+  };
+  activeRuns.set(session, active);
   const signal = runOptions.signal
     ? AbortSignal.any([runOptions.signal, stop.signal])
     : stop.signal;
+  // Called before each model turn: a new step begins, and the memory records the items so far.
+  const filter = runOptions.callModelInputFilter;
+  const callModelInputFilter: CallModelInputFilter = async (args) => {
+    active.turn = {};
+    if (memory instanceof RewindAgentsSession) await memory.recordTurn(args.modelData.input);
+    return filter ? filter(args) : args.modelData;
+  };
   if (memory instanceof RewindAgentsSession) await memory.beginRun(inputItemsOf(input));
   try {
-    const result = await run(agent, input, { ...runOptions, session: memory, signal });
+    const result = await run(agent, input, {
+      ...runOptions,
+      session: memory,
+      signal,
+      callModelInputFilter,
+    });
     return { result, checkpoint: label, rolledBack: undefined };
   } catch (error) {
     const halt = haltIn(error);
@@ -390,7 +455,7 @@ export async function rewindRun<TAgent extends AnyAgent, TContext = undefined>(
     }
     return { result: undefined, checkpoint: label, rolledBack };
   } finally {
-    rollbackWatchers.delete(session);
+    if (activeRuns.get(session) === active) activeRuns.delete(session);
     if (memory instanceof RewindAgentsSession) memory.endRun();
   }
 }
