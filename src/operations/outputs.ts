@@ -189,6 +189,8 @@ const STRUCTURED = {
         directoriesDeleted: count,
         skipped: z.array(z.string()),
         skippedCount: count,
+        // Paths edited while the rollback was under way, left as they are.
+        keptEdited: z.array(z.string()).optional(),
       }).optional(),
       conversation: open({ ...conversation, note: z.string() }).optional(),
       warnings: z.array(z.string()),

@@ -1,4 +1,3 @@
-import { chmodSync, lstatSync } from 'node:fs';
 import { lchown, mkdir, readlink, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
@@ -19,10 +18,18 @@ import {
   readOutsideRules,
 } from './ignore-rules.js';
 import { type Current, currentType, isSpecialSync, modeOf } from './on-disk.js';
-import { currentUmask, holdsFile, ownerOf, readAhead, writeFromStore } from './restore-file.js';
+import {
+  currentUmask,
+  holdsFile,
+  isEditedSince,
+  ownerOf,
+  readAhead,
+  writeFromStore,
+} from './restore-file.js';
 import { checkWorkspace } from './snapshot.js';
 import type { TreeChange } from './tree-diff.js';
 import type { LeftOutCheck } from './tree-rules.js';
+import { relock, unlockParents } from './unlock.js';
 import { contentStatOf } from './walk.js';
 import type { WorkspaceWatcher } from './watcher.js';
 
@@ -56,6 +63,11 @@ export interface ApplyResult {
    * undo may remove them again, though the state it goes back to leaves them out.
    */
   createdLeftOut?: string[];
+  /**
+   * Paths left as they are because they were edited after the state the changes start from was
+   * taken (see {@link ApplyOptions.keepEditedSinceNs}); absent when there are none.
+   */
+  keptEdited?: string[];
 }
 
 /** How many skipped paths an {@link ApplyResult} lists (it counts them all). */
@@ -320,40 +332,13 @@ export interface ApplyOptions {
    * {@link WorkspaceWatcher.wrote}), so that the next snapshot need not read it again.
    */
   watcher?: WorkspaceWatcher;
-}
-
-/**
- * The directories that hold a changed path and that this process may not write in but owns, made
- * writable (with their modes before), so that a read-only folder does not block a restore.
- */
-function unlockParents(root: string, changes: readonly TreeChange[]): Map<string, number> {
-  const unlocked = new Map<string, number>();
-  if (process.getuid?.() === 0) return unlocked; // root writes anywhere
-  const parents = new Set(changes.map((change) => posix.dirname(change.path)));
-  for (const parent of parents) {
-    const absolute = parent === '.' ? root : `${root}/${parent}`;
-    try {
-      const stats = lstatSync(diskPath(absolute));
-      if (!stats.isDirectory() || stats.uid !== process.getuid?.()) continue;
-      if ((stats.mode & 0o300) === 0o300) continue;
-      chmodSync(diskPath(absolute), (stats.mode & 0o7777) | 0o300);
-      unlocked.set(parent, stats.mode & 0o7777);
-    } catch {
-      // Absent, or not ours: the restore reports what it cannot do.
-    }
-  }
-  return unlocked;
-}
-
-/** Gives the directories {@link unlockParents} opened their modes back, unless the restore set one. */
-function relock(root: string, unlocked: Map<string, number>, changes: readonly TreeChange[]): void {
-  for (const [parent, mode] of unlocked) {
-    const change = changes.find((candidate) => candidate.path === parent);
-    if (change?.after?.type === 'directory') continue;
-    try {
-      chmodSync(diskPath(parent === '.' ? root : `${root}/${parent}`), mode);
-    } catch {}
-  }
+  /**
+   * When the state `changes` start from was taken (a snapshot's start less the change window, in
+   * nanoseconds since the epoch, as ctimes count): a path changed since then that no longer holds
+   * its change's `before` was edited while the restore was prepared, and is left as it is, with
+   * nothing put under it (listed in `keptEdited`). Without it (recovery), every path is set.
+   */
+  keepEditedSinceNs?: bigint;
 }
 
 /**
@@ -399,8 +384,17 @@ async function applyWithin(
     if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
   };
   const { removals, placements } = applicationOrder(changes);
-  // Where a socket, a FIFO or a device is, left alone.
+  // Where a socket, a FIFO or a device is, or what was edited since the changes were listed: left
+  // alone, with everything under it.
   const special: string[] = [];
+  const since = options.keepEditedSinceNs;
+  const isEdited = (at: string, change: TreeChange): Promise<boolean> =>
+    since === undefined ? Promise.resolve(false) : isEditedSince(at, change.before, since);
+  const keep = (path: string): void => {
+    result.keptEdited ??= [];
+    result.keptEdited.push(path);
+    special.push(path);
+  };
   const directoriesToSync = new Set<string>();
   // Everything written is made durable together at the end: see syncPaths.
   const written: string[] = [];
@@ -437,13 +431,16 @@ async function applyWithin(
             ? 'absent'
             : type === 'other'
               ? 'special'
-              : await denying(change.path, 'remove', () => removeEntry(at, type));
+              : (await isEdited(at, change))
+                ? 'edited'
+                : await denying(change.path, 'remove', () => removeEntry(at, type));
         if (type === 'directory') directories.forget(change.path);
         if (outcome === 'removed') {
           result[type === 'directory' ? 'directoriesDeleted' : 'deleted'] += 1;
           directoriesToSync.add(posix.dirname(`${root}/${change.path}`));
         }
         if (outcome === 'not-empty' || outcome === 'special') skip(change.path);
+        if (outcome === 'edited') keep(change.path);
       }
       report(change.path);
     }
@@ -499,6 +496,11 @@ async function applyWithin(
       if (type === 'other') {
         special.push(change.path);
         skip(change.path);
+        report(change.path);
+        continue;
+      }
+      if (await isEdited(at, change)) {
+        keep(change.path);
         report(change.path);
         continue;
       }

@@ -309,6 +309,15 @@ export function changeWindowOf(root: string): bigint {
     : 100_000_000n;
 }
 
+/**
+ * The time (nanoseconds since the epoch, as ctimes count) from which a change of the workspace at
+ * `root` may be missed by a snapshot or a check that starts now: now, less the change window. A
+ * restore planned from that snapshot keeps what changed since (`ApplyOptions.keepEditedSinceNs`).
+ */
+export function editsFrom(root: string): bigint {
+  return BigInt(Date.now()) * 1_000_000n - changeWindowOf(root);
+}
+
 /** What the shortcut recorded; the entry point turns it into a snapshot's result. */
 export interface ChangedSinceResult {
   tree: Digest;

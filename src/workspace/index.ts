@@ -11,6 +11,7 @@ export {
   WRITES_AT_ONCE,
   workspaceRules,
 } from './apply.js';
+export { editsFrom } from './changed-since.js';
 export type { CopySource } from './copy-source.js';
 export {
   decodeOutsideRules,

@@ -9,10 +9,12 @@ import {
   lstatSync,
   openSync,
   readFileSync,
+  readlinkSync,
   renameSync,
 } from 'node:fs';
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
+import { isSystemError } from '../errors.js';
 import { digestFile, diskPath, nameBytes, nodeCrypto, writeAll, writeAllTo } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import type { TreeChange } from './tree-diff.js';
@@ -75,6 +77,39 @@ export async function holdsFile(
   } catch {
     return false;
   }
+}
+
+/**
+ * True when what is at `absolute` changed at or after `sinceNs` (its ctime: nanoseconds since the
+ * epoch, the kernel's clock) and is no longer `before`, the state the restore starts from
+ * (undefined: nothing was there): edited while the restore was prepared, so it must be left as it
+ * is. Nothing there now is no edit to keep (what `before` holds is in the store), nor is a new
+ * directory where nothing was (the restore only adds to it).
+ */
+export async function isEditedSince(
+  absolute: string,
+  before: TreeEntry | undefined,
+  sinceNs: bigint,
+): Promise<boolean> {
+  let stats: BigIntStats;
+  try {
+    stats = lstatSync(diskPath(absolute), { bigint: true });
+  } catch (error) {
+    if (isSystemError(error, 'ENOENT') || isSystemError(error, 'ENOTDIR')) return false;
+    throw error;
+  }
+  if (stats.ctimeNs < sinceNs) return false;
+  if (stats.isDirectory()) return before !== undefined && before.type !== 'directory';
+  if (before === undefined || before.type === 'directory') return true;
+  if (before.type === 'symlink') {
+    return (
+      !stats.isSymbolicLink() ||
+      !readlinkSync(diskPath(absolute), { encoding: 'buffer' }).equals(
+        Buffer.from(diskPath(before.target)),
+      )
+    );
+  }
+  return !(await holdsFile(absolute, before));
 }
 
 const BLOCK_BYTES = 4096;

@@ -5,6 +5,7 @@ import {
   type ApplyProgress,
   type ApplyResult,
   diffTrees,
+  editsFrom,
   fileChangeKind,
   isAtOrUnder,
   isIgnoredPath,
@@ -22,7 +23,7 @@ import {
   planningAgain,
   withWorkspaceLock,
 } from '../journal/journal.js';
-import { applyAnnounced, changesOf, leftAloneBy } from '../journal/recovery.js';
+import { applyAnnounced, changesOf, keptEditedWarnings, leftAloneBy } from '../journal/recovery.js';
 import {
   type RestoredConversation,
   type RestoreOptions,
@@ -200,9 +201,11 @@ async function rollbackOnce(
       { data: { label: target.label } },
     );
   }
+  // What changes from now on, while the rollback is prepared, is kept: the snapshot may miss it.
+  const since = editsFrom(context.workspace);
   const snapshot = await snapshotWorkspace(context);
   if (options.paths !== undefined) {
-    return restorePaths(context, journal, target, snapshot, options.paths, options);
+    return restorePaths(context, journal, target, { snapshot, since }, options.paths, options);
   }
   const leaveAlone = snapshot.unreadable.map(({ path }) => path);
   // The files after the rollback: the checkpoint's (what it could not read left as it is now),
@@ -264,9 +267,10 @@ async function rollbackOnce(
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,
+    keepEditedSinceNs: since,
     ...(options.onProgress && { onProgress: options.onProgress }),
   });
-  return { ...result, id: started.seq, applied };
+  return withKept(result, started.seq, applied);
 }
 
 /**
@@ -365,12 +369,20 @@ async function pathChangesTo(
   return changes;
 }
 
+/** A rollback's result once applied, warning of the paths edited meanwhile that it left alone. */
+function withKept(result: RollbackResult, id: number, applied: ApplyResult): RollbackResult {
+  const { label } = result;
+  const remedy = `\`rewind diff ${label}\` shows what differs from checkpoint ${label}; \`rewind rollback ${label} -- PATH\` restores a path.`;
+  const kept = keptEditedWarnings(applied, 'rollback', remedy);
+  return { ...result, id, applied, warnings: [...result.warnings, ...kept] };
+}
+
 /** A rollback of some paths only: an action on those paths, undone like a file action. */
 async function restorePaths(
   context: SessionContext,
   journal: Journal,
   target: CheckpointInfo,
-  snapshot: SnapshotResult,
+  { snapshot, since }: { snapshot: SnapshotResult; since: bigint },
   paths: readonly string[],
   options: RollbackOptions,
 ): Promise<RollbackResult> {
@@ -419,7 +431,8 @@ async function restorePaths(
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone,
+    keepEditedSinceNs: since,
     ...(options.onProgress && { onProgress: options.onProgress }),
   });
-  return { ...result, id: started.seq, applied };
+  return withKept(result, started.seq, applied);
 }

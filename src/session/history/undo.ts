@@ -8,6 +8,7 @@ import { putTree, readTree, type TreeEntry } from '../../store/index.js';
 import {
   type ApplyResult,
   diffTrees,
+  editsFrom,
   exceptFor,
   isAtOrUnder,
   isAtSpecialSync,
@@ -38,7 +39,12 @@ import {
   planningAgain,
   withWorkspaceLock,
 } from '../journal/journal.js';
-import { applyAnnounced, changesOf, reverseChanges } from '../journal/recovery.js';
+import {
+  applyAnnounced,
+  changesOf,
+  keptEditedWarnings,
+  reverseChanges,
+} from '../journal/recovery.js';
 
 /** A path an undo would trample: what the action left there, and what is there now. */
 export interface UndoConflict {
@@ -445,6 +451,8 @@ async function undoOnce(
   const kept: KeptDirectory[] = [];
   const stays: KeptDirectory[] = [];
   const target = workspaceFor(context, action.started.body);
+  // What changes from now on, while the undo is checked and prepared, is kept.
+  const since = editsFrom(target);
   const conflicts = [
     ...(await findUndoConflicts(context, effect, touched, target, unreadable, kept, stays)),
     ...(await brokenParents(touched, target, leftOutByUndo(context, effect, target))),
@@ -524,12 +532,19 @@ async function undoOnce(
   const applied = await applyAnnounced(context, journal, started, changes, {
     isRecovery: false,
     leaveAlone: unreadable,
+    keepEditedSinceNs: since,
   });
   const one = leftUnread.length === 1;
+  const keptEdited = keptEditedWarnings(
+    applied,
+    'undo',
+    `\`rewind undo ${started.seq}\` puts back what the undo did change.`,
+  );
   const warnings =
     leftUnread.length === 0
-      ? []
+      ? keptEdited
       : [
+          ...keptEdited,
           `${namedAndMore(leftUnread)} could not be read after #${action.id}, so Rewind does not know what ${one ? 'it holds' : 'they hold'}: ` +
             `this undo leaves ${one ? 'it' : 'them'} as ${one ? 'it is' : 'they are'}. To put back an earlier version, make ${one ? 'it' : 'them'} readable (chmod u+r) and roll back to a checkpoint.`,
         ];

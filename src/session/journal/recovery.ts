@@ -112,6 +112,8 @@ export async function applyAnnounced(
     completion?: Record<string, unknown>;
     /** Paths the workspace's snapshot could not read: never touched (see `applyChanges`). */
     leaveAlone?: readonly string[];
+    /** What was edited since then is left as it is (see `ApplyOptions.keepEditedSinceNs`). */
+    keepEditedSinceNs?: bigint;
   },
 ): Promise<ApplyResult> {
   const kind = started.kind.replace(/-started$/, '') as 'rollback' | 'undo' | 'action';
@@ -134,6 +136,11 @@ export async function applyAnnounced(
     applied = await applyChanges(target, context.store, changes, {
       isRecovery: options.isRecovery,
       ...rules,
+      // Putting back after a failure keeps nothing this way: a path the failure left midway
+      // holds neither side (see ApplyOptions.keepEditedSinceNs).
+      ...(options.keepEditedSinceNs !== undefined && {
+        keepEditedSinceNs: options.keepEditedSinceNs,
+      }),
       ...(options.onProgress && { onProgress: options.onProgress }),
       ...(watcher && { watcher }),
     });
@@ -178,6 +185,19 @@ export async function applyAnnounced(
     );
   }
   return applied;
+}
+
+/**
+ * The warning naming the paths a restore left as they were because they were edited while it was
+ * prepared (`ApplyResult.keptEdited`), with `remedy` after it; none when there are none.
+ */
+export function keptEditedWarnings(applied: ApplyResult, name: string, remedy: string): string[] {
+  const kept = applied.keptEdited ?? [];
+  if (kept.length === 0) return [];
+  const one = kept.length === 1;
+  return [
+    `${namedAndMore(kept)} changed while the ${name} was under way, so ${one ? 'it was' : 'they were'} left as ${one ? 'it is' : 'they are'}, not overwritten. ${remedy}`,
+  ];
 }
 
 /** The digest of the empty tree. */
