@@ -62,7 +62,8 @@ const STARTED_BY_MCP = 'mcp';
 /**
  * The isolated session a server with `isolation: isolated` works in: the newest one `rewind mcp`
  * started on this store whose view is still there (uncommitted work is never stranded by a
- * restart), else a new one.
+ * restart), else a new one. The store's current session stays what it was, so that a person's
+ * commands in the workspace never land in the agent's view.
  */
 async function openIsolated(options: McpServerOptions): Promise<Session> {
   const mine = (await status({ workspace: options.root })).sessions
@@ -89,6 +90,7 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
     ...options.session,
     workspace: options.root,
     startedBy: STARTED_BY_MCP,
+    makeCurrent: false,
   });
 }
 

@@ -224,6 +224,24 @@ describe('rewind mcp options', () => {
     expect(existsSync(join(root, 'b.txt'))).toBe(false);
   });
 
+  it("--isolated leaves the store's current session alone: a person's commands act on the workspace, not the agent's view", async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'host\n' });
+    await rewind(root, ['init']);
+    const before = (await status({ workspace: root })).sessions.find((s) => s.isCurrent);
+    const agent = await connected({ root, session: { isolation: 'isolated' } });
+    await agent.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'view\n' } });
+    const after = await status({ workspace: root });
+    expect(after.sessions.filter((s) => s.isolation === 'isolated')).toHaveLength(1);
+    expect(after.sessions.find((s) => s.isCurrent)?.id).toBe(before?.id);
+    // The person's checkpoint stores the workspace as it is, not the agent's view.
+    const stored = await rewind(root, ['checkpoint', 'mine']);
+    expect(stored.code).toBe(0);
+    await writeFile(join(root, 'a.txt'), 'later\n');
+    expect((await rewind(root, ['rollback', 'mine'])).code).toBe(0);
+    expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('host\n');
+  });
+
   it('--isolated: commit with dryRun and diff shows the model the diff of what the commit would write', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'host\n' });
