@@ -1,11 +1,10 @@
 import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import { generateToken, init } from '../index.js';
 import { serveHttp } from './http.js';
 import { createMcpServer, type McpServerOptions, whenIdle } from './server.js';
-import { messageLines } from './stdio.js';
+import { AnsweringStdioTransport, messageLines } from './stdio.js';
 
 /** The shortest token accepted: a guessable one would protect nothing. */
 const MIN_TOKEN_LENGTH = 16;
@@ -171,10 +170,14 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
         process.stderr.write(`rewind mcp: ${rejected.reason} Answered with a JSON-RPC error.\n`);
       }),
     );
-    await server.connect(new StdioServerTransport(lines, process.stdout));
-    // The client went away or asked us to stop: finish the calls in flight, then stop.
+    // A stdin that fails ends what is read from it: the requests read so far are still answered.
+    process.stdin.once('error', () => lines.end());
+    const transport = new AnsweringStdioTransport(lines, process.stdout);
+    await server.connect(transport);
+    // The client went away (once every request it sent is answered) or asked us to stop: finish
+    // the calls in flight, then stop.
     await new Promise<void>((done) => {
-      process.stdin.on('close', done);
+      void transport.closed.then(done);
       process.on('SIGTERM', done);
       process.on('SIGINT', done);
     });

@@ -5,8 +5,21 @@
  * answer it with a parse error (-32700), or an invalid request (-32600) for JSON that is not a
  * message.
  */
-import { Transform, type TransformCallback } from 'node:stream';
-import { parseJSONRPCMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/server';
+import { once } from 'node:events';
+import { type Readable, Transform, type TransformCallback, type Writable } from 'node:stream';
+import {
+  isJSONRPCErrorResponse,
+  isJSONRPCNotification,
+  isJSONRPCRequest,
+  isJSONRPCResultResponse,
+  type JSONRPCMessage,
+  parseJSONRPCMessage,
+  ReadBuffer,
+  type RequestId,
+  STDIO_DEFAULT_MAX_BUFFER_SIZE,
+  serializeMessage,
+  type Transport,
+} from '@modelcontextprotocol/server';
 
 /** A line that is not a message, and the JSON-RPC error that answers it. */
 export interface RejectedLine {
@@ -95,4 +108,106 @@ export function messageLines(reject: (rejected: RejectedLine) => void): Transfor
       done();
     },
   });
+}
+
+/**
+ * The stdio transport of `rewind mcp`: messages read from `input` (one per line, as
+ * {@link messageLines} passes them on), answers written to `output`. Unlike the SDK's
+ * StdioServerTransport, which closes as soon as its input ends and drops the answers of the
+ * calls still running, it closes once the input ended and every request it read was answered
+ * (or cancelled by the client): `printf '...' | rewind mcp` gets an answer to each request.
+ */
+export class AnsweringStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: Transport['onmessage'];
+  /** Resolves once the transport closed: the input ended with nothing left to answer. */
+  readonly closed: Promise<void>;
+  // messageLines keeps each line within the SDK's limit already (a line of exactly the limit
+  // comes with its newline, one byte over).
+  private readonly buffer = new ReadBuffer({ maxBufferSize: Number.POSITIVE_INFINITY });
+  private readonly unanswered = new Set<RequestId>();
+  private isEnded = false;
+  private isClosed = false;
+  private wasClosed: () => void = () => {};
+
+  constructor(
+    private readonly input: Readable,
+    private readonly output: Writable,
+  ) {
+    this.closed = new Promise((done) => {
+      this.wasClosed = done;
+    });
+  }
+
+  async start(): Promise<void> {
+    this.input.on('data', this.read);
+    this.input.on('end', this.ended);
+    this.input.on('close', this.ended);
+    this.output.on('error', this.failed);
+  }
+
+  private readonly read = (chunk: Buffer): void => {
+    this.buffer.append(chunk);
+    for (;;) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.buffer.readMessage();
+      } catch (error) {
+        this.onerror?.(error as Error);
+        continue;
+      }
+      if (message === null) return;
+      if (isJSONRPCRequest(message)) this.unanswered.add(message.id);
+      // A cancelled request is not answered (the MCP spec says so): nothing left to wait for.
+      const cancelled = cancelledRequestOf(message);
+      if (cancelled !== undefined) this.unanswered.delete(cancelled);
+      this.onmessage?.(message);
+    }
+  };
+
+  private readonly ended = (): void => {
+    this.isEnded = true;
+    this.closeIfDone();
+  };
+
+  private readonly failed = (error: Error): void => {
+    if (this.isClosed) return;
+    this.onerror?.(error);
+    void this.close();
+  };
+
+  private closeIfDone(): void {
+    if (this.isEnded && this.unanswered.size === 0) void this.close();
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    if (this.isClosed) throw new Error('The stdio transport is closed.');
+    const json = serializeMessage(message);
+    if (!this.output.write(json)) await once(this.output, 'drain');
+    if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
+      if (message.id !== undefined) this.unanswered.delete(message.id);
+      this.closeIfDone();
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.input.off('data', this.read);
+    this.input.off('end', this.ended);
+    this.input.off('close', this.ended);
+    this.buffer.clear();
+    this.onclose?.();
+    this.wasClosed();
+  }
+}
+
+/** The id of the request a `notifications/cancelled` message cancels, if it is one. */
+function cancelledRequestOf(message: JSONRPCMessage): RequestId | undefined {
+  if (!isJSONRPCNotification(message) || message.method !== 'notifications/cancelled') {
+    return undefined;
+  }
+  const id = (message.params as { requestId?: unknown } | undefined)?.requestId;
+  return typeof id === 'string' || typeof id === 'number' ? id : undefined;
 }

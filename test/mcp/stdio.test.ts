@@ -3,8 +3,9 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ROOT } from '../helpers/processes.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
 
 describe('rewind mcp over stdio', () => {
   it('answers a line that is not JSON with a parse error and JSON that is no message with an invalid request, then serves on', async () => {
@@ -126,6 +127,50 @@ describe('rewind mcp over stdio', () => {
     expect(answers.find((answer) => answer.id === 2)).toMatchObject({
       result: { structuredContent: { kind: 'exec' } },
     });
+    expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
+  }, 30_000);
+
+  it('answers every request it has read when the client closes stdin right after writing them (printf ... | rewind mcp)', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    const call = (id: number, name: string, args: Record<string, unknown>) => ({
+      id,
+      method: 'tools/call',
+      params: { name, arguments: args },
+    });
+    const messages = [
+      {
+        id: 1,
+        method: 'initialize',
+        params: {
+          protocolVersion: '2025-06-18',
+          capabilities: {},
+          clientInfo: { name: 'piped', version: '1.0.0' },
+        },
+      },
+      { method: 'notifications/initialized' },
+      call(2, 'checkpoint', { label: 'base' }),
+      call(3, 'write', { path: 'a.txt', content: 'two\n' }),
+      call(4, 'exec', { command: 'sleep 0.3; echo done > out.txt' }),
+      { id: 5, method: 'tools/list' },
+      call(6, 'checkpoint', { label: 'after' }),
+      // A request the client cancels is not waited for (the SDK does not answer it).
+      call(7, 'exec', { command: 'sleep 0.3' }),
+      { method: 'notifications/cancelled', params: { requestId: 7 } },
+    ];
+    const piped = messages.map((message) => `${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    const { code, stdout, stderr } = await runNode(
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      { stdin: piped.join('') },
+    );
+    expect(code, stderr).toBe(0);
+    const answers = stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as { id: number; result?: { isError?: boolean } });
+    const answered = answers.filter((answer) => answer.id !== 7);
+    expect(answered.map((answer) => answer.id).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(answered.every((answer) => answer.result && !answer.result.isError)).toBe(true);
     expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
   }, 30_000);
 });
