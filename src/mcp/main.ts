@@ -19,8 +19,8 @@ Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (1
 
 --isolated works in an isolated session (a private view; the workspace changes only on commit),
 and resumes the one it worked in before, whose work is never stranded by a restart.
---hash-chain makes a store the server creates start a hash-chained session, and refuses to work
-in a session that is not. --tool-prefix puts PREFIX before every tool name (rewind_ gives
+--hash-chain makes a store the server creates (and an isolated session it starts) hash-chained,
+and refuses to work in a session that is not. --tool-prefix puts PREFIX before every tool name (rewind_ gives
 rewind_write), for clients that mix servers. The server watches the workspace (inotifywait, where
 inotify-tools is installed) so checkpoints look only at what changed; --no-watch leaves that to
 a walk of the workspace at each checkpoint.

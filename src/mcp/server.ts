@@ -75,8 +75,9 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
     });
   for (const session of mine) {
     if (session.unsupported) continue;
+    let resumed: Session;
     try {
-      return await openSession({
+      resumed = await openSession({
         ...options.session,
         workspace: options.root,
         session: session.id,
@@ -84,13 +85,26 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
     } catch (error) {
       // Its view was destroyed: look further, else start another.
       if (!isRewindError(error, 'SESSION_NOT_FOUND')) throw error;
+      continue;
     }
+    const refusal = unchainedRefusal(
+      options,
+      session,
+      'its isolated session',
+      `Commit its work (\`rewind commit --session ${session.id}\`) and destroy it (\`rewind destroy --session ${session.id}\`), then restart the server`,
+    );
+    if (refusal) {
+      await resumed.close();
+      throw refusal;
+    }
+    return resumed;
   }
   return startIsolatedSession({
     ...options.session,
     workspace: options.root,
     startedBy: STARTED_BY_MCP,
     makeCurrent: false,
+    ...(options.hashChain === true && { hashChain: true }),
   });
 }
 
@@ -141,17 +155,22 @@ function isFailedCommand(output: unknown): output is ExecResult {
   );
 }
 
-/** Refuses a store whose current session is not hash-chained when the server was asked for one. */
-async function checkHashChained(options: McpServerOptions): Promise<void> {
-  const { sessions } = await status({ workspace: options.root });
-  const current = sessions.find((session) => session.isCurrent);
-  if (current && !current.isHashChained) {
-    throw new RewindError(
-      'INVALID_ARGUMENT',
-      `The server was started with --hash-chain, but the current session ${current.id} is not hash-chained. Start one with \`rewind session new --hash-chain\` and restart the server, or leave --hash-chain out.`,
-      { data: { session: current.id } },
-    );
-  }
+/**
+ * The refusal to work in `session` when the server was asked for a hash chain and it has none,
+ * saying `what` it is and `how` to get one.
+ */
+function unchainedRefusal(
+  options: McpServerOptions,
+  session: { id: string; isHashChained: boolean } | undefined,
+  what: string,
+  how: string,
+): RewindError | undefined {
+  if (options.hashChain !== true || !session || session.isHashChained) return undefined;
+  return new RewindError(
+    'INVALID_ARGUMENT',
+    `The server was started with --hash-chain, but ${what} ${session.id} is not hash-chained. ${how}, or leave --hash-chain out.`,
+    { data: { session: session.id } },
+  );
 }
 
 /** An operation's annotations as MCP tool hints, every one stated. */
@@ -206,7 +225,18 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       workspace: options.root,
       ...protections,
       ...(options.hashChain === true && { hashChain: true }),
-    }).then(() => (options.hashChain === true ? checkHashChained(options) : undefined)));
+    }).then(async () => {
+      // An isolated server works in a session of its own, checked as it is opened.
+      if (options.hashChain !== true || options.session?.isolation === 'isolated') return;
+      const { sessions } = await status({ workspace: options.root });
+      const refusal = unchainedRefusal(
+        options,
+        sessions.find((session) => session.isCurrent),
+        'the current session',
+        'Start one with `rewind session new --hash-chain` and restart the server',
+      );
+      if (refusal) throw refusal;
+    }));
   let opened: Promise<Session> | undefined;
   const target: OperationTarget = {
     workspace: options.root,

@@ -122,6 +122,8 @@ export interface IsolatedSessionOptions extends OpenSessionOptions {
    * except for `withIsolatedSession`, which leaves the current session as it is.
    */
   makeCurrent?: boolean;
+  /** Every entry of its ledger commits to the one before (as `rewind session new --hash-chain`). */
+  hashChain?: boolean;
   /**
    * What starts it, recorded in its `session-started` entry (letters, digits, `-`), so that it
    * can find its session again: `rewind mcp --isolated` records `mcp` and resumes the newest.
@@ -258,6 +260,7 @@ export async function startIsolatedContext(
   const location = await openStore(options.workspace);
   const ledger = await startLedger(location, {
     isolation: 'isolated',
+    ...(options.hashChain === true && { hashChain: true }),
     ...(options.now && { now: options.now }),
     ...(options.generateId && { generateId: options.generateId }),
     ...(options.sandbox && { sandbox: options.sandbox }),

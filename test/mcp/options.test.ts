@@ -182,6 +182,40 @@ describe('rewind mcp options', () => {
     expect(existsSync(join(plain, 'a.txt'))).toBe(false);
   });
 
+  it('--isolated --hash-chain works in a hash-chained isolated session, and refuses to resume one that is not', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'host\n' });
+    const options = { root, hashChain: true, session: { isolation: 'isolated' as const } };
+    const agent = await connected(options);
+    const wrote = await agent.callTool({
+      name: 'write',
+      arguments: { path: 'a.txt', content: 'x' },
+    });
+    expect(wrote.isError, textOf(wrote)).toBeFalsy();
+    const [isolated] = (await status({ workspace: root })).sessions.filter(
+      (session) => session.isolation === 'isolated',
+    );
+    expect(isolated?.isHashChained).toBe(true);
+    expect((await rewind(root, ['verify'])).code).toBe(0);
+    await closeAll();
+
+    // The isolated session of a server started without --hash-chain is not resumed as chained.
+    const plain = await makeTempDirectory();
+    await (await connected({ root: plain, session: { isolation: 'isolated' } })).callTool({
+      name: 'write',
+      arguments: { path: 'a.txt', content: 'x' },
+    });
+    await closeAll();
+    const refused = await (await connected({ ...options, root: plain })).callTool({
+      name: 'read',
+      arguments: { path: 'a.txt' },
+    });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(
+      /isolated session \S+ is not hash-chained.*rewind destroy --session/,
+    );
+  });
+
   it('--isolated resumes its own isolated session across restarts, and starts another once that one is destroyed', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'host' });
