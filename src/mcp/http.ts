@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { type HttpEndpoint, refusalOfRequest } from '../index.js';
-import { createMcpServer, type McpServerOptions } from './server.js';
+import { createMcpServer, isolatedSessionOnce, type McpServerOptions } from './server.js';
 
 /** The JSON-RPC error body of a refusal (no request was read, so it answers none: id null). */
 function refusalBody(message: string, code = -32000): string {
@@ -27,6 +27,8 @@ export async function serveHttp(
   prepare: () => Promise<unknown> = async () => {},
 ): Promise<{ server: Server; endpoint: HttpEndpoint; stop: () => Promise<void> }> {
   const endpoint: HttpEndpoint = { ...listen };
+  // Every request's server works in the same isolated session (--isolated), started once.
+  const shared = { ...options, isolatedSession: isolatedSessionOnce(options) };
   // What must be done before a request is served, once the port is ours: a port that cannot be
   // listened on leaves nothing made.
   let isPrepared: () => void = () => {};
@@ -56,7 +58,7 @@ export async function serveHttp(
       });
     }
     await prepared;
-    const server = createMcpServer(options);
+    const server = createMcpServer(shared);
     const transport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: undefined,
       enableJsonResponse: true,

@@ -42,6 +42,11 @@ export interface McpServerOptions {
   hashChain?: boolean;
   /** Put before every tool name (`rewind_` gives `rewind_write`), for clients that mix servers. */
   toolPrefix?: string;
+  /**
+   * The id of the isolated session to work in (with `isolation: isolated`), for servers that
+   * share one ({@link isolatedSessionOnce}); without it, the server finds or starts its own.
+   */
+  isolatedSession?: () => Promise<string>;
 }
 
 /** What every client is told about the server as it connects: how its tools fit together. */
@@ -106,6 +111,26 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
     makeCurrent: false,
     ...(options.hashChain === true && { hashChain: true }),
   });
+}
+
+/**
+ * The isolated session that the servers made with `options` share, found or started by the first
+ * that needs it while the others wait: `rewind mcp --http` makes a server per request, and
+ * concurrent first calls must not each start one. A failure is not kept: the next call tries
+ * again.
+ */
+export function isolatedSessionOnce(options: McpServerOptions): () => Promise<string> {
+  let found: Promise<string> | undefined;
+  return () =>
+    (found ??= openIsolated(options)
+      .then(async (session) => {
+        await session.close();
+        return session.id;
+      })
+      .catch((error: unknown) => {
+        found = undefined;
+        throw error;
+      }));
 }
 
 /**
@@ -242,11 +267,14 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     workspace: options.root,
     protections,
     session: () => {
-      opened ??= ready().then(() =>
-        options.session?.isolation === 'isolated'
-          ? openIsolated(options)
-          : openSession({ workspace: options.root, ...options.session }),
-      );
+      opened ??= ready().then(async () => {
+        if (options.session?.isolation !== 'isolated') {
+          return openSession({ workspace: options.root, ...options.session });
+        }
+        if (!options.isolatedSession) return openIsolated(options);
+        const session = await options.isolatedSession();
+        return openSession({ ...options.session, workspace: options.root, session });
+      });
       return opened;
     },
     // The server works in one session for its whole life: naming it means opening it, once.

@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { refusalOfRequest } from '../../src/index.js';
+import { refusalOfRequest, status } from '../../src/index.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
@@ -156,6 +156,24 @@ describe('rewind mcp --http', () => {
     expect(await exited).toBe(0);
     expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
     expect((await rewind(root, ['status'])).stdout).not.toMatch(/interrupted|cut short/i);
+  });
+
+  it('--isolated: concurrent first calls work in one isolated session, started once', async () => {
+    const root = await makeTempDirectory();
+    const { token, port } = await serve(root, ['--isolated']);
+    const headers = { host: `127.0.0.1:${port}`, authorization: `Bearer ${token}` };
+    const paths = ['a.txt', 'b.txt', 'c.txt', 'd.txt'];
+    const answers = await Promise.all(paths.map((path) => callWrite(port, path, headers)));
+    for (const answer of answers) expect(answer.body).toContain('journaled as action');
+    const isolated = (await status({ workspace: root })).sessions.filter(
+      (session) => session.isolation === 'isolated',
+    );
+    expect(isolated).toHaveLength(1);
+    // Every write is in that session's view, none in the workspace.
+    const read = await callWrite(port, '', headers, '', { name: 'list', arguments: {} });
+    expect(read.body).toContain('a.txt');
+    expect(read.body).toContain('d.txt');
+    for (const path of paths) expect(existsSync(join(root, path)), path).toBe(false);
   });
 
   it('says so, exit 1, on a port in use, and creates nothing', async () => {
