@@ -203,7 +203,7 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
       listed.sessions
         .map(
           (session) =>
-            `${session.id}${session.isCurrent ? ' (current)' : ''}: started ${session.startedAt ?? 'unknown'}, ${session.entryCount} ${session.entryCount === 1 ? 'entry' : 'entries'}, ${session.isolation}` +
+            `${session.id}${marksOf(session, listed.workingSession)}: started ${session.startedAt ?? 'unknown'}, ${session.entryCount} ${session.entryCount === 1 ? 'entry' : 'entries'}, ${session.isolation}` +
             (session.sandbox !== 'none'
               ? `, sandbox ${session.sandbox}${session.network ? ' with network' : ''}`
               : '') +
@@ -308,4 +308,16 @@ export function presenterOf(name: string): (output: unknown, input: unknown) => 
   const present = presenters[name];
   if (!present) throw new Error(`The MCP server has no presenter for ${name}.`);
   return present;
+}
+
+/**
+ * How a listed session is marked: the one the server works in, and the store's current one (a
+ * person's commands use it), which differ for an isolated server.
+ */
+function marksOf(session: { id: string; isCurrent: boolean }, working: string | undefined): string {
+  const marks = [
+    ...(session.id === working ? ["this server's session"] : []),
+    ...(session.isCurrent ? ["the store's current session"] : []),
+  ];
+  return marks.length === 0 ? '' : ` (${marks.join(', ')})`;
 }

@@ -245,12 +245,13 @@ const STRUCTURED = {
   status: {
     schema: open({
       workspace: z.string(),
+      workingSession: z.string().optional(),
       sessions: z.array(session),
     }),
     of: (report) => ({ ...report, sessions: report.sessions.map(summaryOf) }),
   },
   'session-list': {
-    schema: open({ sessions: z.array(session) }),
+    schema: open({ workingSession: z.string().optional(), sessions: z.array(session) }),
     of: (listed) => ({ ...listed, sessions: listed.sessions.map(summaryOf) }),
   },
   log: {

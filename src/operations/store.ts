@@ -266,6 +266,11 @@ export const sessionNewOperation = defineOperation({
 /** What {@link sessionListOperation} lists: every session of the store, and the current one. */
 export interface SessionListOutput {
   currentSession: string | undefined;
+  /**
+   * The session this call works in when one is named: the one `--session` names, or the MCP
+   * server's own (an isolated one, or the one it opened), which may not be the current one.
+   */
+  workingSession?: string;
   sessions: SessionSummary[];
 }
 
@@ -274,13 +279,15 @@ export const sessionListOperation = defineOperation({
   title: 'List the sessions',
   summary: 'list the sessions of the store, the current one marked',
   description:
-    'Every session of the store, oldest first: its id, start time, entry count, isolation, sandbox and network, and which one is current.',
+    "Every session of the store, oldest first: its id, start time, entry count, isolation, sandbox and network, which one is the store's current one (a person's commands use it), and workingSession: the one these tools work in.",
   input: () => z.object({}),
   scope: 'workspace',
   annotations: { readOnly: true },
-  run: async ({ workspace }): Promise<SessionListOutput> => {
-    const { currentSession, sessions } = await status({ workspace });
-    return { currentSession, sessions };
+  run: async (target): Promise<SessionListOutput> => {
+    const { currentSession, sessions } = await status({ workspace: target.workspace });
+    const named = await target.sessionId();
+    const workingSession = named === undefined ? undefined : (await target.session()).id;
+    return { currentSession, ...(workingSession !== undefined && { workingSession }), sessions };
   },
 });
 
@@ -434,8 +441,11 @@ export const pullOperation = defineOperation({
     }),
 });
 
-/** What {@link statusOperation} reports: the store, and what a commit of an isolated session would do now. */
-export type StatusOutput = StatusReport & { pending?: SessionStatus };
+/**
+ * What {@link statusOperation} reports: the store, the session the call works in when one is
+ * named (as {@link SessionListOutput}'s), and what a commit of an isolated session would do now.
+ */
+export type StatusOutput = StatusReport & { workingSession?: string; pending?: SessionStatus };
 
 export const statusOperation = defineOperation({
   name: 'status',
@@ -443,7 +453,7 @@ export const statusOperation = defineOperation({
   summary:
     'show sessions, the current session, and the size of the store; for an isolated session, what a commit would do',
   description:
-    'The store at a glance: every session (isolation, sandbox, network, entry count), the current one, the objects stored; and for an isolated session, what a commit would write, create and delete now, and any conflict.',
+    "The store at a glance: every session (isolation, sandbox, network, entry count), the store's current one (a person's commands use it), workingSession (the one these tools work in), the objects stored; and for an isolated session, what a commit would write, create and delete now, and any conflict.",
   input: () => z.object({}),
   scope: 'session',
   annotations: { readOnly: true },
@@ -452,9 +462,11 @@ export const statusOperation = defineOperation({
     const report = await status({ workspace: target.workspace });
     const current = report.sessions.find((session) => session.isCurrent);
     let pending: SessionStatus | undefined;
+    let workingSession: string | undefined;
     if (named !== undefined) {
       // A session asked for by name must open: a wrong name is an error, not an empty answer.
       const session = await target.session();
+      workingSession = session.id;
       if (session.isolation === 'isolated') pending = await session.status();
     } else if (current?.isolation === 'isolated' && !current.unsupported) {
       // The pending changes are a bonus to the glance: a session that cannot open leaves them out.
@@ -463,7 +475,11 @@ export const statusOperation = defineOperation({
         .then((session) => session.status())
         .catch(() => undefined);
     }
-    return { ...report, ...(pending && { pending }) };
+    return {
+      ...(workingSession !== undefined && { workingSession }),
+      ...report,
+      ...(pending && { pending }),
+    };
   },
 });
 

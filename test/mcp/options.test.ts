@@ -276,6 +276,27 @@ describe('rewind mcp options', () => {
     expect(await readFile(join(root, 'a.txt'), 'utf8')).toBe('host\n');
   });
 
+  it("status and session-list name the session the server works in, not only the store's current one", async () => {
+    const root = await makeTempDirectory();
+    await rewind(root, ['init']);
+    const agent = await connected({ root, session: { isolation: 'isolated' } });
+    await agent.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'x' } });
+    const { sessions } = await status({ workspace: root });
+    const own = sessions.find((session) => session.isolation === 'isolated')?.id as string;
+    const current = sessions.find((session) => session.isCurrent)?.id as string;
+    expect(own).not.toBe(current);
+    const reported = await agent.callTool({ name: 'status', arguments: {} });
+    expect(reported.structuredContent).toMatchObject({
+      workingSession: own,
+      currentSession: current,
+    });
+    expect(JSON.parse(textOf(reported))).toMatchObject({ workingSession: own });
+    const listed = await agent.callTool({ name: 'session-list', arguments: {} });
+    expect(listed.structuredContent).toMatchObject({ workingSession: own });
+    expect(textOf(listed)).toContain(`${own} (this server's session)`);
+    expect(textOf(listed)).toContain(`${current} (the store's current session`);
+  });
+
   it('--isolated: commit with dryRun and diff shows the model the diff of what the commit would write', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'host\n' });

@@ -304,10 +304,12 @@ describe('the MCP server', () => {
     ]);
   });
 
-  it('lists the sessions of the store, the current one marked', async () => {
+  it("lists the sessions of the store, the server's and the current one marked", async () => {
     const agent = await connected(await makeTempDirectory());
     const sessions = textOf(await agent.callTool({ name: 'session-list', arguments: {} }));
-    expect(sessions).toMatch(/^\w+ \(current\): started .*, 1 entry, shared$/);
+    expect(sessions).toMatch(
+      /^\w+ \(this server's session, the store's current session\): started .*, 1 entry, shared$/,
+    );
   });
 
   it('refuses a first checkpoint over its budget, telling the agent to leave build output out or ask a person', async () => {
