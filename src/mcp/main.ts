@@ -20,10 +20,11 @@ Serves Rewind's tools over MCP: stdio by default, streamable HTTP with --http (1
 --isolated works in an isolated session (a private view; the workspace changes only on commit),
 and resumes the one it worked in before, whose work is never stranded by a restart.
 --hash-chain makes a store the server creates (and an isolated session it starts) hash-chained,
-and refuses to work in a session that is not. --tool-prefix puts PREFIX before every tool name (rewind_ gives
-rewind_write), for clients that mix servers. The server watches the workspace (inotifywait, where
-inotify-tools is installed) so checkpoints look only at what changed; --no-watch leaves that to
-a walk of the workspace at each checkpoint.
+and refuses to work in a session that is not. --tool-prefix puts PREFIX before every tool name
+(rewind_ gives rewind_write), for clients that mix servers. The server watches the workspace
+(inotifywait, where inotify-tools is installed) so checkpoints look only at what changed;
+--no-watch leaves that to a walk of the workspace at each checkpoint. On SIGTERM or SIGINT, the
+calls in flight finish and are answered first; a second signal stops the server at once.
 
 Over HTTP, every request must carry a token: a random one per launch, printed on stderr in the
 URL to give the client (http://127.0.0.1:PORT/mcp?token=...), or the one set by --token or the
@@ -127,6 +128,37 @@ function checkToken(token: string, source: string): void {
   }
 }
 
+/**
+ * SIGINT and SIGTERM: the first (`signalled`) stops the server once the calls in flight finish;
+ * one that comes while it stops (after the first, or once `stopping` says the server is stopping
+ * anyway) ends it at once, as the signal would (exit 130 or 143), saying so on stderr.
+ */
+function stopSignals(): { signalled: Promise<void>; stopping: () => void } {
+  let isStopping = false;
+  let stop: () => void = () => {};
+  const signalled = new Promise<void>((done) => {
+    stop = done;
+  });
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (isStopping) {
+      process.stderr.write(
+        `rewind mcp: ${signal} while stopping: stopping now, without waiting for the calls in flight (the next command in the session finishes or closes them).\n`,
+      );
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    }
+    isStopping = true;
+    stop();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signalled,
+    stopping: () => {
+      isStopping = true;
+    },
+  };
+}
+
 /** A mistake in how `rewind mcp` was called: printed as it is on stderr, exit 2. */
 export class UsageMessage extends Error {}
 
@@ -176,11 +208,9 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     await server.connect(transport);
     // The client went away (once every request it sent is answered) or asked us to stop: finish
     // the calls in flight, then stop.
-    await new Promise<void>((done) => {
-      void transport.closed.then(done);
-      process.on('SIGTERM', done);
-      process.on('SIGINT', done);
-    });
+    const signals = stopSignals();
+    await Promise.race([transport.closed, signals.signalled]);
+    signals.stopping();
     await whenIdle(server);
     // A call that just ended is answered on the next turns of the loop: let its answer out.
     await new Promise((done) => setImmediate(done));
@@ -218,10 +248,7 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     `rewind mcp: serving on ${base}?token=${encodeURIComponent(token)}\n` +
       'rewind mcp: give the client that URL, or the URL without ?token= and the header "Authorization: Bearer TOKEN"; requests without the token, for another Host or from a web page are refused.\n',
   );
-  await new Promise<void>((done) => {
-    process.on('SIGINT', done);
-    process.on('SIGTERM', done);
-  });
+  await stopSignals().signalled;
   // The calls in flight finish, are journaled and answered; then the server stops.
   await stop();
   return 0;

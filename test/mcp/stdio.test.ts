@@ -173,4 +173,49 @@ describe('rewind mcp over stdio', () => {
     expect(answered.every((answer) => answer.result && !answer.result.isError)).toBe(true);
     expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
   }, 30_000);
+
+  it('a second SIGTERM while it waits for a call in flight stops it at once, saying so', async () => {
+    const root = await makeTempDirectory();
+    const server = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    let stderr = '';
+    server.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((done) => server.on('exit', (code) => done(code)));
+    const send = (message: Record<string, unknown>) =>
+      server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    send({
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-06-18',
+        capabilities: {},
+        clientInfo: { name: 'raw', version: '1.0.0' },
+      },
+    });
+    send({ method: 'notifications/initialized' });
+    send({
+      id: 2,
+      method: 'tools/call',
+      params: { name: 'exec', arguments: { command: 'touch started; sleep 4' } },
+    });
+    for (let waited = 0; !existsSync(join(root, 'started')); waited += 20) {
+      if (waited > 15_000) throw new Error('the command never started');
+      await new Promise((done) => setTimeout(done, 20));
+    }
+    const signalled = Date.now();
+    server.kill('SIGTERM');
+    await new Promise((done) => setTimeout(done, 200));
+    server.kill('SIGTERM');
+    const timeout = setTimeout(() => server.kill('SIGKILL'), 15_000);
+    const code = await exited;
+    clearTimeout(timeout);
+    expect(Date.now() - signalled).toBeLessThan(2_500);
+    expect(code).toBe(143);
+    expect(stderr).toContain('SIGTERM while stopping: stopping now');
+  }, 30_000);
 });
