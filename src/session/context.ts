@@ -145,10 +145,19 @@ export function watcherOf(context: SessionContext): WorkspaceWatcher | undefined
   return watchers.get(context);
 }
 
-/** Closes what a session holds open: its watcher, its ledger. */
-export async function closeContext(context: SessionContext): Promise<void> {
+/**
+ * Stops the session's watcher for good, before what the session is about to remove (a view it
+ * destroys): a watcher still running would hear the removals, start again, and make its
+ * sentinel directory again inside what is being removed.
+ */
+export function stopWatching(context: SessionContext): void {
   watchers.get(context)?.close();
   watchers.delete(context);
+}
+
+/** Closes what a session holds open: its watcher (first), its ledger. */
+export async function closeContext(context: SessionContext): Promise<void> {
+  stopWatching(context);
   await primes.get(context);
   primes.delete(context);
   await context.ledger.close();

@@ -25,6 +25,7 @@ import {
   sandboxFor,
   snapshotHost,
   snapshotWorkspace,
+  stopWatching,
 } from './context.js';
 import { type PlannedChange, planChanges } from './history/rollback.js';
 import { type PathChange, referencesOf } from './journal/action-records.js';
@@ -416,6 +417,8 @@ export function destroyView(
       },
       [{ type: 'tree', digest: current.tree }],
     );
+    // The watcher of the view first: it would hear the removal and make its directory again.
+    stopWatching(context);
     await rm(join(context.storeDirectory, 'views', context.id), { recursive: true, force: true });
     return {
       wasCurrent: await clearCurrentSession(context.storeDirectory, context.ledger.session),
