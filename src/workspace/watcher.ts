@@ -1,15 +1,7 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
 import type { ChildProcess } from 'node:child_process';
-import {
-  type BigIntStats,
-  lstatSync,
-  mkdirSync,
-  readdirSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { type BigIntStats, lstatSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js';
@@ -18,9 +10,7 @@ import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
 import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
 import { ESTABLISHED, LONGEST_RECORD, RENAMING_EVENTS, spawnInotifywait } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
-
-/** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
-const SENTINELS = join('cache', 'watch');
+import { cannotWatch, realRoot, sentinelsIn } from './watch-places.js';
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
@@ -74,15 +64,6 @@ function isLeftOut(relative: string): boolean {
   return relative.split('/').some(isAlwaysExcluded);
 }
 
-/** The real path of a root (as a snapshot compares it), or the root as given if it has none. */
-function realRoot(root: string): string {
-  try {
-    return realpathSync(root);
-  } catch {
-    return root;
-  }
-}
-
 function parentOf(relative: string): string {
   const slash = relative.lastIndexOf('/');
   return slash === -1 ? '' : relative.slice(0, slash);
@@ -118,6 +99,7 @@ export class WorkspaceWatcher {
   #base: ChangeRecord | undefined;
   /** Drains so far: the last one's number is the token {@link setBase} takes. */
   #drains = 0;
+  readonly #storeDirectory: string;
   readonly #sentinels: string;
   /** The root's and the sentinel directory's bytes, as event paths begin with them. */
   readonly #rootBytes: Buffer;
@@ -166,13 +148,14 @@ export class WorkspaceWatcher {
   ) {
     this.#onStopped = onStopped;
     this.root = realRoot(root);
-    this.#sentinels = join(storeDirectory, SENTINELS);
+    this.#storeDirectory = storeDirectory;
+    this.#sentinels = sentinelsIn(storeDirectory);
     this.#rootBytes = Buffer.from(this.root);
     this.#sentinelsBytes = Buffer.from(`${this.#sentinels}/`);
     this.#outside = outside;
     if (process.platform !== 'linux') this.#stop('inotify is Linux only');
     else if (!isOnTrustedFilesystem(root)) this.#stop('the filesystem is not one it trusts');
-    else this.#start();
+    else this.#start(true);
   }
 
   /** True once the watches are in place and checked (and the files with several links listed). */
@@ -366,17 +349,21 @@ export class WorkspaceWatcher {
     }
   }
 
-  #start(): void {
+  /**
+   * Starts inotifywait: at first (`isFirst`), or again after something may have gone unseen. A
+   * workspace or store gone (deleted, or being deleted: their removal is what made it start
+   * again) stops the watcher for good, and nothing of them is made again.
+   */
+  #start(isFirst = false): void {
+    const cannot = cannotWatch(this.root, this.#storeDirectory, isFirst);
+    if (cannot !== undefined) {
+      this.#stop(cannot);
+      return;
+    }
     const generation = ++this.#generation;
     this.#state = 'starting';
     this.#pending = Buffer.alloc(0);
     this.#linked.clear();
-    try {
-      mkdirSync(this.#sentinels, { recursive: true });
-    } catch {
-      this.#stop('its sentinel directory could not be made');
-      return;
-    }
     this.#excluded = new Set(this.#excludedDirectories());
     let child: ChildProcess;
     try {

@@ -1,0 +1,100 @@
+// The watcher's life beside what it watches: the workspace or the store removed from under it.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { NO_OUTSIDE_RULES, WorkspaceWatcher } from '../../src/workspace/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { makeWorkspace } from '../helpers/workspace.js';
+
+const watchers: WorkspaceWatcher[] = [];
+afterEach(() => {
+  for (const watcher of watchers.splice(0)) watcher.close();
+});
+
+const isAvailable = (() => {
+  try {
+    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/** A watcher of `workspace` keeping its sentinels in `storeDirectory`, and what it said. */
+function watch(workspace: string, storeDirectory: string) {
+  const told: string[] = [];
+  const watcher = new WorkspaceWatcher(workspace, storeDirectory, NO_OUTSIDE_RULES, (why) =>
+    told.push(why),
+  );
+  watchers.push(watcher);
+  return { watcher, told };
+}
+
+async function untilLive(watcher: WorkspaceWatcher): Promise<void> {
+  for (let waited = 0; !watcher.isLive; waited += 10) {
+    if (waited > 20_000) throw new Error(`the watcher did not start: ${watcher.stoppedBecause}`);
+    await sleep(10);
+  }
+}
+
+/** A tree of directories and files, as a project's. */
+function layTree(root: string): void {
+  for (let one = 0; one < 20; one++) {
+    for (let two = 0; two < 10; two++) {
+      mkdirSync(join(root, `d${one}`, `e${two}`), { recursive: true });
+      writeFileSync(join(root, `d${one}`, `e${two}`, 'f.txt'), `${one}.${two}`);
+    }
+  }
+}
+
+describe.runIf(process.platform === 'linux' && isAvailable)(
+  'a watcher outliving what it watches',
+  () => {
+    it('stops once, saying so once, when the workspace (its store inside) is deleted, and makes nothing again', async () => {
+      for (let round = 0; round < 3; round++) {
+        const made = await makeWorkspace();
+        const workspace = realpathSync(made.workspace);
+        layTree(workspace);
+        const { watcher, told } = watch(workspace, made.storeDirectory);
+        await untilLive(watcher);
+        await rm(workspace, { recursive: true });
+        await sleep(1_500);
+        expect(existsSync(workspace), `round ${round}`).toBe(false);
+        expect(told, `round ${round}`).toHaveLength(1);
+        expect(told[0]).toMatch(/was (deleted|removed)/);
+        expect(watcher.pid).toBeUndefined();
+        expect((await watcher.drain()).paths).toBeUndefined();
+      }
+    });
+
+    it('stops once when its store (outside the workspace) is deleted, and makes no directory of it again', async () => {
+      for (let round = 0; round < 3; round++) {
+        const workspace = realpathSync(await makeTempDirectory());
+        layTree(workspace);
+        const store = join(await makeTempDirectory(), 'store');
+        mkdirSync(store);
+        const { watcher, told } = watch(workspace, store);
+        await untilLive(watcher);
+        await rm(store, { recursive: true });
+        await sleep(1_500);
+        expect(existsSync(store), `round ${round}`).toBe(false);
+        expect(told, `round ${round}`).toHaveLength(1);
+        expect(told[0]).toMatch(/store/);
+        expect(watcher.pid).toBeUndefined();
+      }
+    });
+
+    it('makes no store directory when it starts on a store that is not there', async () => {
+      const workspace = realpathSync(await makeTempDirectory());
+      const store = join(await makeTempDirectory(), 'gone');
+      const { watcher, told } = watch(workspace, store);
+      await sleep(300);
+      expect(existsSync(store)).toBe(false);
+      expect(told).toHaveLength(1);
+      expect(watcher.isLive).toBe(false);
+    });
+  },
+);
