@@ -1,5 +1,6 @@
 // inotifywait as the watcher runs it: what it asks for, how it is started, what it prints.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { ownTemporaryFiles } from './restore-file.js';
 
 /**
@@ -49,4 +50,27 @@ export function spawnInotifywait(
   // It ends with this process (setpriv's parent-death signal), even one killed or that never
   // closed its session: otherwise it would wait on until an event made it write to a closed pipe.
   return spawn('sh', ['-c', INOTIFYWAIT, 'sh', ...args], { stdio: ['ignore', 'pipe', 'ignore'] });
+}
+
+/** The sysctl that caps a user's inotify watches, all of its processes together. */
+const WATCH_LIMIT = 'fs.inotify.max_user_watches';
+
+/**
+ * What to tell when inotifywait ran out of inotify watches: the setting, its value, the command
+ * that raises it, and that checkpoints walk meanwhile.
+ */
+export function watchLimitMessage(): string {
+  let now: number | undefined;
+  try {
+    now = Number.parseInt(
+      readFileSync(`/proc/sys/${WATCH_LIMIT.replaceAll('.', '/')}`, 'latin1'),
+      10,
+    );
+  } catch {}
+  const raised = Math.max(524_288, 2 * (now ?? 0));
+  return (
+    `the inotify watch limit was reached (${WATCH_LIMIT} is ${now ?? 'unknown'}, for all of this user's processes together; one watch per directory). ` +
+    `Raise it with \`sudo sysctl ${WATCH_LIMIT}=${raised}\` (to keep it after a reboot: \`echo ${WATCH_LIMIT}=${raised} | sudo tee /etc/sysctl.d/60-inotify.conf\`), then reopen the session (start \`rewind daemon\` or \`rewind mcp\` again). ` +
+    'Until then Rewind falls back to walking the workspace at every checkpoint.'
+  );
 }

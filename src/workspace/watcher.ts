@@ -8,7 +8,13 @@ import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js
 import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
 import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
-import { ESTABLISHED, LONGEST_RECORD, RENAMING_EVENTS, spawnInotifywait } from './inotifywait.js';
+import {
+  ESTABLISHED,
+  LONGEST_RECORD,
+  RENAMING_EVENTS,
+  spawnInotifywait,
+  watchLimitMessage,
+} from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
 import { cannotWatch, realRoot, sentinelsIn } from './watch-places.js';
 
@@ -388,10 +394,11 @@ export class WorkspaceWatcher {
       else {
         const lines = this.#pending.toString('utf8').trim().split('\n');
         // Out of inotify watches (fs.inotify.max_user_watches): trying again would not help.
-        const limit = lines.find((line) => line.includes('upper limit'));
-        const why = `inotifywait could not watch it (${limit ?? lines.at(-1) ?? `exit code ${code}`})`;
-        if (limit !== undefined) this.#stop(why);
-        else this.#failedStart(why);
+        if (lines.some((line) => line.includes('upper limit'))) this.#stop(watchLimitMessage());
+        else
+          this.#failedStart(
+            `inotifywait could not watch it (${lines.at(-1) ?? `exit code ${code}`})`,
+          );
       }
     });
   }
