@@ -50,9 +50,9 @@ function isStillThere(path: string, key: string): boolean {
   return watchKey(stats) === key;
 }
 
-/** Names a watch walk leaves alone: as find prunes them, and the top directories left out. */
+/** Paths a watch walk leaves alone: as find prunes them, and the directories left out. */
 function isSkipped(relative: string, name: string, excluded: ReadonlySet<string>): boolean {
-  return isAlwaysExcluded(name) || (!relative.includes('/') && excluded.has(relative));
+  return isAlwaysExcluded(name) || excluded.has(relative);
 }
 
 /** What {@link walkMade} found under the directories made or moved in. */
@@ -109,11 +109,26 @@ export interface WatchListing {
 const literally = (path: string): string => path.replace(/[*?[\]\\]/g, '\\$&');
 
 /**
- * Lists, by GNU find, every directory under `root` that a watch of it should hold (not `.git`,
- * `.rewind` or the top directories `excluded`) and every file with more than one link;
- * undefined when find is missing or fails.
+ * Lists every directory under `root` that a watch of it should hold (not `.git`, `.rewind` or
+ * the directories `excluded`, relative) and every file with more than one link. By GNU find,
+ * twice if need be: find fails when a directory vanishes while it lists it (a build removing its
+ * output). Then by a slower walk of its own, which skips what vanished; undefined when that
+ * fails too (a directory it cannot read), since a listing that missed a subtree would leave a
+ * directory without a watch unnoticed.
  */
 export async function listForWatch(
+  root: string,
+  excluded: readonly string[],
+): Promise<WatchListing | undefined> {
+  return (
+    (await findForWatch(root, excluded)) ??
+    (await findForWatch(root, excluded)) ??
+    walkForWatch(root, new Set(excluded))
+  );
+}
+
+/** {@link listForWatch} by find; undefined when find is missing or fails. */
+async function findForWatch(
   root: string,
   excluded: readonly string[],
 ): Promise<WatchListing | undefined> {
@@ -134,6 +149,38 @@ export async function listForWatch(
     const ino = BigInt(record.subarray(space + 1, second).toString('latin1'));
     const path = decodeName(record.subarray(second + 1));
     listing.directories.push({ path, key: watchKey({ dev, ino }) });
+  }
+  return listing;
+}
+
+/** Codes of a path that vanished while it was listed: it needs no watch. */
+const VANISHED = new Set(['ENOENT', 'ENOTDIR']);
+
+/** {@link listForWatch} by a walk of its own; undefined when a path cannot be listed. */
+export function walkForWatch(
+  root: string,
+  excluded: ReadonlySet<string>,
+): WatchListing | undefined {
+  const listing: WatchListing = { directories: [], linked: [] };
+  const pending = [''];
+  for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
+    const absolute = diskPath(relative === '' ? root : join(root, relative));
+    try {
+      const stats = lstatSync(absolute, { bigint: true });
+      if (!stats.isDirectory()) {
+        if (stats.nlink > 1n) listing.linked.push(relative);
+        continue;
+      }
+      listing.directories.push({ path: relative, key: watchKey(stats) });
+      for (const { name } of listNames(absolute)) {
+        const inner = relative === '' ? name : `${relative}/${name}`;
+        if (!isSkipped(inner, name, excluded)) pending.push(inner);
+      }
+    } catch (error) {
+      if (relative === '' || !VANISHED.has((error as NodeJS.ErrnoException).code ?? '')) {
+        return undefined;
+      }
+    }
   }
   return listing;
 }

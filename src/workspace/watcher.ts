@@ -429,7 +429,7 @@ export class WorkspaceWatcher {
     const listing = await listForWatch(this.root, [...this.#excluded]);
     if (generation !== this.#generation) return;
     if (listing === undefined) {
-      this.#stop('find could not list the workspace');
+      this.#failedStart('the workspace could not be listed');
       return;
     }
     if (!(await this.#barrier(() => {})) || generation !== this.#generation) return;

@@ -1,5 +1,5 @@
 // The watcher's life beside what it watches: the workspace or the store removed from under it.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -96,5 +96,30 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       expect(told).toHaveLength(1);
       expect(watcher.isLive).toBe(false);
     });
+
+    it('starts while a build removes and makes its output: what vanished while listed is skipped, and it goes live', async () => {
+      const made = await makeWorkspace();
+      const workspace = realpathSync(made.workspace);
+      layTree(workspace);
+      // A build deleting its output and writing it again, over and over, while watchers start.
+      const build = spawn(
+        'sh',
+        ['-c', "while :; do rm -rf out; mkdir -p $(seq -f 'out/%g/x/y' 200); done"],
+        { cwd: workspace, stdio: 'ignore' },
+      );
+      const started: ReturnType<typeof watch>[] = [];
+      try {
+        for (let round = 0; round < 8; round++) {
+          started.push(watch(workspace, made.storeDirectory));
+          await sleep(400);
+        }
+      } finally {
+        build.kill('SIGKILL');
+      }
+      for (const { watcher, told } of started) {
+        await untilLive(watcher);
+        expect(told).toEqual([]);
+      }
+    }, 60_000);
   },
 );
