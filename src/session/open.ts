@@ -96,8 +96,10 @@ export interface OpenSessionOptions {
   watch?: boolean;
   /**
    * With `watch`: told why, once, if the watcher stops for good (inotifywait is not installed,
-   * the filesystem is not one it trusts, no inotify watches are left, it lost events too often),
-   * so that a process can say why its checkpoints look at every entry again.
+   * the filesystem is not one it trusts, no inotify watches are left, the workspace or the store
+   * was deleted), and once if inotifywait keeps dying or failing to start (the watcher goes on
+   * starting it, less and less often), so that a process can say why its checkpoints look at
+   * every entry again.
    */
   onWatchStopped?: (why: string) => void;
   /**

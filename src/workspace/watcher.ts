@@ -17,6 +17,7 @@ import {
 } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
 import { cannotWatch, realRoot, sentinelsIn } from './watch-places.js';
+import { LONGEST_WAIT_MS, RestartPacer } from './watch-restarts.js';
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
@@ -58,12 +59,6 @@ export interface DrainResult {
    */
   stats: ReadonlyMap<string, BigIntStats | null>;
 }
-
-/** Starts again at most this many times (something that keeps losing events is left to find). */
-const MOST_RESTARTS = 100;
-
-/** Starts in a row that may fail (each waits twice as long: 0.1 s to 6.4 s) before it gives up. */
-const FAILED_STARTS_AT_MOST = 7;
 
 /** Paths the snapshot never holds, wherever they are (as find prunes them). */
 function isLeftOut(relative: string): boolean {
@@ -134,14 +129,15 @@ export class WorkspaceWatcher {
   /** The sentinel waited for, and what to do the moment it comes back. */
   #waiter: { name: string; arrived: (hasArrived: boolean) => void } | undefined;
   readonly #oneAtATime = createLimiter(1);
-  /** Times it started again since it was created; past {@link MOST_RESTARTS} it stops. */
-  #restarts = 0;
-  /** Starts in a row that failed; past {@link FAILED_STARTS_AT_MOST} it stops. */
-  #failedStarts = 0;
+  /** How soon it starts again after a loss or a failed start. */
+  readonly #pacer = new RestartPacer();
   /** Why the watcher stopped for good, when it did. */
   stoppedBecause: string | undefined;
 
-  /** Told why, once, when the watcher stops for good (not when it is closed). */
+  /**
+   * Told why, once, when the watcher stops for good (not when it is closed), and once when it
+   * keeps failing to start again (it goes on trying: see {@link RestartPacer}).
+   */
   readonly #onStopped: ((why: string) => void) | undefined;
   /** Told each time the watch goes live: see {@link onLive}. */
   #onLive: (() => void) | undefined;
@@ -254,6 +250,7 @@ export class WorkspaceWatcher {
       this.#resetDrain(true);
     });
     if (!hasArrived || drained === undefined) return undefined;
+    if (drained.isWhole) this.#pacer.steady();
     const { changed, made, touched, isWhole } = drained;
     // Directories made or moved in got their watches by a walk that may have missed some; the
     // files in them with several links are compared by ctime from now on, as below.
@@ -406,17 +403,30 @@ export class WorkspaceWatcher {
   /**
    * A start that failed: a directory removed while the watches were set up makes inotifywait
    * give up, and one made meanwhile may be left unwatched; the workspace is busy, so the watcher
-   * tries again a little later, waiting twice as long each time, and stops after a few tries.
+   * tries again later (see {@link RestartPacer}).
    */
   #failedStart(why: string): void {
     this.#kill();
-    if (++this.#failedStarts > FAILED_STARTS_AT_MOST) {
-      this.#stop(why);
+    this.#restart(why);
+  }
+
+  /**
+   * Starts again, at once or after the wait {@link RestartPacer} says; while it waits, drains
+   * answer undefined (snapshots ask find). Says once when it keeps failing.
+   */
+  #restart(why: string, isFailure = true): void {
+    const delay = isFailure ? this.#pacer.next() : 0;
+    if (isFailure && this.#pacer.isToBeTold) {
+      this.#onStopped?.(
+        `inotifywait failed again and again (last: ${why}); it is started again less and less often (at most every ${LONGEST_WAIT_MS / 1000} s) and Rewind falls back to walking the workspace until it watches again`,
+      );
+    }
+    if (delay === 0) {
+      this.#start();
       return;
     }
     const generation = ++this.#generation;
     this.#state = 'starting';
-    const delay = 50 * 2 ** this.#failedStarts;
     setTimeout(() => generation === this.#generation && this.#start(), delay).unref();
   }
 
@@ -444,7 +454,7 @@ export class WorkspaceWatcher {
       return;
     }
     for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
-    this.#failedStarts = 0;
+    this.#pacer.live();
     this.#state = 'live';
     this.#onLive?.();
   }
@@ -563,9 +573,7 @@ export class WorkspaceWatcher {
     if (this.#state === 'stopped') return;
     this.#wasLiveAtDrain = false;
     this.#kill();
-    if (isFailure && ++this.#restarts > MOST_RESTARTS) {
-      this.#stop(`it lost events too often (last: ${why})`);
-    } else this.#start();
+    this.#restart(why, isFailure);
   }
 
   #stop(why: string, isToBeTold = true): void {

@@ -121,5 +121,32 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
         expect(told).toEqual([]);
       }
     }, 60_000);
+
+    it('starts again at a slower and slower pace while inotifywait is killed over and over, walks meanwhile, and watches again after', async () => {
+      const made = await makeWorkspace({ 'a.txt': 'a' });
+      const workspace = realpathSync(made.workspace);
+      layTree(workspace);
+      const { watcher, told } = watch(workspace, made.storeDirectory);
+      await untilLive(watcher);
+      // Something that kills every inotifywait of the watcher as soon as it watches, for 4 s.
+      const started = new Set<number>();
+      const answers: (string[] | undefined)[] = [];
+      for (const start = Date.now(); Date.now() - start < 4_000; ) {
+        const pid = watcher.pid;
+        if (pid !== undefined && watcher.isLive && !started.has(pid)) {
+          started.add(pid);
+          process.kill(pid, 'SIGKILL');
+          answers.push((await watcher.drain()).paths);
+        }
+        await sleep(2);
+      }
+      // At once at first, then after 0.1 s, 0.2 s, 0.4 s...: not a start after every kill.
+      expect(started.size).toBeGreaterThan(3);
+      expect(started.size).toBeLessThan(12);
+      expect(answers.every((paths) => paths === undefined)).toBe(true);
+      expect(watcher.stoppedBecause).toBeUndefined();
+      await untilLive(watcher);
+      expect(told).toEqual([]);
+    }, 60_000);
   },
 );
