@@ -32,8 +32,8 @@ const INOTIFYWAIT =
 export const ESTABLISHED = Buffer.from('Watches established.\n');
 
 /**
- * Starts inotifywait on the workspace `root` and the `sentinels` directory, leaving out the top
- * directories named in `excluded`: it prints each event as `EVENTS PATH` and a NUL, and its
+ * Starts inotifywait on the workspace `root` and the `sentinels` directory, leaving out the
+ * directories at the relative paths `excluded`: it prints each event as `EVENTS PATH` and a NUL, and its
  * errors into the same pipe, in the order it wrote them. Throws when it cannot be spawned.
  */
 export function spawnInotifywait(

@@ -132,7 +132,9 @@ async function findForWatch(
   root: string,
   excluded: readonly string[],
 ): Promise<WatchListing | undefined> {
-  const pruned = excluded.flatMap((name) => ['-o', '-path', literally(join(root, name))]);
+  // Directories only are matched against the paths left out (a test for each entry would cost).
+  const paths = excluded.flatMap((path) => ['-o', '-path', literally(join(root, path))]).slice(1);
+  const pruned = paths.length === 0 ? [] : ['-o', '-type', 'd', '(', ...paths, ')'];
   // biome-ignore format: the find expression reads best on one line
   const args = [root, '(', '-name', '.git', '-o', '-name', '.rewind', ...pruned, ')', '-prune', '-o', '-type', 'd', '-printf', 'd%D %i %P\\0', '-o', '-links', '+1', '-printf', 'l%P\\0'];
   const records = await findRecords(args);

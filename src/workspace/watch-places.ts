@@ -1,6 +1,13 @@
 // Where a watcher works: the workspace it watches, the store directory its sentinels go in.
 import { lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
+import { diskPath, listNames } from '../lib/index.js';
+import {
+  holdsIgnoreFile,
+  IgnoreRules,
+  isAlwaysExcluded,
+  type OutsideRules,
+} from './ignore-rules.js';
 
 /** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
 const SENTINELS = join('cache', 'watch');
@@ -51,4 +58,34 @@ export function cannotWatch(
   return isDirectory(storeDirectory)
     ? `its directory in the store, ${sentinels}, was removed`
     : `the store ${storeDirectory} was deleted`;
+}
+
+/**
+ * The directories under `root` the ignore rules leave out, wherever they are (a `node_modules`
+ * in `packages/*`, a sub-project's `dist`), as relative paths, sorted: not watched (they churn,
+ * and each directory costs a watch and time at the start). A walk of the directories that are
+ * kept, entering each one's ignore files; what cannot be listed is left to find and inotifywait.
+ */
+export function ignoredDirectories(root: string, outside: OutsideRules): string[] {
+  const ignored: string[] = [];
+  const pending: [string, IgnoreRules][] = [['', IgnoreRules.outside(outside)]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [relative, above] = next;
+    const absolute = relative === '' ? root : join(root, relative);
+    let names: { name: string; isDirectory: boolean }[];
+    try {
+      names = listNames(diskPath(absolute));
+    } catch {
+      continue;
+    }
+    const isRuled = holdsIgnoreFile(names.map(({ name }) => name));
+    const rules = isRuled ? above.enter(absolute, relative) : above;
+    for (const { name, isDirectory } of names) {
+      if (!isDirectory || isAlwaysExcluded(name)) continue;
+      const inner = relative === '' ? name : `${relative}/${name}`;
+      if (rules.isIgnored(inner, name, true)) ignored.push(inner);
+      else pending.push([inner, rules]);
+    }
+  }
+  return ignored.sort();
 }

@@ -1,13 +1,13 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
 import type { ChildProcess } from 'node:child_process';
-import { type BigIntStats, lstatSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { type BigIntStats, lstatSync, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js';
 import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
-import { IgnoreRules, isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
+import { isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
 import {
   ESTABLISHED,
   LONGEST_RECORD,
@@ -16,7 +16,7 @@ import {
   watchLimitMessage,
 } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
-import { cannotWatch, realRoot, sentinelsIn } from './watch-places.js';
+import { cannotWatch, ignoredDirectories, realRoot, sentinelsIn } from './watch-places.js';
 import { LONGEST_WAIT_MS, RestartPacer } from './watch-restarts.js';
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
@@ -107,7 +107,7 @@ export class WorkspaceWatcher {
   readonly #sentinelsBytes: Buffer;
   readonly #token = nodeCrypto().randomBytes(6).toString('hex');
   #outside: OutsideRules;
-  /** The top directories left unwatched (by name), as of the last start. */
+  /** The directories left unwatched (relative paths), as of the last start. */
   #excluded = new Set<string>();
   #child: ChildProcess | undefined;
   /** `starting` until inotifywait says its watches are set up; `checking` while they are checked. */
@@ -321,7 +321,7 @@ export class WorkspaceWatcher {
   /**
    * Called after a snapshot that had to look at every entry (the first one, rules that changed):
    * starts the watch again when what it leaves unwatched may have changed: the ignore rules now
-   * leave out other top directories than those it left out when it started, or the walk could not
+   * leave out other directories than those it left out when it started, or the walk could not
    * read some paths. Otherwise the watch goes on: starting it again would cost the next two
    * snapshots their watch (the first after a start must ask find: see {@link drain}), a find
    * each over every entry.
@@ -329,7 +329,7 @@ export class WorkspaceWatcher {
   startAgain(outside: OutsideRules, couldNotRead = false): void {
     this.#outside = outside;
     if (this.#state === 'stopped') return;
-    const excluded = this.#excludedDirectories();
+    const excluded = ignoredDirectories(this.root, this.#outside);
     const isSame =
       excluded.length === this.#excluded.size && excluded.every((name) => this.#excluded.has(name));
     if (couldNotRead || !isSame) this.#lose('a snapshot looked at every entry', false);
@@ -337,19 +337,6 @@ export class WorkspaceWatcher {
 
   close(): void {
     this.#stop('closed', false);
-  }
-
-  /** The top directories the ignore rules leave out: not watched (a `node_modules` churns). */
-  #excludedDirectories(): string[] {
-    try {
-      const rules = IgnoreRules.root(this.root, this.#outside);
-      return readdirSync(this.root, { withFileTypes: true })
-        .filter((entry) => entry.isDirectory() && rules.isIgnored(entry.name, entry.name, true))
-        .map((entry) => entry.name)
-        .sort();
-    } catch {
-      return [];
-    }
   }
 
   /**
@@ -367,7 +354,7 @@ export class WorkspaceWatcher {
     this.#state = 'starting';
     this.#pending = Buffer.alloc(0);
     this.#linked.clear();
-    this.#excluded = new Set(this.#excludedDirectories());
+    this.#excluded = new Set(ignoredDirectories(this.root, this.#outside));
     let child: ChildProcess;
     try {
       child = spawnInotifywait(this.root, this.#sentinels, this.#excluded);

@@ -1,11 +1,12 @@
 // The watcher's life beside what it watches: the workspace or the store removed from under it.
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NO_OUTSIDE_RULES, WorkspaceWatcher } from '../../src/workspace/index.js';
+import { watchedInodes, watchKey } from '../../src/workspace/watch-coverage.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
@@ -148,5 +149,39 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       await untilLive(watcher);
       expect(told).toEqual([]);
     }, 60_000);
+
+    it('leaves unwatched the directories the ignore rules leave out deep down, and watches again one no longer left out', async () => {
+      const made = await makeWorkspace({
+        '.gitignore': 'node_modules/\n',
+        'packages/a/node_modules/dep/lib/index.js': 'dep',
+        'packages/a/src/index.js': 'a',
+        'apps/web/.gitignore': 'dist/\n',
+        'apps/web/dist/assets/app.js': 'built',
+        'apps/web/src/app.js': 'app',
+      });
+      const workspace = realpathSync(made.workspace);
+      const { watcher } = watch(workspace, made.storeDirectory);
+      await untilLive(watcher);
+      const key = (path: string) => watchKey(lstatSync(join(workspace, path), { bigint: true }));
+      let watched = watchedInodes(watcher.pid as number);
+      for (const path of ['packages/a/src', 'apps/web/src', 'packages/a', 'apps/web']) {
+        expect(watched?.has(key(path)), path).toBe(true);
+      }
+      for (const path of [
+        'packages/a/node_modules',
+        'packages/a/node_modules/dep',
+        'apps/web/dist',
+        'apps/web/dist/assets',
+      ]) {
+        expect(watched?.has(key(path)), path).toBe(false);
+      }
+      // The rule taken away: the next walk's rules leave other directories out, it starts again.
+      writeFileSync(join(workspace, 'apps/web/.gitignore'), '');
+      watcher.startAgain(NO_OUTSIDE_RULES);
+      await untilLive(watcher);
+      watched = watchedInodes(watcher.pid as number);
+      expect(watched?.has(key('apps/web/dist/assets'))).toBe(true);
+      expect(watched?.has(key('packages/a/node_modules'))).toBe(false);
+    });
   },
 );
