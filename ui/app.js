@@ -128,7 +128,8 @@ function App() {
       </label>
       ${
         current?.isolation === 'isolated' &&
-        html`<${CommitButton} session=${session} onDone=${refresh} />`
+        // Keyed by session: a plan shown is the plan of the session it was asked for.
+        html`<${CommitButton} key=${session} session=${session} onDone=${refresh} />`
       }
     </header>
     ${problem && html`<p class="problem" role="alert">${problem.message}</p>`}
@@ -674,6 +675,9 @@ function CommitButton({ session, onDone }) {
     ${
       plan?.output &&
       html`<div class="plan" aria-label="commit plan">
+      <button type="button" class="close" aria-label="close the commit plan" onClick=${() => setPlan(undefined)}>
+        ×
+      </button>
       ${
         plan.output.status === 'committed'
           ? html`<p class="done" role="status">Committed to the workspace (undoable).</p>`

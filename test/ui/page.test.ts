@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { init, openSession, type Session } from '../../src/index.js';
+import { init, openSession, type Session, startIsolatedSession } from '../../src/index.js';
 import { type RunningUi, startUi } from '../../src/ui/server.js';
 import { git } from '../helpers/git.js';
 import { ROOT } from '../helpers/processes.js';
@@ -328,5 +328,32 @@ describe("the page's views", () => {
     expect(await readFile(join(workspace, 'a,b.txt'), 'utf8')).toBe('before\n');
     expect(await readFile(join(workspace, 'c.txt'), 'utf8')).toBe('before\n');
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('after\n');
+  });
+
+  it("shows each isolated session's own commit plan, and closes it", async () => {
+    await setUp();
+    const first = await startIsolatedSession({ workspace, makeCurrent: false });
+    const second = await startIsolatedSession({ workspace, makeCurrent: false });
+    try {
+      await first.write('FIRST.md', 'one\n');
+      await second.write('SECOND.md', 'two\n');
+      await open();
+      const sessions = page.locator('select[aria-label="session"]');
+      const plan = page.locator('[aria-label="commit plan"]');
+      await sessions.selectOption(first.id);
+      await page.getByRole('button', { name: 'Commit to the workspace…' }).click();
+      await expect.poll(() => plan.textContent()).toContain('FIRST.md');
+      // Another session: the first one's plan is not shown as if it were this one's.
+      await sessions.selectOption(second.id);
+      await expect.poll(() => plan.count()).toBe(0);
+      await page.getByRole('button', { name: 'Commit to the workspace…' }).click();
+      await expect.poll(() => plan.textContent()).toContain('SECOND.md');
+      expect(await plan.textContent()).not.toContain('FIRST.md');
+      await page.getByRole('button', { name: 'close the commit plan' }).click();
+      await expect.poll(() => plan.count()).toBe(0);
+    } finally {
+      await first.close();
+      await second.close();
+    }
   });
 });
