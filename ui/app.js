@@ -4,8 +4,9 @@
 // elsewhere at run time.
 import { html as renderDiffHtml } from 'diff2html';
 import htm from 'htm';
-import { h, render } from 'preact';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { createContext, h, render } from 'preact';
+import { useCallback, useContext, useEffect, useMemo, useState } from 'preact/hooks';
+import { createGate } from './state.js';
 
 const html = htm.bind(h);
 
@@ -48,6 +49,18 @@ const FAMILIES = {
 const familyOf = (kind) =>
   Object.keys(FAMILIES).find((family) => FAMILIES[family].includes(kind)) ?? 'session';
 
+/**
+ * The page's actions run one at a time (a double click, or a second button pressed while one
+ * runs, starts nothing): `running` names the one running, `run(name, task)` starts one, `ask`
+ * asks for confirmation first; each answers undefined when another runs.
+ */
+const Requests = createContext(undefined);
+
+function useRequests() {
+  const requests = useContext(Requests);
+  return { ...requests, isBusy: requests.running !== undefined };
+}
+
 function App() {
   const [workspace, setWorkspace] = useState('');
   const [sessions, setSessions] = useState([]);
@@ -58,6 +71,17 @@ function App() {
   const [selected, setSelected] = useState(undefined);
   const [problem, setProblem] = useState(undefined);
   const [version, setVersion] = useState(0);
+  const [running, setRunning] = useState(undefined);
+  const gate = useMemo(() => createGate(setRunning), []);
+  const requests = useMemo(
+    () => ({
+      running,
+      run: gate.run,
+      ask: (name, question, task) =>
+        gate.running === undefined && window.confirm(question) ? gate.run(name, task) : undefined,
+    }),
+    [running, gate],
+  );
 
   useEffect(() => {
     api('/api/workspace').then((output) => setWorkspace(output.workspace), setProblem);
@@ -103,7 +127,7 @@ function App() {
   const current = sessions.find((item) => item.id === session);
   const line = entries.find((item) => item.seq === selected);
   const refresh = useCallback(() => setVersion((value) => value + 1), []);
-  return html`
+  return html`<${Requests.Provider} value=${requests}>
     <header>
       <h1>Rewind</h1>
       <span class="workspace" title="workspace">${workspace}</span>
@@ -131,6 +155,7 @@ function App() {
         // Keyed by session: a plan shown is the plan of the session it was asked for.
         html`<${CommitButton} key=${session} session=${session} onDone=${refresh} />`
       }
+      <span class="busy" aria-live="polite">${running && `Running ${running}…`}</span>
     </header>
     ${problem && html`<p class="problem" role="alert">${problem.message}</p>`}
     <nav class="filters" aria-label="filter by kind">
@@ -181,7 +206,7 @@ function App() {
         }
       </section>
     </main>
-  `;
+  <//>`;
 }
 
 /** What one entry recorded, and what can be done about it. */
@@ -420,6 +445,7 @@ function RollbackForm({ session, label, onDone }) {
   const [paths, setPaths] = useState('');
   const [plan, setPlan] = useState(undefined);
   const [result, setResult] = useState(undefined);
+  const { run: start, ask, isBusy } = useRequests();
   const input = () => ({
     label,
     scope,
@@ -431,19 +457,17 @@ function RollbackForm({ session, label, onDone }) {
   // The rollback that runs is the plan's: a plan goes when what it was asked for changes.
   const showPlan = () => {
     const planned = input();
-    act('rollback', session, { ...planned, dryRun: true }).then(
+    start('the rollback plan', () => act('rollback', session, { ...planned, dryRun: true }))?.then(
       (output) => setPlan({ output, input: planned }),
       (error) => setPlan({ error }),
     );
   };
   const run = () => {
-    if (
-      !window.confirm(
-        `Roll back to ${label}? The current state is saved first, and the rollback can be undone.`,
-      )
-    )
-      return;
-    act('rollback', session, plan.input).then(
+    ask(
+      'the rollback',
+      `Roll back to ${label}? The current state is saved first, and the rollback can be undone.`,
+      () => act('rollback', session, plan.input),
+    )?.then(
       (output) => {
         setResult({ output });
         setPlan(undefined);
@@ -477,7 +501,7 @@ function RollbackForm({ session, label, onDone }) {
         }}
       ></textarea>
     </label>
-    <button type="button" onClick=${showPlan}>Show the rollback plan</button>
+    <button type="button" disabled=${isBusy} onClick=${showPlan}>Show the rollback plan</button>
     ${plan?.error && html`<p class="problem" role="alert">${plan.error.message}</p>`}
     ${
       plan?.output &&
@@ -486,7 +510,7 @@ function RollbackForm({ session, label, onDone }) {
       <ul>
         ${(plan.output.changes ?? []).map((change) => html`<li>${change.action} ${change.path}</li>`)}
       </ul>
-      <button type="button" class="danger" onClick=${run}>Roll back to ${label}</button>
+      <button type="button" class="danger" disabled=${isBusy} onClick=${run}>Roll back to ${label}</button>
     </div>`
     }
     ${result?.error && html`<p class="problem" role="alert">${result.error.message}</p>`}
@@ -514,9 +538,9 @@ function ActionDetail({ session, line, onDone }) {
       (state === 'failed' && line.entry.body.action === 'exec'));
   const isCompensable =
     line.action.class === 'compensable' && !['compensated', 'draft', 'discarded'].includes(state);
+  const { run: start, ask, isBusy } = useRequests();
   const run = (name, input, question) => {
-    if (!window.confirm(question)) return;
-    act(name, session, input).then(
+    ask(name, question, () => act(name, session, input))?.then(
       (output) => {
         setOutcome({ output, name });
         onDone();
@@ -529,28 +553,30 @@ function ActionDetail({ session, line, onDone }) {
     <div class="actions" role="group" aria-label="actions">
       ${
         isUndoable &&
-        html`<button onClick=${() => run('undo', { id }, `Undo #${id}? It is refused if later edits would be overwritten.`)}>
+        html`<button disabled=${isBusy} onClick=${() => run('undo', { id }, `Undo #${id}? It is refused if later edits would be overwritten.`)}>
         Undo
       </button>`
       }
       ${
         state === 'draft' &&
         html`<button
+          disabled=${isBusy}
           onClick=${() =>
-            act('approve', session, { id, dryRun: true }).then(
+            start('the review', () => act('approve', session, { id, dryRun: true }))?.then(
               (output) => setDraft({ output }),
               (error) => setDraft({ error }),
             )}
         >
           Review the draft
         </button>
-        <button onClick=${() => run('discard', { id }, `Discard draft #${id} for good?`)}>Discard</button>`
+        <button disabled=${isBusy} onClick=${() => run('discard', { id }, `Discard draft #${id} for good?`)}>Discard</button>`
       }
       ${
         isCompensable &&
         html`<button
+        disabled=${isBusy}
         onClick=${() =>
-          act('compensate', session, { id, dryRun: true }).then(
+          start('the review', () => act('compensate', session, { id, dryRun: true }))?.then(
             (output) => setCompensation({ output }),
             (error) => setCompensation({ error }),
           )}
@@ -567,6 +593,7 @@ function ActionDetail({ session, line, onDone }) {
       <pre>${JSON.stringify(draft.output, null, 2)}</pre>
       <button
         class="danger"
+        disabled=${isBusy}
         onClick=${() => run('approve', { id, digest: draft.output.digest }, `Run draft #${id} now?`)}
       >
         Approve and run
@@ -578,7 +605,7 @@ function ActionDetail({ session, line, onDone }) {
       compensation?.output &&
       html`<div class="draft" aria-label="compensation">
       <pre>${JSON.stringify(compensation.output, null, 2)}</pre>
-      <button class="danger" onClick=${() => run('compensate', { id }, `Run the compensation of #${id}?`)}>
+      <button class="danger" disabled=${isBusy} onClick=${() => run('compensate', { id }, `Run the compensation of #${id}?`)}>
         Compensate
       </button>
     </div>`
@@ -661,10 +688,12 @@ function exchangeText(first, headers, body) {
 /** Commit of an isolated session: the plan first, then, once confirmed, the commit. */
 function CommitButton({ session, onDone }) {
   const [plan, setPlan] = useState(undefined);
+  const { run: start, ask, isBusy } = useRequests();
   return html`<span class="commit">
     <button
+      disabled=${isBusy}
       onClick=${() =>
-        act('commit', session, { dryRun: true, diff: true }).then(
+        start('the commit plan', () => act('commit', session, { dryRun: true, diff: true }))?.then(
           (output) => setPlan({ output }),
           (error) => setPlan({ error }),
         )}
@@ -700,9 +729,11 @@ function CommitButton({ session, onDone }) {
           : plan.output.changes.length > 0 &&
             html`<button
         class="danger"
+        disabled=${isBusy}
         onClick=${() => {
-          if (!window.confirm('Commit these changes to the workspace?')) return;
-          act('commit', session, {}).then(
+          ask('the commit', 'Commit these changes to the workspace?', () =>
+            act('commit', session, {}),
+          )?.then(
             (output) => {
               setPlan({ output: { ...output, changes: [], conflicts: output.conflicts ?? [] } });
               onDone();

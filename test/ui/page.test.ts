@@ -222,6 +222,8 @@ describe("the page's views", () => {
         await page.getByRole('button', { name: 'Review the compensation' }).click();
         await page.getByRole('button', { name: 'Compensate' }).click();
         await expect.poll(() => existsSync(join(workspace, made))).toBe(true);
+        // Its request ended too (the store is not removed under it).
+        await expect.poll(() => page.locator('.busy').textContent()).toBe('');
       }
     } finally {
       service.close();
@@ -355,5 +357,43 @@ describe("the page's views", () => {
       await first.close();
       await second.close();
     }
+  });
+
+  it('runs one action at a time: a double click sends one request, the buttons wait for it', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'notes.txt'), 'changed\n');
+    await open();
+    await pick(await checkpointSeq('one'));
+    await page.getByRole('button', { name: 'Show the rollback plan' }).click();
+    const plan = page.locator('[aria-label="rollback plan"]');
+    await plan.waitFor();
+    const sent: string[] = [];
+    const count = (request: { method(): string; url(): string }) => {
+      if (request.method() === 'POST') sent.push(request.url());
+    };
+    const slow = '**/api/action/rollback';
+    page.on('request', count);
+    // The answer takes a while: the second click comes while the first request runs.
+    await page.route(slow, async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      await route.continue();
+    });
+    try {
+      await plan.getByRole('button', { name: 'Roll back to one' }).dblclick();
+      await expect
+        .poll(() => page.getByRole('button', { name: 'Show the rollback plan' }).isDisabled())
+        .toBe(true);
+      expect(await page.locator('.busy').textContent()).toContain('rollback');
+      await page.locator('[role="status"]', { hasText: 'Rolled back to one' }).waitFor();
+      expect(sent).toHaveLength(1);
+      expect(await page.getByRole('button', { name: 'Show the rollback plan' }).isDisabled()).toBe(
+        false,
+      );
+    } finally {
+      page.off('request', count);
+      await page.unroute(slow);
+    }
+    expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
   });
 });

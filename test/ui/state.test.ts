@@ -1,0 +1,26 @@
+// The page's state logic that needs no browser (ui/state.js), run in node.
+import { describe, expect, it } from 'vitest';
+import { createGate } from '../../ui/state.js';
+
+describe("the page's state", () => {
+  it('runs one request at a time, and says which runs', async () => {
+    const heard: (string | undefined)[] = [];
+    const gate = createGate((running) => heard.push(running));
+    let finish: (value: string) => void = () => {};
+    const first = gate.run('rollback', () => new Promise<string>((done) => (finish = done)));
+    expect(gate.running).toBe('rollback');
+    // A second click while the first runs starts nothing.
+    let started = false;
+    expect(gate.run('undo', () => (started = true))).toBeUndefined();
+    finish('ok');
+    expect(await first).toBe('ok');
+    expect(started).toBe(false);
+    expect(gate.running).toBeUndefined();
+    // A failure frees it too, and still reaches the caller.
+    await expect(gate.run('undo', () => Promise.reject(new Error('refused')))).rejects.toThrow(
+      'refused',
+    );
+    expect(await gate.run('commit', () => 'done')).toBe('done');
+    expect(heard).toEqual(['rollback', undefined, 'undo', undefined, 'commit', undefined]);
+  });
+});

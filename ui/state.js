@@ -1,0 +1,42 @@
+// The page's state logic that needs no browser: which request may run, where the keyboard moves
+// in the timeline, how an action or a checkpoint stands, how a stored body reads. Bundled into
+// app.js with the rest of ui/; tested in node (test/ui/state.test.ts).
+
+/**
+ * One request at a time: `run(name, task)` starts `task` and answers its promise, or answers
+ * undefined, starting nothing, while another runs (a double click, a second button). `onChange`
+ * hears the name of the request running, then undefined once it ended.
+ */
+export function createGate(onChange) {
+  let running;
+  return {
+    get running() {
+      return running;
+    },
+    run(name, task) {
+      if (running !== undefined) return undefined;
+      running = name;
+      onChange(name);
+      const settle = () => {
+        running = undefined;
+        onChange(undefined);
+      };
+      let started;
+      try {
+        started = Promise.resolve(task());
+      } catch (error) {
+        started = Promise.reject(error);
+      }
+      return started.then(
+        (value) => {
+          settle();
+          return value;
+        },
+        (error) => {
+          settle();
+          throw error;
+        },
+      );
+    },
+  };
+}
