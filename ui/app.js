@@ -6,7 +6,7 @@ import { html as renderDiffHtml } from 'diff2html';
 import htm from 'htm';
 import { createContext, h, render } from 'preact';
 import { useCallback, useContext, useEffect, useMemo, useState } from 'preact/hooks';
-import { createGate } from './state.js';
+import { actionStateOf, createGate } from './state.js';
 
 const html = htm.bind(h);
 
@@ -66,6 +66,8 @@ function App() {
   const [sessions, setSessions] = useState([]);
   const [session, setSession] = useState(undefined);
   const [entries, setEntries] = useState([]);
+  // The action a live process runs in the session now, if any (`running` of the log's session).
+  const [runningAction, setRunningAction] = useState(undefined);
   const [checkpoints, setCheckpoints] = useState([]);
   const [hidden, setHidden] = useState(new Set(['closings']));
   const [selected, setSelected] = useState(undefined);
@@ -105,7 +107,10 @@ function App() {
     let isLive = true;
     const keep = (set) => (value) => isLive && set(value);
     read('log', { session }).then(
-      keep((output) => setEntries(output.entries)),
+      keep((output) => {
+        setEntries(output.entries);
+        setRunningAction(output.session.running);
+      }),
       keep(setProblem),
     );
     read('checkpoints', { session }).then(
@@ -184,10 +189,7 @@ function App() {
             <time datetime=${item.at} title=${item.at}>
               ${new Date(item.at).toLocaleTimeString([], { hour12: false })}
             </time>
-            ${
-              item.action &&
-              html`<span class=${`state state-${item.action.state}`}>${item.action.class} · ${item.action.state}</span>`
-            }
+            ${item.action && html`<${ActionState} line=${item} running=${runningAction} />`}
             <span class="summary">${item.summary}</span>
           </li>`,
         )}
@@ -199,6 +201,7 @@ function App() {
               key=${`${session}:${line.seq}`}
               session=${session}
               line=${line}
+              running=${runningAction}
               checkpoints=${checkpoints}
               onDone=${refresh}
             />`
@@ -209,8 +212,16 @@ function App() {
   <//>`;
 }
 
+/** An action's class and state: a command still running says so, with its process. */
+function ActionState({ line, running }) {
+  const { state, pid } = actionStateOf(line, running);
+  return html`<span class=${`state state-${state}`}>
+    ${line.action.class} · ${state}${pid !== undefined ? ` (pid ${pid})` : ''}
+  </span>`;
+}
+
 /** What one entry recorded, and what can be done about it. */
-function Detail({ session, line, checkpoints, onDone }) {
+function Detail({ session, line, running, checkpoints, onDone }) {
   const { entry } = line;
   const body = entry.body;
   return html`
@@ -226,7 +237,10 @@ function Detail({ session, line, checkpoints, onDone }) {
       onDone=${onDone}
     />`
     }
-    ${line.action && html`<${ActionDetail} session=${session} line=${line} onDone=${onDone} />`}
+    ${
+      line.action &&
+      html`<${ActionDetail} session=${session} line=${line} running=${running} onDone=${onDone} />`
+    }
     ${
       (line.kind === 'undo-refused' || line.kind === 'commit-refused') &&
       html`<${Refusal} body=${body} />`
@@ -519,17 +533,18 @@ function RollbackForm({ session, label, onDone }) {
 }
 
 /** A command's output, a request and its response, the files an action changed; its actions. */
-function ActionDetail({ session, line, onDone }) {
+function ActionDetail({ session, line, running, onDone }) {
   const id = line.seq;
-  const shown = useLoad(() => read('show', { session, id }), [session, id]);
+  const { state, pid } = actionStateOf(line, running);
+  // Read again once its state changes: a command that was running has its output then.
+  const shown = useLoad(() => read('show', { session, id }), [session, id, state]);
   const diff = useLoad(
     () => read('diff', { session, from: String(id) }).catch(() => undefined),
-    [session, id],
+    [session, id, state],
   );
   const [outcome, setOutcome] = useState(undefined);
   const [draft, setDraft] = useState(undefined);
   const [compensation, setCompensation] = useState(undefined);
-  const { state } = line.action;
   // What the CLI's `rewind undo N` and `rewind compensate N` take (a failed command is undone
   // too: what it changed before it failed); the server refuses, with why, what they refuse.
   const isUndoable =
@@ -537,7 +552,8 @@ function ActionDetail({ session, line, onDone }) {
     (['done', 'undo-refused', 'interrupted'].includes(state) ||
       (state === 'failed' && line.entry.body.action === 'exec'));
   const isCompensable =
-    line.action.class === 'compensable' && !['compensated', 'draft', 'discarded'].includes(state);
+    line.action.class === 'compensable' &&
+    !['compensated', 'draft', 'discarded', 'running'].includes(state);
   const { run: start, ask, isBusy } = useRequests();
   const run = (name, input, question) => {
     ask(name, question, () => act(name, session, input))?.then(
@@ -550,6 +566,12 @@ function ActionDetail({ session, line, onDone }) {
   };
   const detail = shown?.value;
   return html`
+    ${
+      state === 'running' &&
+      html`<p class="running">
+        Still running in process ${pid}: its output and what it changed show once it ends.
+      </p>`
+    }
     <div class="actions" role="group" aria-label="actions">
       ${
         isUndoable &&

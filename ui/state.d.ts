@@ -3,4 +3,17 @@ export interface Gate {
   readonly running: string | undefined;
   run<T>(name: string, task: () => T | Promise<T>): Promise<T> | undefined;
 }
+
 export function createGate(onChange: (running: string | undefined) => void): Gate;
+
+interface Line {
+  seq: number;
+  kind: string;
+  entry: { body: Record<string, unknown> };
+  action?: { state: string };
+}
+
+export function actionStateOf(
+  line: Line,
+  running: { id: number; pid: number } | undefined,
+): { state: string | undefined; pid?: number };

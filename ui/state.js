@@ -40,3 +40,14 @@ export function createGate(onChange) {
     },
   };
 }
+
+/**
+ * An action's state as the page shows it: `running` (with the process's `pid`) for the one a
+ * live process runs now, which the ledger alone cannot tell from one a killed process left
+ * (`interrupted`); else the state the log derived.
+ */
+export function actionStateOf(line, running) {
+  if (running !== undefined && running.id === line.seq)
+    return { state: 'running', pid: running.pid };
+  return { state: line.action?.state };
+}

@@ -396,4 +396,28 @@ describe("the page's views", () => {
     }
     expect(await readFile(join(workspace, 'notes.txt'), 'utf8')).toBe('a\n');
   });
+
+  it('shows a command still running as running, with its process, and offers nothing on it', async () => {
+    const session = await setUp();
+    const running = session.exec('sleep 3');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await open();
+      const line = page.locator('.timeline li[data-kind="action-started"]');
+      await expect
+        .poll(() => line.locator('.state').textContent())
+        .toContain(`running (pid ${process.pid})`);
+      await pick(Number(await line.getAttribute('data-seq')));
+      expect(await page.locator('.detail').textContent()).toContain(
+        `Still running in process ${process.pid}`,
+      );
+      expect(await page.getByRole('button', { name: 'Undo', exact: true }).count()).toBe(0);
+    } finally {
+      await running;
+    }
+    // Once it ended, it is done, without a reload.
+    await expect
+      .poll(() => page.locator('.timeline li[data-kind="action-started"] .state').textContent())
+      .toContain('done');
+  });
 });

@@ -1,6 +1,6 @@
 // The page's state logic that needs no browser (ui/state.js), run in node.
 import { describe, expect, it } from 'vitest';
-import { createGate } from '../../ui/state.js';
+import { actionStateOf, createGate } from '../../ui/state.js';
 
 describe("the page's state", () => {
   it('runs one request at a time, and says which runs', async () => {
@@ -22,5 +22,17 @@ describe("the page's state", () => {
     );
     expect(await gate.run('commit', () => 'done')).toBe('done');
     expect(heard).toEqual(['rollback', undefined, 'undo', undefined, 'commit', undefined]);
+  });
+
+  it('tells the action a live process runs from one a killed process left', () => {
+    const line = {
+      seq: 7,
+      kind: 'action-started',
+      entry: { body: {} },
+      action: { state: 'interrupted' },
+    };
+    expect(actionStateOf(line, { id: 7, pid: 4242 })).toEqual({ state: 'running', pid: 4242 });
+    expect(actionStateOf(line, { id: 8, pid: 4242 })).toEqual({ state: 'interrupted' });
+    expect(actionStateOf(line, undefined)).toEqual({ state: 'interrupted' });
   });
 });
