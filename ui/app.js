@@ -6,7 +6,7 @@ import { html as renderDiffHtml } from 'diff2html';
 import htm from 'htm';
 import { createContext, h, render } from 'preact';
 import { useCallback, useContext, useEffect, useMemo, useState } from 'preact/hooks';
-import { actionStateOf, createGate } from './state.js';
+import { actionStateOf, createGate, moveCursor } from './state.js';
 
 const html = htm.bind(h);
 
@@ -71,6 +71,8 @@ function App() {
   const [checkpoints, setCheckpoints] = useState([]);
   const [hidden, setHidden] = useState(new Set(['closings']));
   const [selected, setSelected] = useState(undefined);
+  // The option of the timeline the keyboard is on (aria-selected); Enter opens it.
+  const [cursor, setCursor] = useState(undefined);
   const [problem, setProblem] = useState(undefined);
   const [version, setVersion] = useState(0);
   const [running, setRunning] = useState(undefined);
@@ -132,6 +134,26 @@ function App() {
   const current = sessions.find((item) => item.id === session);
   const line = entries.find((item) => item.seq === selected);
   const refresh = useCallback(() => setVersion((value) => value + 1), []);
+  useEffect(() => {
+    if (cursor !== undefined)
+      document.getElementById(`entry-${cursor}`)?.scrollIntoView({ block: 'nearest' });
+  }, [cursor]);
+  const onKeyDown = (event) => {
+    if (event.key === 'Enter' || event.key === ' ') {
+      if (cursor === undefined) return;
+      event.preventDefault();
+      setSelected(cursor);
+      return;
+    }
+    const next = moveCursor(
+      shown.map((item) => item.seq),
+      cursor,
+      event.key,
+    );
+    if (next === undefined) return;
+    event.preventDefault();
+    setCursor(next);
+  };
   return html`<${Requests.Provider} value=${requests}>
     <header>
       <h1>Rewind</h1>
@@ -144,6 +166,7 @@ function App() {
           onChange=${(event) => {
             setSession(event.target.value);
             setSelected(undefined);
+            setCursor(undefined);
           }}
         >
           ${sessions.map(
@@ -176,13 +199,26 @@ function App() {
       )}
     </nav>
     <main>
-      <ol class="timeline" aria-label="timeline">
+      <ol
+        class="timeline"
+        role="listbox"
+        aria-label="timeline"
+        tabindex="0"
+        aria-activedescendant=${cursor !== undefined && shown.some((item) => item.seq === cursor) ? `entry-${cursor}` : undefined}
+        onKeyDown=${onKeyDown}
+      >
         ${shown.map(
           (item) => html`<li
-            class=${`entry family-${familyOf(item.kind)}${item.seq === selected ? ' selected' : ''}`}
+            role="option"
+            id=${`entry-${item.seq}`}
+            aria-selected=${item.seq === cursor ? 'true' : 'false'}
+            class=${`entry family-${familyOf(item.kind)}${item.seq === selected ? ' selected' : ''}${item.seq === cursor ? ' active' : ''}`}
             data-seq=${item.seq}
             data-kind=${item.kind}
-            onClick=${() => setSelected(item.seq)}
+            onClick=${() => {
+              setCursor(item.seq);
+              setSelected(item.seq);
+            }}
           >
             <span class="seq">#${item.seq}</span>
             <span class="kind">${item.kind}</span>

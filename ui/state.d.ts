@@ -6,6 +6,12 @@ export interface Gate {
 
 export function createGate(onChange: (running: string | undefined) => void): Gate;
 
+export function moveCursor(
+  seqs: readonly number[],
+  current: number | undefined,
+  key: string,
+): number | undefined;
+
 interface Line {
   seq: number;
   kind: string;

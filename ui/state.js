@@ -42,6 +42,27 @@ export function createGate(onChange) {
 }
 
 /**
+ * The option a key moves to in a list of `seqs` from `current` (undefined for none): ArrowDown
+ * and ArrowUp by one (staying at the ends), Home and End to the ends. Undefined for another key.
+ */
+export function moveCursor(seqs, current, key) {
+  if (seqs.length === 0) return undefined;
+  const index = seqs.indexOf(current);
+  switch (key) {
+    case 'ArrowDown':
+      return seqs[index === -1 ? 0 : Math.min(index + 1, seqs.length - 1)];
+    case 'ArrowUp':
+      return seqs[index === -1 ? seqs.length - 1 : Math.max(index - 1, 0)];
+    case 'Home':
+      return seqs[0];
+    case 'End':
+      return seqs.at(-1);
+    default:
+      return undefined;
+  }
+}
+
+/**
  * An action's state as the page shows it: `running` (with the process's `pid`) for the one a
  * live process runs now, which the ledger alone cannot tell from one a killed process left
  * (`interrupted`); else the state the log derived.

@@ -420,4 +420,34 @@ describe("the page's views", () => {
       .poll(() => page.locator('.timeline li[data-kind="action-started"] .state').textContent())
       .toContain('done');
   });
+
+  it('moves through the timeline with the keyboard, and opens an entry with Enter', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await session.checkpoint('two');
+    await open();
+    const list = page.getByRole('listbox', { name: 'timeline' });
+    const options = list.getByRole('option');
+    const count = await options.count();
+    expect(count).toBeGreaterThanOrEqual(3);
+    const selected = () =>
+      options.evaluateAll((items) => items.map((item) => item.getAttribute('aria-selected')));
+    await list.focus();
+    await page.keyboard.press('Home');
+    expect((await selected())[0]).toBe('true');
+    await page.keyboard.press('ArrowDown');
+    expect((await selected()).indexOf('true')).toBe(1);
+    await page.keyboard.press('End');
+    await page.keyboard.press('ArrowUp');
+    expect((await selected()).indexOf('true')).toBe(count - 2);
+    expect((await selected()).filter((value) => value === 'true')).toHaveLength(1);
+    // The option the keys are on is outlined while the list has the focus.
+    const outline = await options
+      .nth(count - 2)
+      .evaluate((item) => item.ownerDocument.defaultView?.getComputedStyle(item).outlineStyle);
+    expect(outline).toBe('solid');
+    await page.keyboard.press('Enter');
+    const seq = await options.nth(count - 2).getAttribute('data-seq');
+    await expect.poll(() => page.locator('.detail h2').textContent()).toContain(`#${seq} `);
+  });
 });

@@ -1,6 +1,6 @@
 // The page's state logic that needs no browser (ui/state.js), run in node.
 import { describe, expect, it } from 'vitest';
-import { actionStateOf, createGate } from '../../ui/state.js';
+import { actionStateOf, createGate, moveCursor } from '../../ui/state.js';
 
 describe("the page's state", () => {
   it('runs one request at a time, and says which runs', async () => {
@@ -22,6 +22,21 @@ describe("the page's state", () => {
     );
     expect(await gate.run('commit', () => 'done')).toBe('done');
     expect(heard).toEqual(['rollback', undefined, 'undo', undefined, 'commit', undefined]);
+  });
+
+  it('moves through the timeline by key, staying at its ends', () => {
+    const seqs = [3, 5, 9];
+    expect(moveCursor(seqs, undefined, 'ArrowDown')).toBe(3);
+    expect(moveCursor(seqs, undefined, 'ArrowUp')).toBe(9);
+    expect(moveCursor(seqs, 3, 'ArrowDown')).toBe(5);
+    expect(moveCursor(seqs, 9, 'ArrowDown')).toBe(9);
+    expect(moveCursor(seqs, 3, 'ArrowUp')).toBe(3);
+    expect(moveCursor(seqs, 5, 'Home')).toBe(3);
+    expect(moveCursor(seqs, 5, 'End')).toBe(9);
+    // An entry filtered out since: the keys start again from an end.
+    expect(moveCursor(seqs, 4, 'ArrowDown')).toBe(3);
+    expect(moveCursor(seqs, 5, 'a')).toBeUndefined();
+    expect(moveCursor([], undefined, 'Home')).toBeUndefined();
   });
 
   it('tells the action a live process runs from one a killed process left', () => {
