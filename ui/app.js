@@ -74,6 +74,9 @@ function App() {
   // The option of the timeline the keyboard is on (aria-selected); Enter opens it.
   const [cursor, setCursor] = useState(undefined);
   const [problem, setProblem] = useState(undefined);
+  // What keeps the page from following the ledgers, if anything: the server gone, or unable to
+  // read them (its `problem` event).
+  const [connection, setConnection] = useState(undefined);
   const [version, setVersion] = useState(0);
   const [running, setRunning] = useState(undefined);
   const gate = useMemo(() => createGate(setRunning), []);
@@ -90,10 +93,31 @@ function App() {
   useEffect(() => {
     api('/api/workspace').then((output) => setWorkspace(output.workspace), setProblem);
   }, []);
-  // New entries arrive without a reload: the server says when a ledger grew.
+  // New entries arrive without a reload: the server says when a ledger grew, or why it cannot
+  // read them. The browser retries a lost stream by itself; the next `ledger` event ends the
+  // banner (and rereads what may have changed meanwhile).
   useEffect(() => {
     const events = new EventSource('/api/events');
-    events.addEventListener('ledger', () => setVersion((value) => value + 1));
+    events.addEventListener('ledger', () => {
+      setConnection(undefined);
+      setVersion((value) => value + 1);
+    });
+    events.addEventListener('problem', (event) => {
+      let message = event.data;
+      try {
+        message = JSON.parse(event.data).message;
+      } catch {}
+      setConnection(
+        `rewind ui cannot read the ledgers: ${message} The page shows them as they were; it follows them again once they can be read.`,
+      );
+    });
+    events.addEventListener('error', () =>
+      setConnection(
+        events.readyState === EventSource.CLOSED
+          ? 'Disconnected: rewind ui refused the page (was it started again?). Open the address it printed.'
+          : 'Disconnected: rewind ui has ended or cannot be reached, so the page no longer follows the ledgers and its buttons cannot act. Start rewind ui again and open the address it prints.',
+      ),
+    );
     return () => events.close();
   }, []);
   useEffect(() => {
@@ -185,6 +209,7 @@ function App() {
       }
       <span class="busy" aria-live="polite">${running && `Running ${running}…`}</span>
     </header>
+    ${connection && html`<p class="banner" role="alert">${connection}</p>`}
     ${problem && html`<p class="problem" role="alert">${problem.message}</p>`}
     <nav class="filters" aria-label="filter by kind">
       ${Object.keys(FAMILIES).map(

@@ -271,19 +271,30 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
   });
 
   // New entries, live: an event whenever a session's ledger grows (or a session appears), its
-  // ledgers files or rows in a database. A poll that fails (the database restarting) is retried.
+  // ledgers files or rows in a database. A poll that fails (the store moved away, the database
+  // restarting) is a `problem` event with the error, once until it says something else; it is
+  // retried, and the first poll that reads again is a `ledger` event.
   app.get('/api/events', (context) =>
     streamSSE(context, async (stream) => {
-      let last = '';
+      let last: string | undefined;
+      let problem = '';
       let isOpen = true;
       stream.onAbort(() => {
         isOpen = false;
       });
       while (isOpen) {
-        const now = await ledgerRevision({ workspace }).catch(() => last);
-        if (now !== last) {
-          await stream.writeSSE({ event: 'ledger', data: String(Date.now()) });
-          last = now;
+        try {
+          const now = await ledgerRevision({ workspace });
+          if (now !== last) {
+            await stream.writeSSE({ event: 'ledger', data: String(Date.now()) });
+            last = now;
+            problem = '';
+          }
+        } catch (error) {
+          const body = JSON.stringify(errorBody(error));
+          if (body !== problem) await stream.writeSSE({ event: 'problem', data: body });
+          problem = body;
+          last = undefined;
         }
         await stream.sleep(pollMs);
       }

@@ -1,7 +1,7 @@
 // The page's views in a real browser, each over a workspace of its own: diffs with binary files
 // and quoted names, the rollback plan, outcomes, the buttons offered, conversations, verdicts.
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -449,5 +449,20 @@ describe("the page's views", () => {
     await page.keyboard.press('Enter');
     const seq = await options.nth(count - 2).getAttribute('data-seq');
     await expect.poll(() => page.locator('.detail h2').textContent()).toContain(`#${seq} `);
+  });
+
+  it('says so when the ledger cannot be read, and when the server has gone', async () => {
+    await setUp();
+    await open();
+    const banner = page.locator('.banner[role="alert"]');
+    expect(await banner.count()).toBe(0);
+    await rename(join(workspace, '.rewind'), join(workspace, '.rewind-away'));
+    await expect.poll(() => banner.textContent()).toContain('cannot read the ledgers');
+    await rename(join(workspace, '.rewind-away'), join(workspace, '.rewind'));
+    await expect.poll(() => banner.count()).toBe(0);
+    await ui?.close();
+    ui = undefined;
+    await expect.poll(() => banner.textContent()).toContain('Disconnected');
+    expect(await banner.textContent()).toContain('rewind ui');
   });
 });
