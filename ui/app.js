@@ -6,7 +6,7 @@ import { html as renderDiffHtml } from 'diff2html';
 import htm from 'htm';
 import { createContext, h, render } from 'preact';
 import { useCallback, useContext, useEffect, useMemo, useState } from 'preact/hooks';
-import { actionStateOf, createGate, moveCursor } from './state.js';
+import { actionStateOf, createGate, moveCursor, prunedCheckpoints } from './state.js';
 
 const html = htm.bind(h);
 
@@ -149,6 +149,7 @@ function App() {
   }, [session, version]);
 
   const shown = entries.filter((line) => !hidden.has(familyOf(line.kind)));
+  const pruned = prunedCheckpoints(entries);
   const toggle = (family) => {
     const next = new Set(hidden);
     if (next.has(family)) next.delete(family);
@@ -237,7 +238,7 @@ function App() {
             role="option"
             id=${`entry-${item.seq}`}
             aria-selected=${item.seq === cursor ? 'true' : 'false'}
-            class=${`entry family-${familyOf(item.kind)}${item.seq === selected ? ' selected' : ''}${item.seq === cursor ? ' active' : ''}`}
+            class=${`entry family-${familyOf(item.kind)}${item.seq === selected ? ' selected' : ''}${item.seq === cursor ? ' active' : ''}${pruned.has(item.seq) ? ' pruned' : ''}`}
             data-seq=${item.seq}
             data-kind=${item.kind}
             onClick=${() => {
@@ -251,6 +252,7 @@ function App() {
               ${new Date(item.at).toLocaleTimeString([], { hour12: false })}
             </time>
             ${item.action && html`<${ActionState} line=${item} running=${runningAction} />`}
+            ${pruned.has(item.seq) && html`<span class="badge" title="its files are no longer kept">pruned</span>`}
             <span class="summary">${item.summary}</span>
           </li>`,
         )}
@@ -263,6 +265,7 @@ function App() {
               session=${session}
               line=${line}
               running=${runningAction}
+              isPruned=${pruned.has(line.seq)}
               checkpoints=${checkpoints}
               onDone=${refresh}
             />`
@@ -282,7 +285,7 @@ function ActionState({ line, running }) {
 }
 
 /** What one entry recorded, and what can be done about it. */
-function Detail({ session, line, running, checkpoints, onDone }) {
+function Detail({ session, line, running, isPruned, checkpoints, onDone }) {
   const { entry } = line;
   const body = entry.body;
   return html`
@@ -290,13 +293,19 @@ function Detail({ session, line, running, checkpoints, onDone }) {
     <p class="summary">${line.summary}</p>
     ${
       line.kind === 'checkpoint-created' &&
-      html`<${CheckpointDetail}
+      (isPruned
+        ? html`<p class="hint pruned">
+            This checkpoint was pruned: its files are no longer kept, so it cannot be rolled back
+            to or compared.
+          </p>`
+        : html`<${CheckpointDetail}
       session=${session}
+      seq=${line.seq}
       label=${body.label}
       checkpoints=${checkpoints}
       body=${body}
       onDone=${onDone}
-    />`
+    />`)
     }
     ${
       line.action &&
@@ -482,8 +491,9 @@ function DiffView({ text }) {
   </div>`;
 }
 
-function CheckpointDetail({ session, label, checkpoints, body, onDone }) {
-  const index = checkpoints.findIndex((item) => item.label === label);
+function CheckpointDetail({ session, seq, label, checkpoints, body, onDone }) {
+  // By its entry: a label pruned may be taken again by a later checkpoint.
+  const index = checkpoints.findIndex((item) => item.seq === seq);
   const previous = index > 0 ? checkpoints[index - 1] : undefined;
   const info = checkpoints[index];
   const diff = useLoad(

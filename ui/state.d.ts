@@ -23,3 +23,5 @@ export function actionStateOf(
   line: Line,
   running: { id: number; pid: number } | undefined,
 ): { state: string | undefined; pid?: number };
+
+export function prunedCheckpoints(entries: readonly Line[]): Set<number>;

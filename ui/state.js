@@ -72,3 +72,12 @@ export function actionStateOf(line, running) {
     return { state: 'running', pid: running.pid };
   return { state: line.action?.state };
 }
+
+/** The seqs of the checkpoints pruned since they were made (their `checkpoint-created` entries). */
+export function prunedCheckpoints(entries) {
+  return new Set(
+    entries
+      .filter((line) => line.kind === 'checkpoint-pruned')
+      .map((line) => Number(line.entry.body.checkpointSeq)),
+  );
+}

@@ -465,4 +465,26 @@ describe("the page's views", () => {
     await expect.poll(() => banner.textContent()).toContain('Disconnected');
     expect(await banner.textContent()).toContain('rewind ui');
   });
+
+  it('shows a pruned checkpoint as pruned, with nothing to roll back to', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'notes.txt'), 'b\n');
+    await session.checkpoint('two');
+    await session.prune({ keepLast: 1 });
+    // The label is free again: a new checkpoint takes it.
+    await session.checkpoint('one');
+    await open();
+    const created = page.locator('.timeline li[data-kind="checkpoint-created"]');
+    const first = created.first();
+    expect(await first.textContent()).toContain('pruned');
+    expect(await created.nth(1).textContent()).not.toContain('pruned');
+    await pick(Number(await first.getAttribute('data-seq')));
+    expect(await page.locator('.detail').textContent()).toContain('was pruned');
+    expect(await page.getByRole('button', { name: 'Show the rollback plan' }).count()).toBe(0);
+    // The new checkpoint of that label is the one to roll back to.
+    await pick(Number(await created.nth(2).getAttribute('data-seq')));
+    await page.getByRole('button', { name: 'Show the rollback plan' }).waitFor();
+    expect(await page.locator('.detail').textContent()).not.toContain('was pruned');
+  });
 });

@@ -1,6 +1,6 @@
 // The page's state logic that needs no browser (ui/state.js), run in node.
 import { describe, expect, it } from 'vitest';
-import { actionStateOf, createGate, moveCursor } from '../../ui/state.js';
+import { actionStateOf, createGate, moveCursor, prunedCheckpoints } from '../../ui/state.js';
 
 describe("the page's state", () => {
   it('runs one request at a time, and says which runs', async () => {
@@ -49,5 +49,14 @@ describe("the page's state", () => {
     expect(actionStateOf(line, { id: 7, pid: 4242 })).toEqual({ state: 'running', pid: 4242 });
     expect(actionStateOf(line, { id: 8, pid: 4242 })).toEqual({ state: 'interrupted' });
     expect(actionStateOf(line, undefined)).toEqual({ state: 'interrupted' });
+  });
+
+  it('knows the checkpoints pruned since', () => {
+    const entries = [
+      { seq: 2, kind: 'checkpoint-created', entry: { body: { label: 'one' } } },
+      { seq: 3, kind: 'checkpoint-created', entry: { body: { label: 'two' } } },
+      { seq: 4, kind: 'checkpoint-pruned', entry: { body: { label: 'one', checkpointSeq: 2 } } },
+    ];
+    expect(prunedCheckpoints(entries)).toEqual(new Set([2]));
   });
 });
