@@ -6,7 +6,14 @@ import { html as renderDiffHtml } from 'diff2html';
 import htm from 'htm';
 import { createContext, h, render } from 'preact';
 import { useCallback, useContext, useEffect, useMemo, useState } from 'preact/hooks';
-import { actionStateOf, createGate, moveCursor, prunedCheckpoints } from './state.js';
+import {
+  actionStateOf,
+  createGate,
+  moveCursor,
+  plural,
+  prunedCheckpoints,
+  storedBody,
+} from './state.js';
 
 const html = htm.bind(h);
 
@@ -349,9 +356,6 @@ function Refusal({ body }) {
     </tbody>
   </table>`;
 }
-
-/** `1 path`, `2 paths`. */
-const plural = (count, noun) => `${count} ${noun}${count === 1 ? '' : 's'}`;
 
 /** A tree entry (or a sentence) as a person reads it. */
 function describe(value) {
@@ -732,25 +736,31 @@ function ActionDetail({ session, line, running, onDone }) {
       ${outcome.name} done${outcome.output.status ? `: ${outcome.output.status}` : ''}.
     </p>`
     }
+    ${detail?.kind === 'exec' && html`<h3>Command</h3><${CommandLine} command=${detail.started.command} />`}
     ${
       detail?.command &&
-      html`<h3>Command</h3>
-      <pre>${Array.isArray(detail.command.command) ? detail.command.command.join(' ') : String(detail.command.command)}</pre>
-      <p>exit ${detail.command.exitCode ?? detail.command.signal} · ${detail.command.durationMs} ms · sandbox ${detail.command.sandbox}</p>
+      html`<p>${endOf(detail.command)} · ${detail.command.durationMs} ms · sandbox ${detail.command.sandbox}</p>
       <h4>stdout</h4>
-      <pre class="output">${detail.command.stdout.text}</pre>
+      <${Stored} stored=${detail.command.stdout} />
       <h4>stderr</h4>
-      <pre class="output">${detail.command.stderr.text}</pre>`
+      <${Stored} stored=${detail.command.stderr} />`
+    }
+    ${
+      detail?.state === 'failed' &&
+      detail.closed?.error?.message &&
+      html`<p class="problem">Failed: ${detail.closed.error.message}</p>`
     }
     ${
       detail?.request &&
       html`<h3>Request</h3>
-        <pre>${exchangeText(`${detail.request.method} ${detail.request.url}`, detail.request.headers, detail.request.body?.text)}</pre>`
+        <pre>${exchangeText(`${detail.request.method} ${detail.request.url}`, detail.request.headers)}</pre>
+        ${detail.request.body && html`<${Stored} stored=${detail.request.body} />`}`
     }
     ${
       detail?.response &&
       html`<h3>Response</h3>
-        <pre>${exchangeText(`${detail.response.status} (${detail.response.durationMs} ms)`, detail.response.headers, detail.response.body.text)}</pre>`
+        <pre>${exchangeText(`${detail.response.status} (${detail.response.durationMs} ms)`, detail.response.headers)}</pre>
+        <${Stored} stored=${detail.response.body} />`
     }
     ${detail?.redacted?.length > 0 && html`<p class="hint">Redacted before storing: ${detail.redacted.join(', ')}</p>`}
     ${
@@ -772,10 +782,38 @@ function failureOf(output) {
   return [...(output.warnings ?? []), 'the ledger says more'].join('; ');
 }
 
-/** A request or a response as text: its first line, its headers, a blank line, its body. */
-function exchangeText(first, headers, body) {
+/** A request or a response as text: its first line, then its headers (its body apart). */
+function exchangeText(first, headers) {
   const lines = Object.entries(headers).map(([key, value]) => `${key}: ${value}`);
-  return [first, ...lines, '', body ?? ''].join('\n');
+  return [first, ...lines].join('\n');
+}
+
+/**
+ * A stored output or body: its text, else what it is (binary bytes by their size), and whether
+ * only its first bytes were kept.
+ */
+function Stored({ stored }) {
+  const { text, note } = storedBody(stored);
+  return html`<div class="stored">
+    ${note && html`<p class="hint">${note}</p>`}
+    ${(text !== '' || !note) && html`<pre class="output">${text}</pre>`}
+  </div>`;
+}
+
+/** A command as it was given: a string for the shell, or each argument of an argv apart. */
+function CommandLine({ command }) {
+  if (!Array.isArray(command)) return html`<pre>${String(command)}</pre>`;
+  return html`<ol class="argv" aria-label="argv">
+    ${command.map((arg) => html`<li><code>${String(arg)}</code></li>`)}
+  </ol>`;
+}
+
+/** How a command ended: its exit code, the signal that ended it, or its time running out. */
+function endOf(command) {
+  if (command.timedOut) return 'timed out';
+  if (command.exitCode !== null && command.exitCode !== undefined)
+    return `exit ${command.exitCode}`;
+  return `ended by ${command.signal}`;
 }
 
 /** Commit of an isolated session: the plan first, then, once confirmed, the commit. */

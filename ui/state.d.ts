@@ -25,3 +25,8 @@ export function actionStateOf(
 ): { state: string | undefined; pid?: number };
 
 export function prunedCheckpoints(entries: readonly Line[]): Set<number>;
+
+export function storedBody(
+  stored: { text: string; sizeBytes: number; truncated: boolean; base64?: string } | undefined,
+): { text: string; note: string | undefined };
+export function plural(count: number, noun: string): string;

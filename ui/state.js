@@ -81,3 +81,23 @@ export function prunedCheckpoints(entries) {
       .map((line) => Number(line.entry.body.checkpointSeq)),
   );
 }
+
+/** `1 path`, `2 paths`. */
+export const plural = (count, noun) => `${count} ${noun}${count === 1 ? '' : 's'}`;
+
+/**
+ * A stored body or output as the page shows it: `text` (empty for bytes that are not UTF-8,
+ * which would read as garbage) and `note`, what a person must know besides: `binary, N bytes`,
+ * or that only the first bytes were kept.
+ */
+export function storedBody(stored) {
+  if (!stored) return { text: '', note: undefined };
+  const notes = [];
+  if (stored.base64 !== undefined) notes.push(`binary, ${plural(stored.sizeBytes, 'byte')}`);
+  if (stored.truncated)
+    notes.push(`truncated: only the first ${plural(stored.sizeBytes, 'byte')} were kept`);
+  return {
+    text: stored.base64 !== undefined ? '' : stored.text,
+    note: notes.length > 0 ? notes.join('; ') : undefined,
+  };
+}

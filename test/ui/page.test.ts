@@ -487,4 +487,58 @@ describe("the page's views", () => {
     await page.getByRole('button', { name: 'Show the rollback plan' }).waitFor();
     expect(await page.locator('.detail').textContent()).not.toContain('was pruned');
   });
+
+  it("shows a command's argv, binary and truncated output, and why an action failed", async () => {
+    const session = await setUp();
+    const argv = (await session.exec(['printf', '%s', 'a b'])).id as number;
+    const binary = (await session.exec("printf '\\000\\001\\377'")).id as number;
+    const cut = (await session.exec('yes | head -c 100', { maxOutputBytes: 10 })).id as number;
+    await session.exec(['/no/such/program']).catch(() => undefined);
+    await open();
+    const failed = Number(
+      await page
+        .locator('.timeline li[data-kind="action-started"]')
+        .last()
+        .getAttribute('data-seq'),
+    );
+    const detail = page.locator('.detail');
+    await pick(argv);
+    const args = detail.locator('[aria-label="argv"] li');
+    await expect.poll(() => args.allTextContents()).toEqual(['printf', '%s', 'a b']);
+    await pick(binary);
+    await expect
+      .poll(() => detail.locator('.stored').first().textContent())
+      .toContain('binary, 3 bytes');
+    expect(await detail.textContent()).not.toContain('\uFFFD');
+    await pick(cut);
+    await expect
+      .poll(() => detail.locator('.stored').first().textContent())
+      .toContain('truncated: only the first 10 bytes were kept');
+    await pick(failed);
+    // The summary names the command at once; the list comes with what the action stored.
+    await expect
+      .poll(() => detail.locator('[aria-label="argv"] li').allTextContents())
+      .toEqual(['/no/such/program']);
+    expect(await detail.locator('.problem').textContent()).toContain('Failed');
+  });
+
+  it('shows a binary response body by its size', async () => {
+    const session = await setUp();
+    const service = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'image/png' });
+      response.end(Buffer.from([0x89, 0x50, 0x00, 0xff]));
+    });
+    await new Promise<void>((done) => service.listen(0, '127.0.0.1', done));
+    try {
+      const port = (service.address() as AddressInfo).port;
+      const id = (await session.http({ method: 'GET', url: `http://127.0.0.1:${port}/logo.png` }))
+        .id as number;
+      await open();
+      await pick(id);
+      await expect.poll(() => page.locator('.detail').textContent()).toContain('binary, 4 bytes');
+      expect(await page.locator('.detail').textContent()).not.toContain('\uFFFD');
+    } finally {
+      service.close();
+    }
+  });
 });

@@ -1,6 +1,12 @@
 // The page's state logic that needs no browser (ui/state.js), run in node.
 import { describe, expect, it } from 'vitest';
-import { actionStateOf, createGate, moveCursor, prunedCheckpoints } from '../../ui/state.js';
+import {
+  actionStateOf,
+  createGate,
+  moveCursor,
+  prunedCheckpoints,
+  storedBody,
+} from '../../ui/state.js';
 
 describe("the page's state", () => {
   it('runs one request at a time, and says which runs', async () => {
@@ -58,5 +64,19 @@ describe("the page's state", () => {
       { seq: 4, kind: 'checkpoint-pruned', entry: { body: { label: 'one', checkpointSeq: 2 } } },
     ];
     expect(prunedCheckpoints(entries)).toEqual(new Set([2]));
+  });
+
+  it('shows binary bytes by their size, and says what was cut', () => {
+    expect(storedBody({ text: 'hi\n', sizeBytes: 3, truncated: false })).toEqual({
+      text: 'hi\n',
+      note: undefined,
+    });
+    expect(
+      storedBody({ text: '\u0000\uFFFD', sizeBytes: 2, truncated: false, base64: 'AP8=' }),
+    ).toEqual({ text: '', note: 'binary, 2 bytes' });
+    expect(storedBody({ text: 'yyyyy', sizeBytes: 5, truncated: true }).note).toBe(
+      'truncated: only the first 5 bytes were kept',
+    );
+    expect(storedBody(undefined)).toEqual({ text: '', note: undefined });
   });
 });
