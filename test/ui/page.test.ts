@@ -541,4 +541,28 @@ describe("the page's views", () => {
       service.close();
     }
   });
+
+  it("fits a phone's width: one column, nothing wider than the screen", async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'a-rather-long-file-name-for-a-phone-screen.txt'), 'x\n');
+    await session.checkpoint('two');
+    await page.setViewportSize({ width: 375, height: 740 });
+    try {
+      await open();
+      await pick(await checkpointSeq('two'));
+      await page.locator('.detail .d2h-file-wrapper').first().waitFor();
+      const overflow = await page.evaluate(
+        'document.documentElement.scrollWidth - window.innerWidth',
+      );
+      expect(overflow).toBeLessThanOrEqual(0);
+      const timeline = await page.locator('.timeline').boundingBox();
+      const detail = await page.locator('.detail').boundingBox();
+      // The detail under the timeline, not squeezed beside it.
+      expect(detail?.y).toBeGreaterThanOrEqual((timeline?.y ?? 0) + (timeline?.height ?? 0));
+      expect(detail?.width).toBeGreaterThan(300);
+    } finally {
+      await page.setViewportSize({ width: 1400, height: 900 });
+    }
+  });
 });
