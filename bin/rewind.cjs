@@ -354,6 +354,14 @@ async function runHere() {
   writeCodeCaches();
 }
 
+// A daemon reads nothing of its own stdin (a command it runs reads its caller's, sent with it):
+// it is /dev/null, not the terminal or pipe it was started from.
+if (commandOf(argv) === 'daemon') {
+  const { closeSync, openSync } = require('node:fs');
+  closeSync(0);
+  openSync('/dev/null', 'r'); // the lowest free descriptor: 0
+}
+
 if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   // `rewind --version` is answered without loading the bundle: it needs only package.json. A
   // write that fails is said at exit, as for any command (it exited 0 in silence before).

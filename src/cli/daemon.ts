@@ -26,10 +26,10 @@ import {
   locateWorkspace,
   type OpenSessionOptions,
   openSession,
-  REWIND_VERSION,
   type Session,
 } from '../index.js';
 import { type CliIo, EXIT_FAILED, EXIT_OK, type SessionKeeper } from './context.js';
+import { commandOf, PASSED_ENV, type Request, refusalOf, SERVED } from './daemon-requests.js';
 import { UsageError } from './errors.js';
 import { outsideTable } from './options.js';
 
@@ -41,64 +41,6 @@ const LONGEST_SOCKET_PATH = 107;
 
 /** The longest line the daemon reads from a caller, in characters. */
 const LONGEST_LINE = 64 * 1024 * 1024;
-
-/** The version of the protocol above. */
-const PROTOCOL = 1;
-
-/**
- * The commands the daemon runs: those that snapshot the workspace or read the session, and need
- * nothing of the caller's but its arguments (and a hook event on stdin). Not `exec` (its command
- * would run with the daemon's environment, not the caller's), nor what asks a person (`approve`)
- * or reads stdin (`write`, `-` for a file). A served command cannot ask: a first checkpoint over
- * its size budget fails with the way on (`--yes`) rather than asking whether to store it.
- * bin/rewind.cjs sends only these (it keeps the same list).
- */
-const SERVED = new Set([
-  'checkpoint',
-  'checkpoints',
-  'diff',
-  'hook',
-  'log',
-  'rollback',
-  'status',
-  'undo',
-]);
-
-/** Global options that change where a command runs or what its session keeps: run by the caller. */
-const NOT_SERVED_WITH = ['--dir', '--redact', '--redact-pattern', '--block-private'];
-
-/** The environment variables a served command may read from its caller. */
-const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR'];
-
-interface Request {
-  v: number;
-  version: string;
-  argv: string[];
-  cwd: string;
-  env: Record<string, string>;
-  isTerminal: boolean;
-  isErrorTerminal: boolean;
-  stdin?: string;
-}
-
-/** The command a command line runs: its first word that is not an option. */
-const commandOf = (argv: readonly string[]): string | undefined =>
-  argv.find((arg) => !arg.startsWith('-'));
-
-/** Why the daemon does not run `request` (the client runs it itself); undefined when it does. */
-function refusalOf(request: Request): string | undefined {
-  if (request.v !== PROTOCOL || request.version !== REWIND_VERSION) {
-    return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(request.version)}`;
-  }
-  // The command is the first word that is not an option (`rewind -q checkpoint x`); --dir's
-  // value could pass for one, but --dir is not served anyway.
-  if (!SERVED.has(commandOf(request.argv) ?? '')) return 'it does not serve this command';
-  const option = request.argv.find(
-    (arg) =>
-      arg === '-' || NOT_SERVED_WITH.some((name) => arg === name || arg.startsWith(`${name}=`)),
-  );
-  return option === undefined ? undefined : `it does not serve ${option}`;
-}
 
 /**
  * The daemon's session: its workspace's current one, opened once, watching, and kept while it is

@@ -1,0 +1,105 @@
+/**
+ * What `rewind daemon` (src/cli/daemon.ts) is asked, and whether it runs it: a request it does
+ * not serve is sent back, and its caller runs it in its own process.
+ */
+import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { REWIND_VERSION } from '../index.js';
+
+/** The version of the protocol daemon.ts describes. */
+export const PROTOCOL = 1;
+
+/**
+ * The commands the daemon runs: those that snapshot the workspace or read the session, and need
+ * nothing of the caller's but its arguments (and a hook event on stdin). Not `exec` (its command
+ * would run with the daemon's environment, not the caller's), nor what asks a person (`approve`)
+ * or reads stdin (`write`, `-` for a file). A served command cannot ask: a first checkpoint over
+ * its size budget fails with the way on (`--yes`) rather than asking whether to store it.
+ * bin/rewind.cjs sends only these (it keeps the same list).
+ */
+export const SERVED = new Set([
+  'checkpoint',
+  'checkpoints',
+  'diff',
+  'hook',
+  'log',
+  'rollback',
+  'status',
+  'undo',
+]);
+
+/** Global options that change where a command runs or what its session keeps: run by the caller. */
+const NOT_SERVED_WITH = ['--dir', '--redact', '--redact-pattern', '--block-private'];
+
+/** The environment variables a served command may read from its caller. */
+export const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR'];
+
+export interface Request {
+  v: number;
+  version: string;
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  isTerminal: boolean;
+  isErrorTerminal: boolean;
+  stdin?: string;
+}
+
+/** The command a command line runs: its first word that is not an option. */
+export const commandOf = (argv: readonly string[]): string | undefined =>
+  argv.find((arg) => !arg.startsWith('-'));
+
+/** Why the daemon does not run `request` (the client runs it itself); undefined when it does. */
+export function refusalOf(request: Request): string | undefined {
+  if (request.v !== PROTOCOL || request.version !== REWIND_VERSION) {
+    // bin/rewind.cjs reads the daemon's version from these words: keep them.
+    return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(request.version)}`;
+  }
+  // The command is the first word that is not an option (`rewind -q checkpoint x`); --dir's
+  // value could pass for one, but --dir is not served anyway.
+  if (!SERVED.has(commandOf(request.argv) ?? '')) return 'it does not serve this command';
+  const option = request.argv.find(
+    (arg) =>
+      arg === '-' || NOT_SERVED_WITH.some((name) => arg === name || arg.startsWith(`${name}=`)),
+  );
+  if (option !== undefined) return `it does not serve ${option}`;
+  const own = request.argv.find((arg) => isCallersOwn(resolve(request.cwd, argumentValue(arg))));
+  return own === undefined
+    ? undefined
+    : `${own} may name the caller's own stdin, stdout, terminal or process, or a pipe: it runs there`;
+}
+
+/** The value an argument gives: `--option=value`'s value, else the argument itself. */
+const argumentValue = (arg: string): string =>
+  arg.startsWith('-') && arg.includes('=') ? arg.slice(arg.indexOf('=') + 1) : arg;
+
+/** Whether `path` is under /dev or /proc: what it names depends on the process that opens it. */
+const isProcessRelative = (path: string): boolean =>
+  /^\/(dev|proc)(\/|$)/.test(path) || /^\/(dev|proc)(\/|$)/.test(realpathOr(dirname(path)));
+
+function realpathOr(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}
+
+/**
+ * Whether `path` (an argument, resolved against the caller's directory) would name something else
+ * in the daemon than in its caller, or something the daemon must not open for it: a path under
+ * /dev or /proc (`/dev/stdout`, `/dev/fd/1`, `/proc/self/...`, `/dev/tty`), directly or through
+ * symbolic links, or a pipe, device or socket (a FIFO the caller reads from or writes to).
+ */
+function isCallersOwn(path: string, hops = 0): boolean {
+  if (isProcessRelative(path)) return true;
+  try {
+    const stats = lstatSync(path);
+    if (stats.isSymbolicLink()) {
+      return hops >= 40 || isCallersOwn(resolve(dirname(path), readlinkSync(path)), hops + 1);
+    }
+    return stats.isFIFO() || stats.isCharacterDevice() || stats.isBlockDevice() || stats.isSocket();
+  } catch {
+    return false; // nothing there (a label, a path to come): the same in either process
+  }
+}
