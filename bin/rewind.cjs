@@ -42,8 +42,9 @@ process.on('exit', () => {
  */
 function startDaemon(directory) {
   const store = join(directory, '.rewind');
-  // A path too long for a Unix socket cannot have a daemon (src/cli/daemon.ts says so).
-  if (Buffer.byteLength(join(store, 'daemon.sock')) > 107) return;
+  // A path too long for a Unix socket cannot have a daemon (src/cli/daemon.ts says so): it
+  // listens on daemon-PID.sock, a pid of at most 7 digits.
+  if (Buffer.byteLength(join(store, 'daemon-4194304.sock')) > 107) return;
   try {
     const { closeSync, openSync, statSync } = require('node:fs');
     const logPath = join(store, 'daemon.log');

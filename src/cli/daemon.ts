@@ -15,7 +15,7 @@
  * closes the connection and runs the command itself; the daemon, without its go, does not.
  */
 import { realpathSync, statSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { link, readdir, rename, rm } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
@@ -33,8 +33,17 @@ import { commandOf, PASSED_ENV, type Request, refusalOf, SERVED } from './daemon
 import { UsageError } from './errors.js';
 import { outsideTable } from './options.js';
 
-/** The daemon's socket, in the store directory of its workspace. */
+/**
+ * The daemon's socket, in the store directory of its workspace: the name callers connect to. Each
+ * daemon listens on a socket of its own, `.rewind/daemon-PID.sock`, and publishes it under this
+ * name as a hard link; on exit it removes this name only while it is still its own socket (a
+ * daemon started as it stopped has published its own there).
+ */
 const DAEMON_SOCKET = join('.rewind', 'daemon.sock');
+
+/** The socket daemon `pid` listens on, in `root`'s store. */
+const ownSocketOf = (root: string, pid: number): string =>
+  join(root, '.rewind', `daemon-${pid}.sock`);
 
 /** The longest path a Unix socket may have on Linux (sun_path less its terminating zero). */
 const LONGEST_SOCKET_PATH = 107;
@@ -203,9 +212,10 @@ async function serve(
   // The workspace must have a store: the socket goes in it (STORE_NOT_FOUND says what to do).
   await currentSessionId({ workspace: root });
   const socketPath = join(root, DAEMON_SOCKET);
-  if (Buffer.byteLength(socketPath) > LONGEST_SOCKET_PATH) {
+  const ownPath = ownSocketOf(root, process.pid);
+  if (Buffer.byteLength(ownPath) > LONGEST_SOCKET_PATH) {
     throw new UsageError(
-      `The daemon's socket would be ${socketPath}, longer than a Unix socket's path may be (${LONGEST_SOCKET_PATH} bytes). Move the workspace to a shorter path to run a daemon for it; commands run without one.`,
+      `The daemon's socket would be ${ownPath}, longer than a Unix socket's path may be (${LONGEST_SOCKET_PATH} bytes). Move the workspace to a shorter path to run a daemon for it; commands run without one.`,
     );
   }
   const sessions = new KeptSessions(root, (why) =>
@@ -283,32 +293,28 @@ async function serve(
     send(socket, { exit: code });
     socket.end();
   };
-  const listen = (): Promise<void> =>
-    new Promise<void>((listening, failed) => {
+  // A socket left by a killed process of our pid is no one's.
+  await rm(ownPath, { force: true });
+  // Made for its user alone from the start (a chmod after would leave a moment for others).
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<void>((listening, failed) => {
       server.once('error', failed);
-      server.listen(socketPath, () => {
+      server.listen(ownPath, () => {
         server.off('error', failed);
         listening();
       });
     });
-  // Made for its user alone from the start (a chmod after would leave a moment for others).
-  const umask = process.umask(0o177);
-  try {
-    await listen().catch(async (error: NodeJS.ErrnoException) => {
-      if (error.code !== 'EADDRINUSE') throw error;
-      if (await isAnswering(socketPath)) {
-        throw new UsageError(
-          `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
-        );
-      }
-      // Left by a daemon that was killed: nobody answers on it.
-      await rm(socketPath, { force: true });
-      await listen();
-    });
   } finally {
     process.umask(umask);
   }
-  const socketInode = inodeOf(socketPath);
+  try {
+    await publish(ownPath, socketPath, root);
+  } catch (error) {
+    await new Promise((closed) => server.close(closed));
+    throw error;
+  }
+  const socketInode = inodeOf(ownPath);
   io.stderr(
     `rewind daemon: serving ${root} on ${socketPath} (pid ${process.pid}); ` +
       `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C` +
@@ -343,17 +349,45 @@ async function serve(
       Math.min(CHECK_EVERY_MS, idleExitMs ?? CHECK_EVERY_MS),
     );
   });
-  // Closing a server removes its socket's path, which may name another daemon's socket now:
-  // such a server is only let go (nothing can reach it) and ends with the process.
-  if (inodeOf(socketPath) === socketInode) {
-    await new Promise<void>((closed) => server.close(() => closed()));
-  } else {
-    server.unref();
-  }
+  // The published name goes only while it is this daemon's (its own path keeps the inode its
+  // own: no other socket can have it); closing the server removes its own path.
+  if (inodeOf(socketPath) === socketInode) await rm(socketPath, { force: true });
+  await new Promise<void>((closed) => server.close(() => closed()));
   await queue;
   await sessions.closeAll();
   io.stderr(`rewind daemon: stopped${why === undefined ? '' : ` (${why})`}\n`);
   return EXIT_OK;
+}
+
+/**
+ * Publishes the socket at `ownPath` as `socketPath`, where callers look for it: a hard link, made
+ * only where no socket is, so two daemons starting at once cannot both take it. One a killed
+ * daemon left (nobody answers on it) is replaced; one a daemon serves on is a usage error.
+ * Sockets killed daemons left under their own names go too.
+ */
+async function publish(ownPath: string, socketPath: string, root: string): Promise<void> {
+  try {
+    await link(ownPath, socketPath);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    if (await isAnswering(socketPath)) {
+      throw new UsageError(
+        `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
+      );
+    }
+    // Replaced in one step (a link beside it, renamed over it).
+    const linked = `${ownPath}.link`;
+    await rm(linked, { force: true });
+    await link(ownPath, linked);
+    await rename(linked, socketPath);
+  }
+  const store = join(root, '.rewind');
+  for (const name of await readdir(store)) {
+    const path = join(store, name);
+    if (/^daemon-\d+\.sock$/.test(name) && path !== ownPath && !(await isAnswering(path))) {
+      await rm(path, { force: true });
+    }
+  }
 }
 
 /** The inode of what is at `path`, or undefined when nothing is. */

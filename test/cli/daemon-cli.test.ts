@@ -359,6 +359,37 @@ describe('rewind daemon', () => {
       .toMatch(/^rewind daemon: checkpoints exit 0/m);
   }, 60_000);
 
+  it('a daemon that stops leaves the socket of one started meanwhile: each listens on its own', async () => {
+    const workspace = await project();
+    const store = join(workspace, '.rewind');
+    const socket = join(store, 'daemon.sock');
+    const ownOf = (daemon: { child: { pid?: number } }) =>
+      join(store, `daemon-${daemon.child.pid}.sock`);
+    const first = await startDaemon(workspace);
+    // Published as daemon.sock: a hard link to its own.
+    expect(statSync(socket).ino).toBe(statSync(ownOf(first)).ino);
+    // The name taken from it (as by a daemon that found it stale), a second daemon publishes its
+    // own; the first then stops (SIGTERM, or idle) and leaves the name to the second.
+    await rm(socket);
+    const second = await startDaemon(workspace);
+    first.child.kill('SIGTERM');
+    await new Promise((resolve) => first.child.once('close', resolve));
+    expect(existsSync(ownOf(first))).toBe(false);
+    expect(statSync(socket).ino).toBe(statSync(ownOf(second)).ino);
+    expect((await rewind(workspace, ['status'])).code).toBe(0);
+    await expect.poll(() => second.log()).toMatch(/^rewind daemon: status exit 0/m);
+    // Killed, a daemon leaves its sockets: the next takes the name over and removes them.
+    second.child.kill('SIGKILL');
+    await new Promise((resolve) => second.child.once('close', resolve));
+    const third = await startDaemon(workspace);
+    expect(
+      readdirSync(store)
+        .filter((name) => name.includes('.sock'))
+        .sort(),
+    ).toEqual([`daemon-${third.child.pid}.sock`, 'daemon.sock']);
+    expect(statSync(socket).ino).toBe(statSync(ownOf(third)).ino);
+  }, 60_000);
+
   it('stops after --idle-exit seconds without a command, or once its socket is gone', async () => {
     const workspace = await project();
     const idle = await startDaemon(workspace, process.env, ['--idle-exit', '1']);
