@@ -40,7 +40,7 @@ process.on('exit', () => {
  * when none answers there): on its own, its output in .rewind/daemon.log, stopping after 30
  * minutes without a command. The command that started it runs here; the next ones go to it.
  */
-function startDaemon(directory) {
+function startDaemon(directory, ...options) {
   const store = join(directory, '.rewind');
   // A path too long for a Unix socket cannot have a daemon (src/cli/daemon.ts says so): it
   // listens on daemon-PID.sock, a pid of at most 7 digits.
@@ -56,7 +56,7 @@ function startDaemon(directory) {
     try {
       const child = require('node:child_process').spawn(
         process.execPath,
-        [__filename, 'daemon', '--idle-exit', '1800'],
+        [__filename, 'daemon', '--idle-exit', '1800', ...options],
         {
           cwd: directory,
           detached: true,
@@ -108,8 +108,20 @@ async function runInDaemon() {
   }
   const socketPath = join(directory, '.rewind', 'daemon.sock');
   const isAuto = process.env.REWIND_DAEMON === 'auto';
-  if (!existsSync(socketPath)) {
+  const socketInode = require('node:fs').statSync(socketPath, { throwIfNoEntry: false })?.ino;
+  if (socketInode === undefined) {
     if (isAuto) startDaemon(directory);
+    return undefined;
+  }
+  // A daemon of another version, met before: not asked again, so that it idles out.
+  const version = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')).version;
+  const noticePath = join(directory, '.rewind', 'daemon.notice');
+  let notice;
+  try {
+    notice = JSON.parse(readFileSync(noticePath, 'utf8'));
+  } catch {}
+  if (notice?.inode === socketInode) {
+    sayOtherVersion(noticePath, notice, version, isAuto, false);
     return undefined;
   }
   if (command === 'hook') {
@@ -119,7 +131,7 @@ async function runInDaemon() {
   }
   const request = {
     v: 1,
-    version: JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')).version,
+    version,
     argv,
     cwd: process.cwd(),
     // What a served command reads of the environment (PASSED_ENV in src/cli/daemon.ts).
@@ -166,7 +178,22 @@ async function runInDaemon() {
         else if (message.stderrBytes !== undefined)
           writerOf(process.stderr)(Buffer.from(message.stderrBytes, 'base64'));
         else if (message.exit !== undefined) settle(message.exit);
-        else if (message.fallback !== undefined) settle(undefined);
+        else if (message.fallback !== undefined) {
+          // Another version's daemon (src/cli/daemon-requests.ts words it so): remembered, so it
+          // is not asked again, and with REWIND_DAEMON=auto replaced by one of this version.
+          const other = /^the daemon is Rewind (\S+), the command/.exec(message.fallback)?.[1];
+          if (other !== undefined && other !== version) {
+            sayOtherVersion(
+              noticePath,
+              { saidAt: notice?.saidAt, inode: socketInode, version: other },
+              version,
+              isAuto,
+              true,
+            );
+            if (isAuto) startDaemon(directory, '--replace');
+          }
+          settle(undefined);
+        }
       }
     });
     const lost = () => {
@@ -184,6 +211,29 @@ async function runInDaemon() {
     });
     socket.on('close', lost);
   });
+}
+
+/**
+ * Says, at most once an hour, that the workspace's daemon is of another version of Rewind (as
+ * after an upgrade), and remembers it in .rewind/daemon.notice: `{ inode, version, saidAt }`, the
+ * inode of the daemon's socket. Commands run in their own process meanwhile.
+ */
+function sayOtherVersion(noticePath, notice, version, isAuto, isNew) {
+  const now = Date.now();
+  const isDue = !(now - notice.saidAt < 60 * 60 * 1000);
+  if (!isDue && !isNew) return;
+  if (isDue) {
+    process.stderr.write(
+      `rewind: this workspace's daemon is Rewind ${notice.version}, this command ${version}: commands run in their own process ${isAuto ? 'while a daemon of this version replaces it' : 'until it stops (`rewind daemon --replace` serves the workspace with this version instead)'}.\n`,
+    );
+  }
+  try {
+    writeFileSync(
+      noticePath,
+      `${JSON.stringify({ ...notice, saidAt: isDue ? now : notice.saidAt })}\n`,
+      { mode: 0o600 },
+    );
+  } catch {}
 }
 
 /** What was read of stdin for the daemon: the command reads it if it runs here after all. */

@@ -208,6 +208,7 @@ async function serve(
   io: CliIo,
   run: (argv: readonly string[], io: CliIo) => Promise<number>,
   idleExitMs: number | undefined,
+  isReplacing: boolean,
 ): Promise<number> {
   // The workspace must have a store: the socket goes in it (STORE_NOT_FOUND says what to do).
   await currentSessionId({ workspace: root });
@@ -309,7 +310,7 @@ async function serve(
     process.umask(umask);
   }
   try {
-    await publish(ownPath, socketPath, root);
+    await publish(ownPath, socketPath, root, io, isReplacing);
   } catch (error) {
     await new Promise((closed) => server.close(closed));
     throw error;
@@ -365,15 +366,26 @@ async function serve(
  * daemon left (nobody answers on it) is replaced; one a daemon serves on is a usage error.
  * Sockets killed daemons left under their own names go too.
  */
-async function publish(ownPath: string, socketPath: string, root: string): Promise<void> {
+async function publish(
+  ownPath: string,
+  socketPath: string,
+  root: string,
+  io: CliIo,
+  isReplacing: boolean,
+): Promise<void> {
   try {
     await link(ownPath, socketPath);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     if (await isAnswering(socketPath)) {
-      throw new UsageError(
-        `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process).`,
-      );
+      if (!isReplacing) {
+        throw new UsageError(
+          `A daemon already serves ${root} (on ${socketPath}). Stop it first (Ctrl-C where it runs, or kill its process), or start this one with --replace.`,
+        );
+      }
+      // The other, its socket no longer its own, stops at its next check (within 10 s), once
+      // the command it runs is done.
+      io.stderr(`rewind daemon: replacing the daemon that served on ${socketPath}\n`);
     }
     // Replaced in one step (a link beside it, renamed over it).
     const linked = `${ownPath}.link`;
@@ -428,13 +440,17 @@ export function addDaemonCommand(
       '--idle-exit <seconds>',
       'stop once no command came for this long (as a daemon that REWIND_DAEMON=auto started does, after 1800)',
     )
-    .action(async (flags: { idleExit?: string }, command: Command) => {
+    .option(
+      '--replace',
+      "take over from a daemon serving the workspace (one of another version, after an upgrade): it stops within 10 s, after the command it runs, as REWIND_DAEMON=auto's daemons do",
+    )
+    .action(async (flags: { idleExit?: string; replace?: boolean }, command: Command) => {
       const idleExitMs = idleExitOf(flags.idleExit);
       const dir = command.optsWithGlobals<{ dir?: string }>().dir;
       const root = realpathOf(
         dir !== undefined ? resolve(io.cwd, dir) : await locateWorkspace(io.cwd),
       );
-      state.exitCode = await serve(root, io, run, idleExitMs);
+      state.exitCode = await serve(root, io, run, idleExitMs, flags.replace === true);
     });
   outsideTable(daemon, 'a process that serves the CLI its own commands, not an operation');
 }

@@ -1,11 +1,21 @@
 // What `rewind daemon` takes from the command that sends it a request, and what it leaves to it:
 // real daemons and the real bin (test/helpers/daemons.ts).
-import { execFileSync, spawn } from 'node:child_process';
-import { readlinkSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { readFileSync, readlinkSync } from 'node:fs';
+import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
-import { BIN, labels, project, rewind, startDaemon } from '../helpers/daemons.js';
+import {
+  autoStarted,
+  BIN,
+  labels,
+  pidsIn,
+  project,
+  rewind,
+  startDaemon,
+} from '../helpers/daemons.js';
+import { ROOT } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const messages = [{ role: 'user', content: 'go' }];
@@ -66,4 +76,71 @@ describe('rewind daemon and its callers', () => {
     expect(daemon.log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
     expect(await labels(workspace)).toEqual(['one', 'two', 'three', 'four', 'five', 'six']);
   }, 60_000);
+
+  it('leaves a daemon of another version alone, so it idles out, and says so once an hour', async () => {
+    const workspace = await project();
+    const oldBin = await olderRewind('0.0.9');
+    const old = await startDaemon(workspace, process.env, ['--idle-exit', '3'], oldBin);
+    const say =
+      /^rewind: this workspace's daemon is Rewind 0\.0\.9, this command \S+: commands run in their own process until it stops \(`rewind daemon --replace`/;
+    const first = await rewind(workspace, ['checkpoint', 'one']);
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(say);
+    // Not asked again (it idles out), nor said again within the hour.
+    for (let index = 0; index < 5; index++) {
+      const next = await rewind(workspace, ['status']);
+      expect(next).toMatchObject({ code: 0, stderr: '' });
+      await sleep(700);
+    }
+    await ended(old.child);
+    expect(old.log()).toMatch(/stopped \(no command for 3 s\)/);
+    expect(old.log()).not.toMatch(/exit \d/);
+    // With REWIND_DAEMON=auto, one of this version replaces it.
+    const again = await startDaemon(workspace, process.env, [], oldBin);
+    const auto = { env: { REWIND_DAEMON: 'auto' } };
+    const replaced = await rewind(workspace, ['checkpoints'], auto);
+    expect(replaced).toMatchObject({ code: 0, stderr: '' }); // said within the hour
+    await ended(again.child);
+    expect(again.log()).toMatch(/is gone or another's/);
+    autoStarted.push(workspace);
+    await expect
+      .poll(() => readFileSync(join(workspace, '.rewind/daemon.log'), 'utf8'), { timeout: 10_000 })
+      .toMatch(/replacing the daemon that served/);
+    expect((await rewind(workspace, ['checkpoints'], auto)).code).toBe(0);
+    await expect
+      .poll(() => readFileSync(join(workspace, '.rewind/daemon.log'), 'utf8'))
+      .toMatch(/^rewind daemon: checkpoints exit 0/m);
+    // An hour later, said again.
+    const notice = join(workspace, '.rewind/daemon.notice');
+    const stored = JSON.parse(readFileSync(notice, 'utf8'));
+    await writeFile(notice, JSON.stringify({ ...stored, saidAt: Date.now() - 3_601_000 }));
+    const replacer = pidsIn(workspace)[0] as number;
+    process.kill(replacer, 'SIGKILL');
+    await startDaemon(workspace, process.env, [], oldBin);
+    expect((await rewind(workspace, ['status'])).stderr).toMatch(say);
+  }, 90_000);
 });
+
+/** Resolves once `child` has ended (at once if it has). */
+const ended = (child: ChildProcess): Promise<unknown> =>
+  child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => child.once('exit', resolve));
+
+/**
+ * A copy of this Rewind that calls itself `version` (its bundle, package.json and bin), as an
+ * installation of another version is.
+ */
+async function olderRewind(version: string): Promise<string> {
+  const root = await makeTempDirectory();
+  await mkdir(join(root, 'bin'));
+  await mkdir(join(root, 'dist/bundle'), { recursive: true });
+  await copyFile(BIN, join(root, 'bin/rewind.cjs'));
+  const bundle = await readFile(join(ROOT, 'dist/bundle/cli.cjs'), 'latin1');
+  const renamed = bundle.replace(/(REWIND_VERSION\s*=\s*)"[^"]+"/, `$1"${version}"`);
+  expect(renamed).not.toBe(bundle);
+  await writeFile(join(root, 'dist/bundle/cli.cjs'), renamed, 'latin1');
+  const manifest = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8'));
+  await writeFile(join(root, 'package.json'), JSON.stringify({ ...manifest, version }));
+  return join(root, 'bin/rewind.cjs');
+}

@@ -56,13 +56,14 @@ export function isRunning(pid: number): boolean {
   }
 }
 
-/** Starts `rewind daemon` in `cwd`; resolves once it serves, with what it printed so far. */
+/** Starts `rewind daemon` (of `bin`) in `cwd`; resolves once it serves, with what it printed so far. */
 export async function startDaemon(
   cwd: string,
   env: NodeJS.ProcessEnv = process.env,
   args: string[] = [],
+  bin = BIN,
 ): Promise<{ child: ChildProcess; log: () => string }> {
-  const child = spawn(process.execPath, [BIN, 'daemon', ...args], {
+  const child = spawn(process.execPath, [bin, 'daemon', ...args], {
     cwd,
     env,
     // Its stdin a pipe, as one started from a script or a terminal has: it must read none of it.
