@@ -200,7 +200,7 @@ function linesOf(socket: Socket): () => Promise<string | undefined> {
 }
 
 /**
- * Serves `root` until SIGINT or SIGTERM: each request runs through `run` (the CLI itself) with
+ * Serves `root` until SIGINT, SIGTERM or SIGHUP: each request runs through `run` (the CLI itself) with
  * the caller's arguments, directory and output, one after another.
  */
 async function serve(
@@ -325,14 +325,15 @@ async function serve(
   queue = queue.then(() => sessions.warm());
   const why = await new Promise<string | undefined>((stopped) => {
     const stop = (reason?: string): void => {
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
+      for (const signal of STOPPING_SIGNALS) process.off(signal, onSignal);
       clearInterval(check);
       stopped(reason);
     };
-    const onSignal = (): void => stop();
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
+    const onSignal = (signal: NodeJS.Signals): void => {
+      io.stderr(`rewind daemon: ${signal}: stopping once the command it runs is done\n`);
+      stop(signal);
+    };
+    for (const signal of STOPPING_SIGNALS) process.on(signal, onSignal);
     // A daemon whose socket is gone (the store removed, or another daemon that started at the
     // same moment took the path) cannot be reached: it stops rather than watch for nobody.
     const check = setInterval(
@@ -410,6 +411,12 @@ function inodeOf(path: string): number | undefined {
     return undefined;
   }
 }
+
+/**
+ * The signals that stop a daemon, after the command it runs: SIGHUP too (its terminal closed, or
+ * a service manager's reload), which would otherwise end it at once and leave its socket.
+ */
+const STOPPING_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 /** How often a daemon checks that its socket is its own, and how long it has been idle. */
 const CHECK_EVERY_MS = 10_000;

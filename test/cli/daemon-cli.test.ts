@@ -390,6 +390,22 @@ describe('rewind daemon', () => {
     expect(statSync(socket).ino).toBe(statSync(ownOf(third)).ino);
   }, 60_000);
 
+  it('stops on SIGHUP as on SIGTERM: exit 0, its socket removed, and says why', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    expect((await rewind(workspace, ['status'])).code).toBe(0);
+    daemon.child.kill('SIGHUP');
+    await new Promise((resolve) => daemon.child.once('close', resolve));
+    expect(daemon.child.exitCode).toBe(0);
+    expect(daemon.log()).toMatch(
+      /^rewind daemon: SIGHUP: stopping once the command it runs is done$/m,
+    );
+    expect(daemon.log()).toMatch(/^rewind daemon: stopped \(SIGHUP\)$/m);
+    expect(
+      readdirSync(join(workspace, '.rewind')).filter((name) => name.includes('.sock')),
+    ).toEqual([]);
+  }, 30_000);
+
   it('stops after --idle-exit seconds without a command, or once its socket is gone', async () => {
     const workspace = await project();
     const idle = await startDaemon(workspace, process.env, ['--idle-exit', '1']);
