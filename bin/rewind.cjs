@@ -136,12 +136,14 @@ async function runInDaemon() {
     cwd: process.cwd(),
     // What a served command reads of the environment (PASSED_ENV in src/cli/daemon.ts).
     env: Object.fromEntries(
-      ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR']
+      ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR', 'TZ']
         .filter((name) => process.env[name] !== undefined)
         .map((name) => [name, process.env[name]]),
     ),
     isTerminal: process.stdout.isTTY === true,
     isErrorTerminal: process.stderr.isTTY === true,
+    // Applied by the daemon for this command: the files it creates get this process's modes.
+    umask: process.umask(),
     ...(readStdin && { stdin: readStdin.toString('base64') }),
   };
   const { connect } = require('node:net');

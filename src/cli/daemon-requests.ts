@@ -31,8 +31,8 @@ export const SERVED = new Set([
 /** Global options that change where a command runs or what its session keeps: run by the caller. */
 const NOT_SERVED_WITH = ['--dir', '--redact', '--redact-pattern', '--block-private'];
 
-/** The environment variables a served command may read from its caller. */
-export const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR'];
+/** The environment variables a served command may read from its caller (TZ: see below). */
+export const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR', 'TZ'];
 
 export interface Request {
   v: number;
@@ -43,6 +43,32 @@ export interface Request {
   isTerminal: boolean;
   isErrorTerminal: boolean;
   stdin?: string;
+  /** The caller's umask; its TZ is in `env`, when it has one. */
+  umask?: number;
+}
+
+/**
+ * Gives this process `request`'s time zone (its TZ, or none: the system's) and umask, which a
+ * command reads of the process, not of its context: times are printed, files created, as in the
+ * caller. Returns what puts the daemon's back. Requests run one at a time (daemon.ts), so no
+ * other sees them.
+ */
+export function takeCallersProcessState(request: Request): () => void {
+  const daemonTz = process.env.TZ;
+  const setTz = (tz: string | undefined): void => {
+    if (tz === undefined) delete process.env.TZ;
+    else process.env.TZ = tz;
+  };
+  setTz(typeof request.env?.TZ === 'string' ? request.env.TZ : undefined);
+  const { umask } = request;
+  const daemonUmask =
+    Number.isInteger(umask) && (umask as number) >= 0 && (umask as number) <= 0o777
+      ? process.umask(umask as number)
+      : undefined;
+  return () => {
+    setTz(daemonTz);
+    if (daemonUmask !== undefined) process.umask(daemonUmask);
+  };
 }
 
 /** The command a command line runs: its first word that is not an option. */

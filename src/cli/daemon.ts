@@ -29,7 +29,14 @@ import {
   type Session,
 } from '../index.js';
 import { type CliIo, EXIT_FAILED, EXIT_OK, type SessionKeeper } from './context.js';
-import { commandOf, PASSED_ENV, type Request, refusalOf, SERVED } from './daemon-requests.js';
+import {
+  commandOf,
+  PASSED_ENV,
+  type Request,
+  refusalOf,
+  SERVED,
+  takeCallersProcessState,
+} from './daemon-requests.js';
 import { UsageError } from './errors.js';
 import { outsideTable } from './options.js';
 
@@ -272,6 +279,7 @@ async function serve(
         request.env[name],
       ]),
     );
+    const restore = takeCallersProcessState(request);
     const code = await run(request.argv, {
       // Bytes (a stored output that is not UTF-8) go in base64, and come out as they are.
       stdout: (text) =>
@@ -286,7 +294,9 @@ async function serve(
       isTerminal: request.isTerminal === true,
       isErrorTerminal: request.isErrorTerminal === true,
       env,
-    }).catch(() => EXIT_FAILED);
+    })
+      .catch(() => EXIT_FAILED)
+      .finally(restore);
     // Said before the caller hears the end: what waits on the caller finds it said.
     io.stderr(
       `rewind daemon: ${commandOf(request.argv)} exit ${code} (${Date.now() - started} ms)\n`,

@@ -1,7 +1,7 @@
 // What `rewind daemon` takes from the command that sends it a request, and what it leaves to it:
 // real daemons and the real bin (test/helpers/daemons.ts).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync, statSync } from 'node:fs';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -75,6 +75,32 @@ describe('rewind daemon and its callers', () => {
     expect((await rewind(workspace, ['checkpoint', 'six'])).code).toBe(0);
     expect(daemon.log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
     expect(await labels(workspace)).toEqual(['one', 'two', 'three', 'four', 'five', 'six']);
+  }, 60_000);
+
+  it("runs a command with its caller's time zone and umask, not the daemon's", async () => {
+    const workspace = await project();
+    await writeFile(join(workspace, 'messages.json'), JSON.stringify(messages));
+    const alone = { REWIND_DAEMON: '0' };
+    const base = await rewind(workspace, ['checkpoint', 'base', '--messages', 'messages.json'], {
+      env: alone,
+    });
+    expect(base.code).toBe(0);
+    const daemon = await startDaemon(workspace, { ...process.env, TZ: 'UTC' });
+    const tokyo = { TZ: 'Asia/Tokyo' };
+    const served = await rewind(workspace, ['log'], { env: tokyo });
+    expect(served).toEqual(await rewind(workspace, ['log'], { env: { ...tokyo, ...alone } }));
+    expect(served.stdout).not.toEqual((await rewind(workspace, ['log'], { env: alone })).stdout);
+    const rolled = await shell(
+      workspace,
+      `umask 077; node ${BIN} rollback base --messages-out out.json`,
+    );
+    expect(rolled.code, rolled.stderr).toBe(0);
+    expect(statSync(join(workspace, 'out.json')).mode & 0o777).toBe(0o600);
+    expect(daemon.log()).toMatch(/^rewind daemon: log exit 0/m);
+    expect(daemon.log()).toMatch(/^rewind daemon: rollback exit 0/m);
+    // The daemon's own are back after each command: its time zone for the next without TZ.
+    const utc = await rewind(workspace, ['log'], { env: { ...alone, TZ: 'UTC' } });
+    expect((await rewind(workspace, ['log'], { env: { TZ: 'UTC' } })).stdout).toBe(utc.stdout);
   }, 60_000);
 
   it('leaves a daemon of another version alone, so it idles out, and says so once an hour', async () => {
