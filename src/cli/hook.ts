@@ -53,6 +53,9 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
     return fail('stdin is not a hook event: a JSON object was expected.');
   }
   const record = event as Record<string, unknown>;
+  if (typeof record.hook_event_name !== 'string') {
+    return fail('stdin is not a hook event: it names no hook_event_name.');
+  }
   const kind = checkpointKindOf(record);
   if (kind === undefined) return EXIT_OK;
   // --root is resolved against the current directory, as any path given on the command line;
@@ -107,7 +110,18 @@ export function addHookCommand(program: Command, io: CliIo, state: { exitCode: n
     .command('hook')
     .description(
       "checkpoint the project on an agent's hook events (see `rewind hook claude-code --help`)",
-    );
+    )
+    // An agent it has no hook for (a typo in the settings) is said with exit 1, not as a usage
+    // error (2): Claude Code takes exit 2 as blocking the tool call.
+    .argument('[agent]')
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action((agent: string | undefined) => {
+      io.stderr(
+        `rewind hook: ${agent === undefined ? 'which agent?' : `no hook for ${JSON.stringify(agent)}`}: the hook is \`rewind hook claude-code\` (see \`rewind hook claude-code --help\`).\n`,
+      );
+      state.exitCode = EXIT_FAILED;
+    });
   const claudeCode = hook
     .command('claude-code')
     .description(

@@ -171,6 +171,20 @@ describe('rewind hook claude-code', () => {
       expect(run.stdout).toBe('');
       expect(run.stderr).toContain(said);
     }
+    // An agent it has no hook for (a typo in the settings), none, or an event naming no event.
+    for (const [args, input, said] of [
+      [
+        ['hook', 'claude'],
+        stdin,
+        'rewind hook: no hook for "claude": the hook is `rewind hook claude-code`',
+      ],
+      [['hook'], stdin, 'rewind hook: which agent?'],
+      [['hook', 'claude-code'], JSON.stringify({ cwd: project }), 'it names no hook_event_name'],
+    ] as const) {
+      const run = await rewind(project, [...args], { stdin: input });
+      expect(run).toMatchObject({ code: 1, stdout: '' });
+      expect(run.stderr).toContain(said);
+    }
     expect(await readdir(project)).toEqual([]);
   });
 });
