@@ -81,11 +81,20 @@ export const checkpointsOperation = defineOperation({
   title: 'List the checkpoints',
   summary: 'list the checkpoints of a session',
   description:
-    'The checkpoints of the session, oldest first: label, time, how many files each added, modified and deleted since the previous one, and how many lines of text it added and removed.',
-  input: () => z.object({}),
+    'The checkpoints of the session, oldest first: label, time, and how many files each added, modified and deleted since the previous one; with lines: true, also how many lines of text it added and removed.',
+  input: () =>
+    z.object({
+      lines: z
+        .boolean()
+        .optional()
+        .describe(
+          'Also count the lines of text each checkpoint added and removed since the previous one (reads the files that changed, the first time; the counts are cached).',
+        ),
+    }),
   scope: 'session',
   annotations: { readOnly: true },
-  run: async (target) => (await target.session()).checkpoints({ withLines: true }),
+  run: async (target, { lines }) =>
+    (await target.session()).checkpoints({ withLines: lines === true }),
 });
 
 export const rollbackOperation = defineOperation({

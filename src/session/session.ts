@@ -180,9 +180,9 @@ export class Session {
   }
 
   /**
-   * Every checkpoint of the session, oldest first. With `withLines`, each but the first also says
-   * how many lines of text files were added and removed since the one before it (this reads the
-   * files that changed; binary files and files over 1 MiB are not counted).
+   * Every checkpoint of the session, oldest first, from the ledger. With `withLines`, each but the
+   * first also says how many lines of text files were added and removed since the one before it
+   * (cached in the store; uncached, it reads the files that changed; binary and over 1 MiB skipped).
    */
   async checkpoints(options: { withLines?: boolean } = {}): Promise<CheckpointInfo[]> {
     return listCheckpoints(this.#context, options);

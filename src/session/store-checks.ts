@@ -20,7 +20,7 @@ import {
   walkReferences,
   workspaceLockOf,
 } from '../store/index.js';
-import { forgetUnkept } from '../workspace/index.js';
+import { forgetUnkept, forgetUnkeptLineCounts } from '../workspace/index.js';
 import { interruptedOf, type WorkspaceOptions } from './repository.js';
 import { ledgersOf } from './session-files.js';
 
@@ -258,7 +258,8 @@ export interface GcReport {
 /**
  * Removes the objects that no ledger references, directly or through trees (pruned checkpoints
  * no longer count), and the temporary files crashed writes left, holding the workspace lock.
- * The snapshot caches forget what is removed (the next snapshot reads those files again).
+ * The snapshot caches forget what is removed (the next snapshot reads those files again), and the
+ * cache of line counts the pairs of trees it removes.
  * Objects written within `graceMs` (default one hour) are spared. With `dryRun`, only
  * reports. Refuses (`TREE_INVALID`, `OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`) when a referenced tree
  * cannot be read, since what lies under it would be unknown; nothing is removed then.
@@ -324,6 +325,7 @@ async function collectGarbage(
     ]) {
       await forgetUnkept(directory, (digest) => reachable.has(digest));
     }
+    await forgetUnkeptLineCounts(location.directory, (digest) => reachable.has(digest));
   }
   const report: GcReport = {
     isDryRun: options.dryRun === true,

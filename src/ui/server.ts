@@ -50,6 +50,11 @@ const READS: Readonly<Record<string, AnyOperation>> = {
   conversation: conversationShowOperation,
 };
 
+/** What the page's reads always ask for: its checkpoint list shows the lines each changed. */
+const READ_INPUTS: Readonly<Record<string, Record<string, unknown>>> = {
+  checkpoints: { lines: true },
+};
+
 /** What a person may do from the page, by operation name: each asks for confirmation first. */
 const ACTIONS: Readonly<Record<string, AnyOperation>> = Object.fromEntries(
   [
@@ -239,7 +244,8 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
     if (!operation)
       return context.json({ error: { code: 'NOT_FOUND', message: 'No such read.' } }, 404);
     const query = context.req.query();
-    return runFor(context, workspace, operation, query.session, inputOf(query));
+    const input = { ...inputOf(query), ...READ_INPUTS[operation.name] };
+    return runFor(context, workspace, operation, query.session, input);
   });
 
   app.post('/api/action/:name', async (context) => {

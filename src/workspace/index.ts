@@ -23,6 +23,7 @@ export {
   readOutsideRules,
 } from './ignore-rules.js';
 export { type LeftOutListing, leftOutChanges, listLeftOut } from './left-out.js';
+export { forgetUnkeptLineCounts, lineCountsBetween } from './line-counts.js';
 export { isAtSpecialSync } from './on-disk.js';
 export { previewSnapshot, type SnapshotPreview } from './preview.js';
 export { countLineChanges, type LineCounts, renderDiff } from './render-diff.js';

@@ -14,7 +14,7 @@ const labelsOf = async (cwd: string): Promise<string[]> =>
   ).checkpoints.map((checkpoint) => checkpoint.label);
 
 describe('rewind history commands', () => {
-  it('lists per checkpoint the files and the lines of text added and removed since the previous one', async () => {
+  it('lists per checkpoint the files, and with --lines the lines of text, added and removed since the previous one', async () => {
     const cwd = await makeTempDirectory();
     await lay(cwd, { 'a.txt': 'a\nb\nc\n' });
     await rewind(cwd, ['init']);
@@ -22,7 +22,14 @@ describe('rewind history commands', () => {
     await lay(cwd, { 'a.txt': 'a\nB\nc\nd\ne\n', 'b.txt': '1\n2\n3\n4\n5\n' });
     await rewind(cwd, ['checkpoint', 'two']);
 
-    const listed = await rewind(cwd, ['checkpoints']);
+    const plain = await rewind(cwd, ['checkpoints']);
+    expect(plain).toMatchObject({ code: 0, stderr: '' });
+    expect(plain.stdout.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(/^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS$/),
+      expect.stringMatching(/^one +2 .* \+1 ~0 -0 files$/),
+      expect.stringMatching(/^two +3 .* \+1 ~1 -0 files$/),
+    ]);
+    const listed = await rewind(cwd, ['checkpoints', '--lines']);
     expect(listed.code).toBe(0);
     const [header, first, second] = listed.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^LABEL +SEQ +TIME +CHANGED SINCE PREVIOUS$/);
@@ -30,9 +37,13 @@ describe('rewind history commands', () => {
     expect(first).toMatch(/^one +2 .* \+1 ~0 -0 files$/);
     expect(second).toMatch(/^two +3 .* \+1 ~1 -0 files, \+8 -1 lines$/);
 
-    const { checkpoints } = JSON.parse((await rewind(cwd, ['--json', 'checkpoints'])).stdout);
-    expect(checkpoints[0]).not.toHaveProperty('linesAdded');
-    expect(checkpoints[1]).toMatchObject({ id: 3, label: 'two', linesAdded: 8, linesRemoved: 1 });
+    const json = async (args: string[]) =>
+      JSON.parse((await rewind(cwd, ['--json', 'checkpoints', ...args])).stdout).checkpoints;
+    const withLines = await json(['--lines']);
+    expect(withLines[0]).not.toHaveProperty('linesAdded');
+    expect(withLines[1]).toMatchObject({ id: 3, label: 'two', linesAdded: 8, linesRemoved: 1 });
+    const { linesAdded: _added, linesRemoved: _removed, ...withoutLines } = withLines[1];
+    expect(await json([])).toEqual([withLines[0], withoutLines]);
   });
 
   it('rolls back only the paths given, after -- or after the label, and undoes that like any rollback', async () => {

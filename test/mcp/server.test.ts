@@ -290,17 +290,25 @@ describe('the MCP server', () => {
     expect(await readFile(join(root, 'b.txt'), 'utf8')).toBe('c\n');
   });
 
-  it('lists per checkpoint the files and the lines of text added and removed', async () => {
+  it('lists per checkpoint the files, and with lines: true the lines of text, added and removed', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });
     const agent = await connected(root);
     await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
     await lay(root, { 'a.txt': 'two\n', 'b.txt': 'c\n' });
     await agent.callTool({ name: 'checkpoint', arguments: { label: 'next' } });
-    const listed = textOf(await agent.callTool({ name: 'checkpoints', arguments: {} }));
+    const listed = textOf(
+      await agent.callTool({ name: 'checkpoints', arguments: { lines: true } }),
+    );
     expect(listed.split('\n')).toEqual([
       expect.stringMatching(/^base \(#\d+, .*\): \+2 ~0 -0$/),
       expect.stringMatching(/^next \(#\d+, .*\): \+0 ~2 -0 files, \+2 -2 lines$/),
+    ]);
+    // Lines only when asked for: the list comes from the ledger alone.
+    const plain = await agent.callTool({ name: 'checkpoints', arguments: {} });
+    expect(textOf(plain).split('\n')).toEqual([
+      expect.stringMatching(/^base \(#\d+, .*\): \+2 ~0 -0$/),
+      expect.stringMatching(/^next \(#\d+, .*\): \+0 ~2 -0$/),
     ]);
   });
 

@@ -336,6 +336,22 @@ describe('rewind ui in a browser', () => {
     expect(await page.locator('.timeline li').count()).toBeGreaterThan(before);
   });
 
+  it('reads the checkpoints with the lines each changed, which the page shows', async () => {
+    const base = ui.url.slice(0, ui.url.indexOf('/?'));
+    const response = await fetch(`${base}/api/read/checkpoints`, {
+      headers: { authorization: `Bearer ${ui.endpoint.token}` },
+    });
+    const { output } = (await response.json()) as {
+      output: { label: string; linesAdded?: number; linesRemoved?: number }[];
+    };
+    // src/app.ts's line replaced, NOTES.md and out.txt written: the first has nothing before it.
+    expect(output.slice(0, 2)).toMatchObject([
+      { label: 'base' },
+      { label: 'fixed', linesAdded: 3, linesRemoved: 1 },
+    ]);
+    expect(output[0]).not.toHaveProperty('linesAdded');
+  });
+
   it('refuses requests without the token, from another origin, or for another host', async () => {
     const base = ui.url.slice(0, ui.url.indexOf('/?'));
     const { token } = ui.endpoint;

@@ -313,11 +313,20 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     });
   });
 
-  commandFor(program, checkpointsOperation).action((_flags: object, command: Command) =>
+  const checkpoints = commandFor(program, checkpointsOperation);
+  feed(
+    checkpoints,
+    'lines',
+    new Option(
+      '--lines',
+      'also count the lines of text each added and removed (cached after the first time)',
+    ),
+  );
+  checkpoints.action((flags: { lines?: boolean }, command: Command) =>
     cli.perform(
       command,
       checkpointsOperation,
-      {},
+      { lines: flags.lines },
       {
         text: renderCheckpoints,
         json: (checkpoints) => ({ checkpoints: checkpoints.map(checkpointDocument) }),

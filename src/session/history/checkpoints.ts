@@ -1,7 +1,7 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
 import { clipped } from '../../lib/index.js';
-import { countLineChanges, diffTrees, type SnapshotProgress } from '../../workspace/index.js';
+import { lineCountsBetween, type SnapshotProgress } from '../../workspace/index.js';
 import {
   isFirstSnapshotOf,
   previewOfSession,
@@ -144,8 +144,9 @@ export function createCheckpoint(
 }
 
 /**
- * Every checkpoint of the session not pruned, oldest first; `withLines`: with the lines added and
- * removed since the previous one listed (which reads the files that changed).
+ * Every checkpoint of the session not pruned, oldest first, from the ledger alone; `withLines`:
+ * with the lines added and removed since the previous one listed, from the store's cache of line
+ * counts (the pairs it lacks are counted from the files that changed, and cached).
  */
 export async function listCheckpoints(
   context: SessionContext,
@@ -153,18 +154,15 @@ export async function listCheckpoints(
 ): Promise<CheckpointInfo[]> {
   const checkpoints = (await readJournal(context)).checkpoints();
   if (options.withLines !== true) return checkpoints;
-  const listed: CheckpointInfo[] = [];
-  let previous: CheckpointInfo | undefined;
-  for (const checkpoint of checkpoints) {
-    if (previous === undefined) {
-      listed.push(checkpoint);
-    } else {
-      const changes = await diffTrees(context.store, previous.tree, checkpoint.tree);
-      listed.push({ ...checkpoint, ...(await countLineChanges(context.store, changes)) });
-    }
-    previous = checkpoint;
-  }
-  return listed;
+  const pairs = checkpoints.slice(1).map((checkpoint, index) => ({
+    from: (checkpoints[index] as CheckpointInfo).tree,
+    to: checkpoint.tree,
+  }));
+  const counts = await lineCountsBetween(context.store, context.storeDirectory, pairs);
+  // The first one listed has nothing before it to count from.
+  return checkpoints.map((checkpoint, index) =>
+    index === 0 ? checkpoint : { ...checkpoint, ...counts[index - 1] },
+  );
 }
 
 /**

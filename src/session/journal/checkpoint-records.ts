@@ -28,8 +28,8 @@ export interface CheckpointInfo {
   /** The conversation recorded with the files, if any. */
   conversation?: { format: Format; messageCount: number };
   /**
-   * Lines added and removed in text files since the previous checkpoint listed, when asked for
-   * (`checkpoints({ withLines: true })`); absent for the first one.
+   * Lines added and removed in text files since the previous checkpoint listed, only when asked
+   * for (`checkpoints({ withLines: true })`); absent for the first one.
    */
   linesAdded?: number;
   linesRemoved?: number;

@@ -1,0 +1,136 @@
+import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { openSession } from '../../src/session/index.js';
+import { rewind } from '../helpers/cli.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+import { lay } from '../helpers/workspace.js';
+
+const CACHE = join('.rewind', 'cache', 'line-counts-v1.json');
+
+/** The lines each checkpoint listed added and removed, from `rewind --json checkpoints ARGS`. */
+async function linesOf(cwd: string, args: string[] = ['--lines']) {
+  const listed = await rewind(cwd, ['--json', 'checkpoints', ...args]);
+  expect(listed).toMatchObject({ code: 0, stderr: '' });
+  const { checkpoints } = JSON.parse(listed.stdout) as {
+    checkpoints: { label: string; linesAdded?: number; linesRemoved?: number }[];
+  };
+  return checkpoints.map(({ label, linesAdded, linesRemoved }) =>
+    linesAdded === undefined ? [label] : [label, linesAdded, linesRemoved],
+  );
+}
+
+/** A store whose checkpoints one, two, three add 2, 3, 4 lines to a.txt (one line changed each). */
+async function threeCheckpoints(): Promise<string> {
+  const cwd = await makeTempDirectory();
+  await rewind(cwd, ['init', '-q']);
+  const versions = ['x\n', 'y\n1\n2\n', 'z\n1\n2\n3\n4\n5\n', 'w\n1\n2\n3\n4\n5\n6\n7\n8\n9\n'];
+  await lay(cwd, { 'a.txt': versions[0] as string });
+  await rewind(cwd, ['checkpoint', 'zero', '-q']);
+  for (const [index, label] of ['one', 'two', 'three'].entries()) {
+    await lay(cwd, { 'a.txt': versions[index + 1] as string });
+    await rewind(cwd, ['checkpoint', label, '-q']);
+  }
+  return cwd;
+}
+
+/** Removes every object of the store (loose and packed): only the ledger is left. */
+async function removeObjects(cwd: string): Promise<void> {
+  const objects = join(cwd, '.rewind', 'objects');
+  for (const name of await readdir(objects)) {
+    await rm(join(objects, name), { recursive: true, force: true });
+  }
+}
+
+describe('rewind checkpoints and its line counts', () => {
+  it('lists from the ledger alone: a store whose objects are gone still lists its checkpoints', async () => {
+    const cwd = await threeCheckpoints();
+    await removeObjects(cwd);
+    const listed = await rewind(cwd, ['checkpoints']);
+    expect(listed).toMatchObject({ code: 0, stderr: '' });
+    expect(listed.stdout.trimEnd().split('\n').slice(1)).toEqual([
+      expect.stringMatching(/^zero +2 .* \+1 ~0 -0 files$/),
+      expect.stringMatching(/^one +3 .* \+0 ~1 -0 files$/),
+      expect.stringMatching(/^two +4 .* \+0 ~1 -0 files$/),
+      expect.stringMatching(/^three +5 .* \+0 ~1 -0 files$/),
+    ]);
+    // Counting lines needs the files, and says which object is missing.
+    const counted = await rewind(cwd, ['checkpoints', '--lines']);
+    expect(counted.code).not.toBe(0);
+    expect(counted.stderr).toContain('[OBJECT_NOT_FOUND]');
+  });
+
+  it('counts lines with --lines, and takes them from its cache the second time', async () => {
+    const cwd = await threeCheckpoints();
+    const expected = [['zero'], ['one', 3, 1], ['two', 4, 1], ['three', 5, 1]];
+    expect(await linesOf(cwd, [])).toEqual([['zero'], ['one'], ['two'], ['three']]);
+    await expect(readFile(join(cwd, CACHE))).rejects.toThrow(/ENOENT/);
+    expect(await linesOf(cwd)).toEqual(expected);
+    expect(JSON.parse(await readFile(join(cwd, CACHE), 'utf8'))).toMatchObject({
+      format: 'rewind-line-counts',
+      version: 1,
+    });
+    // The counts now come from the cache: the objects they were counted from are not read.
+    await removeObjects(cwd);
+    expect(await linesOf(cwd)).toEqual(expected);
+    const text = await rewind(cwd, ['checkpoints', '--lines']);
+    expect(text.stdout.trimEnd().split('\n').slice(1)).toEqual([
+      expect.stringMatching(/^zero +2 .* \+1 ~0 -0 files$/),
+      expect.stringMatching(/^one +3 .* \+0 ~1 -0 files, \+3 -1 lines$/),
+      expect.stringMatching(/^two +4 .* \+0 ~1 -0 files, \+4 -1 lines$/),
+      expect.stringMatching(/^three +5 .* \+0 ~1 -0 files, \+5 -1 lines$/),
+    ]);
+  });
+
+  it('ignores a damaged or foreign cache file and writes a good one', async () => {
+    const cwd = await threeCheckpoints();
+    const expected = await linesOf(cwd);
+    const good = JSON.parse(await readFile(join(cwd, CACHE), 'utf8'));
+    const wrongCounts = Object.fromEntries(
+      Object.keys(good.pairs).map((key) => [key, [1000, 1000]]),
+    );
+    for (const damaged of [
+      '\0\0\0\0',
+      '{"format":"rewind-line-counts","version":1,"pairs":',
+      JSON.stringify({ ...good, version: 2, pairs: wrongCounts }),
+      JSON.stringify({ ...good, format: 'something else', pairs: wrongCounts }),
+      JSON.stringify({
+        ...good,
+        pairs: Object.fromEntries(Object.keys(good.pairs).map((key) => [key, [-1, 'x']])),
+      }),
+    ]) {
+      await writeFile(join(cwd, CACHE), damaged);
+      expect(await linesOf(cwd)).toEqual(expected);
+      expect(JSON.parse(await readFile(join(cwd, CACHE), 'utf8'))).toEqual(good);
+    }
+    // A directory in its place: the counts are still listed.
+    await rm(join(cwd, CACHE));
+    await lay(cwd, { [`${CACHE}/inside`]: 'x' });
+    expect(await linesOf(cwd)).toEqual(expected);
+  });
+
+  it('counts from the previous checkpoint still listed after a prune, and gc drops what it removed', async () => {
+    const cwd = await threeCheckpoints();
+    expect(await linesOf(cwd)).toEqual([['zero'], ['one', 3, 1], ['two', 4, 1], ['three', 5, 1]]);
+    // Drop "two" from the middle: "three" now counts from "one".
+    const session = await openSession({ workspace: cwd });
+    try {
+      await session.checkpoint('last');
+      expect((await session.prune({ keepLast: 1, labelPrefix: 't' })).pruned).toMatchObject([
+        { label: 'two' },
+      ]);
+    } finally {
+      await session.close();
+    }
+    expect(await linesOf(cwd)).toEqual([['zero'], ['one', 3, 1], ['three', 8, 1], ['last', 0, 0]]);
+    const pairsOf = async () =>
+      Object.keys(JSON.parse(await readFile(join(cwd, CACHE), 'utf8')).pairs).length;
+    // zero-one, one-two, two-three, three-last, one-three.
+    expect(await pairsOf()).toBe(5);
+    expect((await rewind(cwd, ['gc', '--grace-seconds', '0', '-q'])).code).toBe(0);
+    // The tree of "two" is gone, and the two pairs it was in.
+    expect(await pairsOf()).toBe(3);
+    await removeObjects(cwd);
+    expect(await linesOf(cwd)).toEqual([['zero'], ['one', 3, 1], ['three', 8, 1], ['last', 0, 0]]);
+  });
+});
