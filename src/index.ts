@@ -46,6 +46,7 @@ export {
 } from './ledger/index.js';
 export {
   canonicalJson,
+  checkUserFile,
   type Digest,
   digestBytes,
   digestFile,
@@ -62,6 +63,7 @@ export {
   refusalOfRequest,
   resolveWorkspacePath,
   writeFileAtomic,
+  writeUserFile,
 } from './lib/index.js';
 export {
   bwrapArgs,

@@ -28,8 +28,17 @@ export const SERVED = new Set([
   'undo',
 ]);
 
-/** Global options that change where a command runs or what its session keeps: run by the caller. */
-const NOT_SERVED_WITH = ['--dir', '--redact', '--redact-pattern', '--block-private'];
+/**
+ * Global options that change where a command runs or what its session keeps, and `--messages-out`
+ * (the caller's own process writes that file: it may be its standard output): run by the caller.
+ */
+const NOT_SERVED_WITH = [
+  '--dir',
+  '--redact',
+  '--redact-pattern',
+  '--block-private',
+  '--messages-out',
+];
 
 /** The environment variables a served command may read from its caller (TZ: see below). */
 export const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR', 'TZ'];

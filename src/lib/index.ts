@@ -83,4 +83,5 @@ export {
   withoutUrlPasswords,
 } from './redact.js';
 export { clipped, jsonPreview, namedAndMore, textOf } from './text.js';
+export { checkUserFile, writeUserFile } from './user-file.js';
 export { REWIND_VERSION } from './version.js';

@@ -72,6 +72,9 @@ describe('rewind daemon', () => {
     // What it does not serve (a command that runs another) runs in the command's own process.
     const served = daemon.log();
     expect((await rewind(workspace, ['exec', '--', 'true'])).code).toBe(0);
+    // Nor a file to write that may be the caller's own output.
+    const planned = ['rollback', 'fixed', '--dry-run', '--messages-out', '/dev/stdout'];
+    expect((await rewind(workspace, planned)).code).toBe(0);
     expect(daemon.log()).toBe(served);
     expect(await labels(workspace)).toEqual(['base', 'fixed']);
     // A second daemon for the workspace is refused; SIGTERM stops the first and removes its socket.

@@ -4,6 +4,7 @@ import { Argument, type Command, Option } from 'commander';
 import {
   type CheckpointInfo,
   type CheckpointResult,
+  checkUserFile,
   isRewindError,
   type PruneResult,
   RewindError,
@@ -11,7 +12,7 @@ import {
   type RollbackScope,
   type SnapshotPreview,
   type UndoResult,
-  writeFileAtomic,
+  writeUserFile,
 } from '../../index.js';
 import {
   checkpointOperation,
@@ -177,7 +178,7 @@ async function placeConversation(
   if (!result.conversation) return '';
   const count = plural(result.conversation.messages.length, 'message');
   if (file !== undefined && !result.isDryRun) {
-    await writeFileAtomic(file, `${JSON.stringify(result.conversation.messages, null, 2)}\n`);
+    await writeUserFile(file, `${JSON.stringify(result.conversation.messages, null, 2)}\n`);
     return `The restored conversation (${count}, ${result.conversation.format}) is in ${file}.\n`;
   }
   return `The ${result.isDryRun ? 'conversation would be restored to' : 'restored conversation has'} ${count} (${result.conversation.format}): \`rewind conversation show\` prints it${result.isDryRun ? '' : ', or pass --messages-out FILE'}.\n`;
@@ -380,6 +381,10 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
   );
   rollback.action(
     async (label: string, paths: string[], flags: RollbackFlags, command: Command) => {
+      const messagesOut =
+        flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut);
+      // A file that cannot take the conversation is refused before anything is rolled back.
+      if (messagesOut !== undefined && flags.dryRun !== true) await checkUserFile(messagesOut);
       const output = await cli.withTarget(command, (target) =>
         cli.run(command, target, rollbackOperation, {
           label,
@@ -390,10 +395,7 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
           keepRequest: flags.keepRequest === false ? false : undefined,
         }),
       );
-      const where = await placeConversation(
-        output,
-        flags.messagesOut === undefined ? undefined : resolve(cli.io.cwd, flags.messagesOut),
-      );
+      const where = await placeConversation(output, messagesOut);
       cli.emit(command, output, {
         text: (value, globals) =>
           globals.quiet && !value.isDryRun

@@ -1,0 +1,131 @@
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, openSync, writeSync } from 'node:fs';
+import {
+  chmod,
+  lstat,
+  mkdir,
+  readFile,
+  readlink,
+  stat,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { checkUserFile, writeUserFile } from '../../src/lib/index.js';
+import { makeTempDirectory } from '../helpers/temp.js';
+
+const isRoot = process.getuid?.() === 0;
+
+describe('writeUserFile: a file a person named for output', () => {
+  it('writes the file a chain of symbolic links leads to, and leaves the links', async () => {
+    const directory = await makeTempDirectory();
+    await mkdir(join(directory, 'real'));
+    await writeFile(join(directory, 'real', 'out.json'), 'old\n');
+    await chmod(join(directory, 'real', 'out.json'), 0o600);
+    // out -> hop -> real/out.json, each relative to where the link is.
+    await symlink('real/out.json', join(directory, 'hop'));
+    await symlink('hop', join(directory, 'out'));
+
+    expect(await writeUserFile(join(directory, 'out'), 'new\n')).toBe(
+      join(directory, 'real', 'out.json'),
+    );
+    expect(await readlink(join(directory, 'out'))).toBe('hop');
+    expect(await readlink(join(directory, 'hop'))).toBe('real/out.json');
+    expect(await readFile(join(directory, 'out'), 'utf8')).toBe('new\n');
+    // Replaced whole, with the permissions it had.
+    expect((await stat(join(directory, 'real', 'out.json'))).mode & 0o777).toBe(0o600);
+
+    // A link to nothing yet: the file it names is made.
+    await symlink('real/later.json', join(directory, 'dangling'));
+    await writeUserFile(join(directory, 'dangling'), 'made\n');
+    expect((await lstat(join(directory, 'dangling'))).isSymbolicLink()).toBe(true);
+    expect(await readFile(join(directory, 'real', 'later.json'), 'utf8')).toBe('made\n');
+  });
+
+  it('writes into a named pipe, to its reader, and leaves the pipe', async () => {
+    const directory = await makeTempDirectory();
+    const fifo = join(directory, 'pipe');
+    execFileSync('mkfifo', [fifo]);
+    const reader = spawn('cat', [fifo], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let read = '';
+    reader.stdout.on('data', (chunk: Buffer) => {
+      read += chunk.toString();
+    });
+    const closed = new Promise((resolve) => reader.once('close', resolve));
+    try {
+      await writeUserFile(fifo, 'through the pipe\n');
+      expect((await lstat(fifo)).isFIFO()).toBe(true);
+    } finally {
+      // Were the pipe replaced by a file, the reader would wait for a writer forever.
+      if (!(await lstat(fifo)).isFIFO()) reader.kill();
+    }
+    await closed;
+    expect(read).toBe('through the pipe\n');
+  });
+
+  it('writes into a character device as it is', async () => {
+    // Root makes a /dev/null of its own: a mistake here must not replace the system's.
+    const directory = await makeTempDirectory();
+    const device = isRoot ? join(directory, 'null') : '/dev/null';
+    if (isRoot) execFileSync('mknod', [device, 'c', '1', '3']);
+    await writeUserFile(device, 'into nothing\n');
+    expect((await lstat(device)).isCharacterDevice()).toBe(true);
+  });
+
+  it('writes a descriptor of this process through the descriptor: after what it holds, before what comes next', async () => {
+    const directory = await makeTempDirectory();
+    const file = join(directory, 'redirected');
+    // As a shell's `> file` leaves standard output: open, written from its start.
+    const descriptor = openSync(file, 'w');
+    try {
+      writeSync(descriptor, 'before\n');
+      await writeUserFile(`/proc/self/fd/${descriptor}`, 'written\n');
+      await writeUserFile(`/dev/fd/${descriptor}`, 'again\n');
+      writeSync(descriptor, 'after\n');
+    } finally {
+      closeSync(descriptor);
+    }
+    expect(await readFile(file, 'utf8')).toBe('before\nwritten\nagain\nafter\n');
+    expect((await lstat(file)).isFile()).toBe(true);
+    await expect(writeUserFile('/proc/self/fd/987', 'x')).rejects.toThrow(
+      'Cannot write /proc/self/fd/987: this process has no descriptor 987 open to write to.',
+    );
+  });
+
+  it('refuses a directory, a block device, a missing directory and a loop of links, saying what to do', async () => {
+    const directory = await makeTempDirectory();
+    await writeFile(join(directory, 'keep.txt'), 'kept\n');
+    const refusals: [string, string][] = [
+      [
+        directory,
+        `Cannot write ${directory}: it is a directory. Name a file, such as ${join(directory, 'messages.json')}.`,
+      ],
+      [
+        join(directory, 'missing', 'out.json'),
+        `there is no directory ${join(directory, 'missing')} to write it in. Create it first.`,
+      ],
+      [join(directory, 'keep.txt', 'out.json'), 'is not a directory. Name a file in a directory.'],
+    ];
+    await symlink('loop-b', join(directory, 'loop-a'));
+    await symlink('loop-a', join(directory, 'loop-b'));
+    refusals.push([
+      join(directory, 'loop-a'),
+      'symbolic links lead on from it (a loop?). Name the file itself.',
+    ]);
+    if (isRoot) {
+      execFileSync('mknod', [join(directory, 'disk'), 'b', '7', '0']);
+      refusals.push([
+        join(directory, 'disk'),
+        'it is a block device (a disk): writing there would overwrite what the disk holds. Name a file.',
+      ]);
+    }
+    for (const [path, message] of refusals) {
+      await expect(checkUserFile(path)).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' });
+      await expect(writeUserFile(path, 'x')).rejects.toThrow(message);
+    }
+    expect((await stat(directory)).isDirectory()).toBe(true);
+    if (isRoot) expect((await lstat(join(directory, 'disk'))).isBlockDevice()).toBe(true);
+    expect(await readFile(join(directory, 'keep.txt'), 'utf8')).toBe('kept\n');
+  });
+});
