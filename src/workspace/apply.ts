@@ -1,4 +1,4 @@
-import { lchown, mkdir, readlink, rmdir, symlink, unlink } from 'node:fs/promises';
+import { lchown, mkdir, rmdir, symlink, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isRewindError, isSystemError, RewindError } from '../errors.js';
 import {
@@ -11,19 +11,16 @@ import {
 } from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
 import { explainDenied, type RestoreStep } from './denied.js';
-import {
-  IgnoreRules,
-  type OutsideRules,
-  RESTORE_TEMPORARY,
-  readOutsideRules,
-} from './ignore-rules.js';
+import { IgnoreRules, type OutsideRules, readOutsideRules } from './ignore-rules.js';
 import { type Current, currentType, isSpecialSync, modeOf } from './on-disk.js';
 import {
   currentUmask,
   holdsFile,
+  holdsLink,
   isEditedSince,
   ownerOf,
   readAhead,
+  removeLeftovers,
   writeFromStore,
 } from './restore-file.js';
 import { checkWorkspace } from './snapshot.js';
@@ -249,23 +246,6 @@ async function removeEntry(
   }
 }
 
-/** Removes the temporary files a killed restore may have left in these directories. */
-async function removeLeftovers(directories: Iterable<string>): Promise<void> {
-  for (const directory of directories) {
-    let names: string[];
-    try {
-      names = readNamesSync(directory);
-    } catch {
-      continue;
-    }
-    for (const name of names) {
-      if (RESTORE_TEMPORARY.test(name)) {
-        await unlink(diskPath(`${directory}/${name}`)).catch(() => {});
-      }
-    }
-  }
-}
-
 /**
  * Removes the temporary files a killed restore of these paths may have left beside them (a kill
  * between writing a file's copy and renaming it into place). Recovery runs it before anything
@@ -384,16 +364,17 @@ async function applyWithin(
     if (result.skipped.length < MAX_LISTED_SKIPPED) result.skipped.push(path);
   };
   const { removals, placements } = applicationOrder(changes);
-  // Where a socket, a FIFO or a device is, or what was edited since the changes were listed: left
-  // alone, with everything under it.
+  // Where a socket, a FIFO or a device is (`special`), or what was edited since the changes were
+  // listed (`kept`): left alone, and nothing put under it.
   const special: string[] = [];
+  const kept: string[] = [];
   const since = options.keepEditedSinceNs;
   const isEdited = (at: string, change: TreeChange): Promise<boolean> =>
     since === undefined ? Promise.resolve(false) : isEditedSince(at, change.before, since);
   const keep = (path: string): void => {
     result.keptEdited ??= [];
     result.keptEdited.push(path);
-    special.push(path);
+    kept.push(path);
   };
   const directoriesToSync = new Set<string>();
   // Everything written is made durable together at the end: see syncPaths.
@@ -456,6 +437,11 @@ async function applyWithin(
       const after = change.after as TreeEntry;
       const isDirectory = after.type === 'directory';
       let at: string | undefined;
+      // Under what was kept: said of the kept path alone.
+      if (isAtOrUnder(change.path, kept)) {
+        report(change.path);
+        continue;
+      }
       // Nothing is put under a socket, a FIFO or a device left alone (see below).
       if (isAtOrUnder(change.path, special) || (await isIgnored(change.path, isDirectory))) {
         // What the workspace leaves out now is never overwritten; but where nothing is, putting
@@ -555,7 +541,7 @@ async function applyWithin(
         const target = diskPath(after.target);
         const location = diskPath(at);
         if (type === 'symlink') {
-          if (!(await readlink(location, { encoding: 'buffer' })).equals(Buffer.from(target))) {
+          if (!holdsLink(at, after)) {
             await denying(change.path, 'write', async () => {
               await unlink(location);
               await symlink(target, location);

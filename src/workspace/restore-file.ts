@@ -15,8 +15,17 @@ import {
 import { type FileHandle, open, rename, unlink } from 'node:fs/promises';
 import { posix } from 'node:path';
 import { isSystemError } from '../errors.js';
-import { digestFile, diskPath, nameBytes, nodeCrypto, writeAll, writeAllTo } from '../lib/index.js';
+import {
+  digestFile,
+  diskPath,
+  nameBytes,
+  nodeCrypto,
+  readNamesSync,
+  writeAll,
+  writeAllTo,
+} from '../lib/index.js';
 import type { ObjectStore, TreeEntry } from '../store/index.js';
+import { RESTORE_TEMPORARY } from './ignore-rules.js';
 import type { TreeChange } from './tree-diff.js';
 
 /** Ends the name of a file being restored; one left by a crash is removed on recovery. */
@@ -79,6 +88,16 @@ export async function holdsFile(
   }
 }
 
+/** True when `absolute` is a symbolic link to the entry's target. */
+export function holdsLink(absolute: string, entry: TreeEntry & { type: 'symlink' }): boolean {
+  try {
+    const target = readlinkSync(diskPath(absolute), { encoding: 'buffer' });
+    return target.equals(Buffer.from(diskPath(entry.target)));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * True when what is at `absolute` changed at or after `sinceNs` (its ctime: nanoseconds since the
  * epoch, the kernel's clock) and is no longer `before`, the state the restore starts from
@@ -101,14 +120,7 @@ export async function isEditedSince(
   if (stats.ctimeNs < sinceNs) return false;
   if (stats.isDirectory()) return before !== undefined && before.type !== 'directory';
   if (before === undefined || before.type === 'directory') return true;
-  if (before.type === 'symlink') {
-    return (
-      !stats.isSymbolicLink() ||
-      !readlinkSync(diskPath(absolute), { encoding: 'buffer' }).equals(
-        Buffer.from(diskPath(before.target)),
-      )
-    );
-  }
+  if (before.type === 'symlink') return !holdsLink(absolute, before);
   return !(await holdsFile(absolute, before));
 }
 
@@ -274,5 +286,22 @@ export async function writeFromStore(
   } catch (error) {
     await unlink(diskPath(temporary)).catch(() => {});
     throw error;
+  }
+}
+
+/** Removes the temporary files a killed restore may have left in these directories. */
+export async function removeLeftovers(directories: Iterable<string>): Promise<void> {
+  for (const directory of directories) {
+    let names: string[];
+    try {
+      names = readNamesSync(directory);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (RESTORE_TEMPORARY.test(name)) {
+        await unlink(diskPath(`${directory}/${name}`)).catch(() => {});
+      }
+    }
   }
 }

@@ -3,7 +3,7 @@
 // edited there is not in the saved state, so overwriting or removing it would lose it for good:
 // the rollback leaves it as it is, says so, and records it.
 import { writeFileSync } from 'node:fs';
-import { readFile, rm, utimes, writeFile } from 'node:fs/promises';
+import { readFile, readlink, rm, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
@@ -100,5 +100,38 @@ describe('applyChanges with keepEditedSinceNs', () => {
     const again = await applyChanges(workspace, store, changes);
     expect(again.keptEdited).toBeUndefined();
     expect(await readFile(join(workspace, 'edited.txt'), 'utf8')).toBe('old');
+  });
+
+  it('keeps a link given another target and a file made where a folder goes back, and says nothing of what was under it', async () => {
+    const { workspace, storeDirectory, store } = await makeWorkspace({
+      'folder/a.txt': 'a',
+      'folder/b.txt': 'b',
+    });
+    await symlink('folder/a.txt', join(workspace, 'edited-link'));
+    await symlink('folder/a.txt', join(workspace, 'touched-link'));
+    const options = { store, storeDirectory };
+    const target = (await snapshot(workspace, options)).tree;
+    await rm(join(workspace, 'folder'), { recursive: true });
+    for (const name of ['edited-link', 'touched-link']) {
+      await rm(join(workspace, name));
+      await symlink('elsewhere', join(workspace, name));
+    }
+    const changes = await diffTrees(store, (await snapshot(workspace, options)).tree, target);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const since = editsFrom(workspace);
+    await writeFile(join(workspace, 'folder'), 'a file the person made meanwhile');
+    await rm(join(workspace, 'edited-link'));
+    await symlink('the-person-s-target', join(workspace, 'edited-link'));
+    await rm(join(workspace, 'touched-link'));
+    await symlink('elsewhere', join(workspace, 'touched-link')); // made again, the same
+    const applied = await applyChanges(workspace, store, changes, { keepEditedSinceNs: since });
+    expect(applied.keptEdited?.sort()).toEqual(['edited-link', 'folder']);
+    // What the kept folder would have held is not "left out of snapshots".
+    expect(applied).toMatchObject({ skipped: [], skippedCount: 0, written: 1 });
+    expect(await readFile(join(workspace, 'folder'), 'utf8')).toBe(
+      'a file the person made meanwhile',
+    );
+    expect(await readlink(join(workspace, 'edited-link'))).toBe('the-person-s-target');
+    expect(await readlink(join(workspace, 'touched-link'))).toBe('folder/a.txt');
   });
 });
