@@ -1,5 +1,5 @@
 import { RewindError } from '../errors.js';
-import { canonicalJson, type Digest, digestBytes, isDigest } from '../lib/index.js';
+import { canonicalJson, type Digest, digestBytes, isDigestCold } from '../lib/index.js';
 import type { ObjectReference } from '../store/index.js';
 
 /** The ledger entry format version this Rewind writes and reads. */
@@ -102,12 +102,12 @@ export function checkEnvelope(value: unknown): string | undefined {
   if (typeof entry.body !== 'object' || entry.body === null || Array.isArray(entry.body)) {
     return 'its "body" is not an object';
   }
-  if (entry.prev !== undefined && !isDigest(entry.prev)) return 'its "prev" is not a digest';
+  if (entry.prev !== undefined && !isDigestCold(entry.prev)) return 'its "prev" is not a digest';
   if (entry.refs !== undefined) {
     if (!Array.isArray(entry.refs)) return 'its "refs" is not a list';
     for (const reference of entry.refs as unknown[]) {
       const ref = reference as Record<string, unknown> | null;
-      if (!ref || (ref.type !== 'blob' && ref.type !== 'tree') || !isDigest(ref.digest)) {
+      if (!ref || (ref.type !== 'blob' && ref.type !== 'tree') || !isDigestCold(ref.digest)) {
         return 'its "refs" holds an invalid reference';
       }
     }

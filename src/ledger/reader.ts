@@ -148,14 +148,17 @@ export class LedgerReader {
   /** Parses `content` (the file from byte `start`) past `parsed.offset`, and builds the reading. */
   #parseFrom(parsed: Parsed, content: Buffer, start: number): LedgerReading {
     let position = parsed.offset - start;
-    for (let end = content.indexOf(NEWLINE, position); end !== -1; ) {
+    // The complete lines are decoded in one call (a call per line took longer than parsing them
+    // when a process opens a long session). UTF-8 never has a newline byte inside a character, so
+    // each line decodes as it would alone; where there are as many characters as bytes, each
+    // character is one byte, and a line's offset is counted in characters.
+    const end = content.lastIndexOf(NEWLINE) + 1;
+    const text = end > position ? content.toString('utf8', position, end) : '';
+    const isOneBytePerCharacter = text.length === end - position;
+    for (let at = 0; at < text.length; ) {
+      const newline = text.indexOf('\n', at);
       parsed.lineCount += 1;
-      const line = parseLine(
-        content.toString('utf8', position, end),
-        parsed.lineCount,
-        start + position,
-        false,
-      );
+      const line = parseLine(text.slice(at, newline), parsed.lineCount, start + position, false);
       if (line.type === 'entry') {
         parsed.entries.push(line.entry);
         parsed.lastLineUnreadable = undefined;
@@ -163,8 +166,10 @@ export class LedgerReader {
         parsed.unreadable.push(line.line);
         parsed.lastLineUnreadable = line.line;
       }
-      position = end + 1;
-      end = content.indexOf(NEWLINE, position);
+      position = isOneBytePerCharacter
+        ? position + newline + 1 - at
+        : content.indexOf(NEWLINE, position) + 1;
+      at = newline + 1;
     }
     if (start + position !== parsed.offset) {
       parsed.offset = start + position;

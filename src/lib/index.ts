@@ -23,6 +23,7 @@ export {
   digestBytes,
   digestFile,
   isDigest,
+  isDigestCold,
   STREAM_CHUNK_BYTES,
 } from './digest.js';
 export { type JsonLines, parseJsonLines, type UnreadableLine } from './jsonl.js';

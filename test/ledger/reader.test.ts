@@ -23,6 +23,7 @@ type Operation =
   | { type: 'tear'; text: string; cut: number }
   | { type: 'complete' }
   | { type: 'junk'; text: string }
+  | { type: 'bytes'; bytes: Uint8Array }
   | { type: 'blank' }
   | { type: 'not-an-entry' }
   | { type: 'rewrite-tail'; back: number }
@@ -46,6 +47,18 @@ const operation: fc.Arbitrary<Operation> = fc.oneof(
   { weight: 2, arbitrary: fc.record({ type: fc.constant('tear' as const), text, cut: fc.nat() }) },
   { weight: 2, arbitrary: fc.constant({ type: 'complete' as const }) },
   { weight: 1, arbitrary: fc.record({ type: fc.constant('junk' as const), text }) },
+  {
+    // Bytes that are not UTF-8 (a stray continuation byte, a lead byte cut short) and newlines.
+    weight: 1,
+    arbitrary: fc.record({
+      type: fc.constant('bytes' as const),
+      bytes: fc
+        .uint8Array({ maxLength: 12 })
+        .map((bytes) =>
+          bytes.map((byte) => [0x0a, 0x41, 0x80, 0xbf, 0xc3, 0xe2, 0xf0, 0xff][byte % 8] as number),
+        ),
+    }),
+  },
   { weight: 1, arbitrary: fc.constant({ type: 'blank' as const }) },
   { weight: 1, arbitrary: fc.constant({ type: 'not-an-entry' as const }) },
   {
@@ -96,6 +109,8 @@ describe('the incremental ledger reader', () => {
             pending = '';
           } else if (step.type === 'junk') {
             await appendFile(file, `{"oops": ${JSON.stringify(step.text)}\n`);
+          } else if (step.type === 'bytes') {
+            await appendFile(file, step.bytes);
           } else if (step.type === 'blank') {
             await appendFile(file, '\n');
           } else if (step.type === 'not-an-entry') {

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { digestBytes, digestFile, isDigest } from '../../src/lib/index.js';
+import { digestBytes, digestFile, isDigest, isDigestCold } from '../../src/lib/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 describe('digests', () => {
@@ -32,8 +32,34 @@ describe('digests', () => {
       undefined,
     ]) {
       expect(isDigest(bad), String(bad)).toBe(false);
+      expect(isDigestCold(bad), String(bad)).toBe(false);
     }
     expect(isDigest(`sha256:${'0123456789abcdef'.repeat(4)}`)).toBe(true);
+    expect(isDigestCold(`sha256:${'0123456789abcdef'.repeat(4)}`)).toBe(true);
+    expect(isDigestCold(`${good}\n`)).toBe(false);
+  });
+
+  it('answers the same by the regular expression as by the loop, for strings near a digest', () => {
+    let seed = 7;
+    const random = (below: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % below;
+    };
+    const characters = '0123456789abcdefABCDEFgxyz:\n \u0660\u00e9\ud83d';
+    for (let round = 0; round < 20_000; round++) {
+      const chars = [...digestBytes(String(round))];
+      // A few characters changed, added or taken away, anywhere (the prefix too).
+      for (let edits = random(3); edits > 0; edits--) {
+        const at = random(chars.length + 1);
+        const character = characters[random(characters.length)] as string;
+        const kind = random(3);
+        if (kind === 0) chars[at] = character;
+        else if (kind === 1) chars.splice(at, 0, character);
+        else chars.splice(at, 1);
+      }
+      const text = chars.join('');
+      expect(isDigestCold(text), text).toBe(isDigest(text));
+    }
   });
 
   it('hashes a file to the same digest as its bytes, with its size', async () => {
