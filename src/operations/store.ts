@@ -36,8 +36,8 @@ export type SessionOption = 'hashChain' | 'sandbox' | 'network';
 
 /**
  * What {@link initOperation} did: `init`'s result, the isolated session it started, the options
- * given that the current session does not have (they apply only to a session being started:
- * on a store that has one, or `hashChain` for an isolated session), what the workspace's first
+ * given that the current session does not have (they apply only to a session being started, so
+ * on a store that has one they are ignored, unless `isolated` starts a session that takes them), what the workspace's first
  * checkpoint would take (`preview.isFirst` tells whether it is still to come), and warnings.
  */
 export type InitOutput = InitResult & {
@@ -195,16 +195,17 @@ export const initOperation = defineOperation({
       const sandboxWarnings = ignoredOptions.includes('sandbox') ? [] : warnings;
       return { ...result, ignoredOptions, preview, warnings: sandboxWarnings };
     }
-    // An isolated session takes the sandbox; it is never hash-chained.
+    // An isolated session takes the sandbox and the hash chain, as it starts.
     const leftOut: string[] = [];
     const started = await startIsolatedSession({
       workspace,
       ...sandboxing,
+      ...(hashChain === true && { hashChain: true }),
       ...protections,
       onWarning: (warning) => leftOut.push(warning),
     });
     await started.close();
-    const ignoredOptions: SessionOption[] = hashChain === true ? ['hashChain'] : [];
+    const ignoredOptions: SessionOption[] = [];
     const preview = await previewWorkspace({ workspace: result.workspace });
     const looser = result.isNewSession
       ? []

@@ -55,6 +55,38 @@ describe('rewind init --isolated, commit, destroy', () => {
     expect(existsSync(join(cwd, 'b.txt'))).toBe(true);
   });
 
+  it('init --isolated --hash-chain starts a hash-chained isolated session, on a new store or one that has a session', async () => {
+    const chainedIn = async (cwd: string, id: string) => {
+      const report = JSON.parse((await rewind(cwd, ['status', '--json'])).stdout);
+      return report.sessions.find((session: { id: string }) => session.id === id);
+    };
+    const fresh = await makeTempDirectory();
+    const started = await rewind(fresh, ['init', '--isolated', '--hash-chain']);
+    expect(started).toMatchObject({ code: 0, stderr: '' });
+    const id = /Started isolated session (\w+) \(hash-chained\)/.exec(started.stdout)?.[1];
+    expect(id, started.stdout).toBeDefined();
+    expect(await chainedIn(fresh, id ?? '')).toMatchObject({
+      isolation: 'isolated',
+      isHashChained: true,
+    });
+    await rewind(fresh, ['write', 'a.txt', 'one']);
+    expect(await rewind(fresh, ['verify'])).toMatchObject({
+      code: 0,
+      stdout: expect.stringContaining('no problems'),
+    });
+
+    const existing = await makeTempDirectory();
+    await rewind(existing, ['init']);
+    const json = JSON.parse(
+      (await rewind(existing, ['--json', 'init', '--isolated', '--hash-chain'])).stdout,
+    );
+    expect(json).toMatchObject({ ignoredOptions: [] });
+    expect(await chainedIn(existing, json.isolatedSession)).toMatchObject({ isHashChained: true });
+    // Without the option, an isolated session is not chained, and nothing says it is.
+    const plain = await rewind(existing, ['init', '--isolated']);
+    expect(plain.stdout).not.toContain('hash-chained');
+  });
+
   it('commit --dry-run --diff shows what the commit would write as rewind diff shows it, conflicts listed apart', async () => {
     const cwd = await makeTempDirectory();
     await writeFile(join(cwd, 'a.txt'), 'one\ntwo\n');

@@ -71,12 +71,12 @@ function renderFirstCheckpoint(result: InitOutput, globals: GlobalFlags): string
   return `${renderPreviewLine(result.workspace, preview, globals.verbose)}${over}`;
 }
 
-function renderInit(result: InitOutput): string {
+function renderInit(result: InitOutput, isHashChained: boolean): string {
   const session = result.session;
   const isolated =
     result.isolatedSession === undefined
       ? ''
-      : `Started isolated session ${result.isolatedSession}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`;
+      : `Started isolated session ${result.isolatedSession}${isHashChained ? ' (hash-chained)' : ''}: it works on a private view of the workspace, which changes only with \`rewind commit\`.\n`;
   if (!result.isNewStore && !result.isNewSession) {
     // With --isolated, the isolated session is what changed.
     return isolated
@@ -115,13 +115,6 @@ function ignoredOptionWarnings(result: InitOutput, typed: (key: string) => strin
   const ignored = result.ignoredOptions;
   if (ignored.length === 0) return [];
   const session = result.session;
-  if (result.isolatedSession !== undefined) {
-    return [
-      result.isNewSession && session.isHashChained
-        ? `--hash-chain applied to the store's first session ${session.id}, not to the isolated session ${result.isolatedSession}: an isolated session is never hash-chained.`
-        : `--hash-chain does not apply to the isolated session ${result.isolatedSession}: an isolated session is never hash-chained; \`rewind session new --hash-chain\` starts a hash-chained one.`,
-    ];
-  }
   const flags = ignored.map(typed);
   const listed =
     flags.length === 1 ? flags[0] : `${flags.slice(0, -1).join(', ')} and ${flags.at(-1)}`;
@@ -387,7 +380,9 @@ export function registerStoreCommands(program: Command, cli: CliContext): void {
       },
       {
         text: (output, globals) =>
-          globals.quiet ? '' : `${renderInit(output)}${renderFirstCheckpoint(output, globals)}`,
+          globals.quiet
+            ? ''
+            : `${renderInit(output, flags.hashChain === true)}${renderFirstCheckpoint(output, globals)}`,
         json: ({ warnings: _warnings, ...document }) => document,
         warnings: (output) => [
           ...output.warnings,
