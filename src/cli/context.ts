@@ -109,6 +109,11 @@ export const EXIT_FAILED = 1;
 export const EXIT_USAGE = 2;
 /** `rewind test`: the verifier gave no verdict. */
 export const EXIT_UNKNOWN = 3;
+/**
+ * The command was done, but what it was to write to a file a person named could not be written
+ * (`rollback --messages-out FILE`): the message says how to get it.
+ */
+export const EXIT_DONE_UNWRITTEN = 4;
 
 /** What a command printed, for each stream: text, or bytes that are not UTF-8, as they are. */
 export interface Passthrough {

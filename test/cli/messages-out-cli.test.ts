@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { lstat, mkdir, readFile, readlink, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -129,6 +129,38 @@ describe('rollback --messages-out FILE', () => {
     );
     conversationIn(written);
   });
+
+  it.skipIf(!existsSync('/dev/full'))(
+    'says the rollback was done, and how to get its conversation, when FILE then cannot be written (exit 4)',
+    async () => {
+      const cwd = await withConversation();
+      // /dev/full takes the open and fails every write, as a full disk does.
+      const failed = await rewind(cwd, ['rollback', 'base', '--messages-out', '/dev/full']);
+      expect(failed.code).toBe(4);
+      const id = /`rewind undo (\d+)` brings it back/.exec(failed.stdout)?.[1];
+      expect(failed.stdout).toMatch(/^Rolled back to base: 1 written, /);
+      expect(id, failed.stdout).toBeDefined();
+      expect(failed.stderr).toBe(
+        `rewind: The rollback to base was done (#${id}: \`rewind undo ${id}\` takes it back), but its conversation could not be written to /dev/full: ENOSPC: no space left on device, write. Nothing is lost: \`rewind conversation show > FILE\` writes it (the restored conversation is the session's current one).\n`,
+      );
+      expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('base\n');
+      const shown = await rewind(cwd, ['conversation', 'show']);
+      expect(shown.code).toBe(0);
+      expect(conversationOf(shown.stdout)).toHaveLength(2);
+
+      await lay(cwd, { 'a.txt': 'broken\n' });
+      const json = await rewind(cwd, ['--json', 'rollback', 'base', '--messages-out', '/dev/full']);
+      expect(json.code).toBe(4);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        label: 'base',
+        messagesOutError: {
+          path: '/dev/full',
+          message: expect.stringContaining('ENOSPC'),
+        },
+      });
+      expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('base\n');
+    },
+  );
 
   it('refuses a directory before rolling anything back, saying what to name', async () => {
     const cwd = await withConversation();

@@ -23,7 +23,7 @@ import {
   rollbackOperation,
   undoOperation,
 } from '../../operations/index.js';
-import { type CliContext, type CliInput, EXIT_FAILED } from '../context.js';
+import { type CliContext, type CliInput, EXIT_DONE_UNWRITTEN, EXIT_FAILED } from '../context.js';
 import { UsageError } from '../errors.js';
 import {
   colorDiff,
@@ -168,6 +168,12 @@ function renderRollback(
     }),
   ];
   return `${lines.join('\n')}\n${leftAlone}`;
+}
+
+/** What an error says, as a clause: its own words (a system error's, not advice to retry), no final stop. */
+function messageOf(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/\.$/, '');
 }
 
 /** Where the restored conversation went: written to `file` (when given, and not a dry run), or how to see it. */
@@ -395,16 +401,34 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
           keepRequest: flags.keepRequest === false ? false : undefined,
         }),
       );
-      const where = await placeConversation(output, messagesOut);
+      let where = '';
+      let unwritten: { path: string; message: string } | undefined;
+      try {
+        where = await placeConversation(output, messagesOut);
+      } catch (error) {
+        // The rollback is done and journaled: what failed is only the copy of its conversation.
+        if (messagesOut === undefined) throw error;
+        unwritten = { path: messagesOut, message: messageOf(error) };
+      }
       cli.emit(command, output, {
         text: (value, globals) =>
           globals.quiet && !value.isDryRun
             ? ''
             : `${renderRollback(value, paths, globals.verbose)}${where}`,
         // A dry run names no action: `id` is null rather than missing.
-        json: (value) => ({ ...value, id: value.id ?? null }),
+        json: (value) => ({
+          ...value,
+          id: value.id ?? null,
+          ...(unwritten && { messagesOutError: unwritten }),
+        }),
         warnings: (value) => value.warnings,
       });
+      if (unwritten) {
+        cli.io.stderr(
+          `rewind: The rollback to ${output.label} was done (#${output.id}: \`rewind undo ${output.id}\` takes it back), but its conversation could not be written to ${unwritten.path}: ${unwritten.message}. Nothing is lost: \`rewind conversation show > FILE\` writes it (the restored conversation is the session's current one).\n`,
+        );
+        cli.setExitCode(EXIT_DONE_UNWRITTEN);
+      }
     },
   );
 
