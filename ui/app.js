@@ -80,7 +80,19 @@ function App() {
   const [selected, setSelected] = useState(undefined);
   // The option of the timeline the keyboard is on (aria-selected); Enter opens it.
   const [cursor, setCursor] = useState(undefined);
-  const [problem, setProblem] = useState(undefined);
+  // A read that failed, by what it read (workspace, sessions, log): each goes when that read
+  // succeeds again, as once the server can be reached again.
+  const [problems, setProblems] = useState({});
+  const problemOf = useCallback(
+    (source) => (error) => setProblems((all) => ({ ...all, [source]: error })),
+    [],
+  );
+  const clearProblem = useCallback(
+    (source) =>
+      setProblems((all) => (all[source] === undefined ? all : { ...all, [source]: undefined })),
+    [],
+  );
+  const problem = Object.values(problems).find(Boolean);
   // What keeps the page from following the ledgers, if anything: the server gone, or unable to
   // read them (its `problem` event).
   const [connection, setConnection] = useState(undefined);
@@ -98,7 +110,10 @@ function App() {
   );
 
   useEffect(() => {
-    api('/api/workspace').then((output) => setWorkspace(output.workspace), setProblem);
+    api('/api/workspace').then((output) => {
+      clearProblem('workspace');
+      setWorkspace(output.workspace);
+    }, problemOf('workspace'));
   }, []);
   // New entries arrive without a reload: the server says when a ledger grew, or why it cannot
   // read them. The browser retries a lost stream by itself; the next `ledger` event ends the
@@ -129,9 +144,10 @@ function App() {
   }, []);
   useEffect(() => {
     read('sessions').then((output) => {
+      clearProblem('sessions');
       setSessions(output.sessions);
       setSession((current) => current ?? output.currentSession ?? output.sessions.at(-1)?.id);
-    }, setProblem);
+    }, problemOf('sessions'));
   }, [version]);
   // An answer for a session no longer shown (or overtaken by a newer read) is dropped: answers
   // can arrive out of order, and a late one would show another session's timeline.
@@ -141,10 +157,11 @@ function App() {
     const keep = (set) => (value) => isLive && set(value);
     read('log', { session }).then(
       keep((output) => {
+        clearProblem('log');
         setEntries(output.entries);
         setRunningAction(output.session.running);
       }),
-      keep(setProblem),
+      keep(problemOf('log')),
     );
     read('checkpoints', { session }).then(
       keep(setCheckpoints),

@@ -8,7 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { init, openSession, type Session, startIsolatedSession } from '../../src/index.js';
+import {
+  init,
+  openSession,
+  type Session,
+  startIsolatedSession,
+  startSession,
+} from '../../src/index.js';
 import { type RunningUi, startUi } from '../../src/ui/server.js';
 import { git } from '../helpers/git.js';
 import { ROOT } from '../helpers/processes.js';
@@ -465,6 +471,32 @@ describe("the page's views", () => {
     await expect.poll(() => banner.textContent()).toContain('Disconnected');
     expect(await banner.textContent()).toContain('rewind ui');
   });
+
+  it('clears the read error once the server can be reached again and the data loads', async () => {
+    await setUp();
+    const other = (await startSession({ workspace, makeCurrent: false })).id;
+    await open();
+    const problem = page.locator('p.problem[role="alert"]');
+    const running = ui;
+    if (!running) throw new Error('no ui');
+    const { port, token } = running.endpoint;
+    await running.close();
+    ui = undefined;
+    // Another session picked while the server is gone: its timeline cannot be read.
+    await page.locator('select[aria-label="session"]').selectOption(other);
+    await expect.poll(() => problem.count()).toBe(1);
+    ui = await startUi({
+      workspace,
+      assets: join(ROOT, 'dist/ui-assets'),
+      pollMs: 100,
+      port,
+      token,
+    });
+    // The page reconnects by itself, reads again, and the error goes with the data's return.
+    await expect.poll(() => problem.count(), { timeout: 15_000 }).toBe(0);
+    await expect.poll(() => page.locator(`.timeline li`).count()).toBeGreaterThan(0);
+    expect(await page.locator('.banner[role="alert"]').count()).toBe(0);
+  }, 40_000);
 
   it('shows a pruned checkpoint as pruned, with nothing to roll back to', async () => {
     const session = await setUp();
