@@ -68,8 +68,8 @@ class KeptSessions implements SessionKeeper {
   readonly #kept = new Map<string, Promise<Session>>();
   readonly #own = new WeakSet<Session>();
   readonly #said = new WeakSet<Session>();
-  /** Told why when a kept session's watcher stops for good. */
-  readonly #onWatchStopped: (why: string) => void;
+  /** Told why when a kept session's watcher stops or keeps failing, and when it watches again. */
+  readonly #watchReports: Pick<OpenSessionOptions, 'onWatchStopped' | 'onWatchResumed'>;
   /**
    * Where the command being served hears that a kept session waits for the workspace lock: its
    * own stderr (commands run one at a time), and nowhere between commands.
@@ -78,9 +78,12 @@ class KeptSessions implements SessionKeeper {
   /** Likewise, where it hears that a kept session starts finishing what a killed process left. */
   #onRecoveryStart: ((message: string) => void) | undefined;
 
-  constructor(root: string, onWatchStopped: (why: string) => void) {
+  constructor(
+    root: string,
+    watchReports: Pick<OpenSessionOptions, 'onWatchStopped' | 'onWatchResumed'>,
+  ) {
     this.#root = root;
-    this.#onWatchStopped = onWatchStopped;
+    this.#watchReports = watchReports;
   }
 
   async open(options: OpenSessionOptions): Promise<Session> {
@@ -111,7 +114,7 @@ class KeptSessions implements SessionKeeper {
         workspace: this.#root,
         session: id,
         watch: true,
-        onWatchStopped: this.#onWatchStopped,
+        ...this.#watchReports,
         onLockWait: (wait) => this.#onLockWait?.(wait),
         onRecoveryStart: (message) => this.#onRecoveryStart?.(message),
       });
@@ -226,11 +229,19 @@ async function serve(
       `The daemon's socket would be ${ownPath}, longer than a Unix socket's path may be (${LONGEST_SOCKET_PATH} bytes). Move the workspace to a shorter path to run a daemon for it; commands run without one.`,
     );
   }
-  const sessions = new KeptSessions(root, (why) =>
-    io.stderr(
-      `rewind daemon: not watching ${root} (${why}): its checkpoints look at every entry, as without the daemon.\n`,
-    ),
-  );
+  // A watcher that retries says so, and says when it watches again: only a stop is for good.
+  const sessions = new KeptSessions(root, {
+    onWatchStopped: (why, isRetrying) =>
+      io.stderr(
+        isRetrying
+          ? `rewind daemon: cannot watch ${root} yet (${why}): it keeps trying, less and less often (at most once a minute); meanwhile its checkpoints look at every entry, as without the daemon.\n`
+          : `rewind daemon: not watching ${root} (${why}): its checkpoints look at every entry, as without the daemon.\n`,
+      ),
+    onWatchResumed: () =>
+      io.stderr(
+        `rewind daemon: watching ${root} again: its checkpoints look only at what changed.\n`,
+      ),
+  });
   let queue: Promise<void> = Promise.resolve();
   // For --idle-exit: connections open now, and when the last one ended.
   let connections = 0;

@@ -186,11 +186,18 @@ export async function runMcp(argv: readonly string[], cwd: string): Promise<numb
     return 2;
   }
   // Said on stderr (stdout carries the protocol): checkpoints that walk again have a reason.
+  // A watcher that retries says so, and says when it watches again: only a stop is for good.
   options.session = {
     ...options.session,
-    onWatchStopped: (why) =>
+    onWatchStopped: (why, isRetrying) =>
       process.stderr.write(
-        `rewind mcp: not watching ${options.root} (${why}): its checkpoints look at every entry.\n`,
+        isRetrying
+          ? `rewind mcp: cannot watch ${options.root} yet (${why}): it keeps trying, less and less often (at most once a minute); meanwhile its checkpoints look at every entry.\n`
+          : `rewind mcp: not watching ${options.root} (${why}): its checkpoints look at every entry.\n`,
+      ),
+    onWatchResumed: () =>
+      process.stderr.write(
+        `rewind mcp: watching ${options.root} again: its checkpoints look only at what changed.\n`,
       ),
   };
   if (!options.http) {

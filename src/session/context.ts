@@ -64,8 +64,10 @@ export interface SessionSettings {
   readonly budget: { maxBytes?: number; maxFiles?: number } | undefined;
   /** Whether the session's workspace is watched while it is open (see `OpenSessionOptions`). */
   readonly watch: boolean;
-  /** Told why the watcher stopped for good, when it does (see `OpenSessionOptions`). */
-  readonly onWatchStopped?: (why: string) => void;
+  /** Told why the watcher stopped, or keeps failing and retries (see `OpenSessionOptions`). */
+  readonly onWatchStopped?: (why: string, isRetrying: boolean) => void;
+  /** Told when the watcher watches again after it kept failing (see `OpenSessionOptions`). */
+  readonly onWatchResumed?: () => void;
   /** Told of a wait for the workspace lock (see `OpenSessionOptions`). */
   readonly onLockWait?: (wait: LockWait) => void;
   /** Told when recovery starts on what a killed process left half-done (see `OpenSessionOptions`). */
@@ -120,6 +122,7 @@ export function startWatching(
     cacheDirectoryOf(context),
     outsideRulesOf(context),
     context.settings.onWatchStopped,
+    context.settings.onWatchResumed,
   );
   watchers.set(context, watcher);
   if (prime === undefined) return;

@@ -97,11 +97,13 @@ export interface OpenSessionOptions {
   /**
    * With `watch`: told why, once, if the watcher stops for good (inotifywait is not installed,
    * the filesystem is not one it trusts, no inotify watches are left, the workspace or the store
-   * was deleted), and once if inotifywait keeps dying or failing to start (the watcher goes on
-   * starting it, less and less often), so that a process can say why its checkpoints look at
-   * every entry again.
+   * was deleted; `isRetrying` false), and once if inotifywait keeps dying or failing to start
+   * (`isRetrying` true: the watcher goes on starting it, less and less often, at most every
+   * minute), so that a process can say why its checkpoints look at every entry again.
    */
-  onWatchStopped?: (why: string) => void;
+  onWatchStopped?: (why: string, isRetrying: boolean) => void;
+  /** With `watch`: told when the watch is live again after `onWatchStopped` said it retries. */
+  onWatchResumed?: () => void;
   /**
    * Told when an operation of the session has waited a second for the workspace lock, which
    * another process holds (an agent's command, a long first checkpoint), and again if that holder
@@ -178,6 +180,7 @@ async function createContext(
       budget: options.budget,
       watch: options.watch === true,
       ...(options.onWatchStopped && { onWatchStopped: options.onWatchStopped }),
+      ...(options.onWatchResumed && { onWatchResumed: options.onWatchResumed }),
       ...(options.onLockWait && { onLockWait: options.onLockWait }),
       ...(options.onRecoveryStart && { onRecoveryStart: options.onRecoveryStart }),
       now: options.now ?? (() => new Date()),

@@ -8,7 +8,7 @@ export const LONGEST_WAIT_MS = 60_000;
 const STEADY_MS = 10_000;
 
 /** Restarts in a row after which the watcher says, once, that it keeps failing. */
-const TOLD_AFTER = 8;
+export const TOLD_AFTER = 8;
 
 /**
  * The pace of a watcher's restarts. The first after a steady spell (a snapshot took the watch's

@@ -17,7 +17,7 @@ import {
 } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
 import { cannotWatch, ignoredDirectories, realRoot, sentinelsIn } from './watch-places.js';
-import { LONGEST_WAIT_MS, RestartPacer } from './watch-restarts.js';
+import { RestartPacer, TOLD_AFTER } from './watch-restarts.js';
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
@@ -135,10 +135,14 @@ export class WorkspaceWatcher {
   stoppedBecause: string | undefined;
 
   /**
-   * Told why, once, when the watcher stops for good (not when it is closed), and once when it
-   * keeps failing to start again (it goes on trying: see {@link RestartPacer}).
+   * Told why, once, when the watcher stops for good (not when it is closed: `isRetrying` false),
+   * and once when it keeps failing to start again (`isRetrying`: it goes on trying, see
+   * {@link RestartPacer}).
    */
-  readonly #onStopped: ((why: string) => void) | undefined;
+  readonly #onStopped: ((why: string, isRetrying: boolean) => void) | undefined;
+  /** Told when the watch is live again after {@link #onStopped} was told it kept failing. */
+  readonly #onResumed: (() => void) | undefined;
+  #isToldFailing = false;
   /** Told each time the watch goes live: see {@link onLive}. */
   #onLive: (() => void) | undefined;
 
@@ -146,9 +150,11 @@ export class WorkspaceWatcher {
     root: string,
     storeDirectory: string,
     outside: OutsideRules,
-    onStopped?: (why: string) => void,
+    onStopped?: (why: string, isRetrying: boolean) => void,
+    onResumed?: () => void,
   ) {
     this.#onStopped = onStopped;
+    this.#onResumed = onResumed;
     this.root = realRoot(root);
     this.#storeDirectory = storeDirectory;
     this.#sentinels = sentinelsIn(storeDirectory);
@@ -404,9 +410,8 @@ export class WorkspaceWatcher {
   #restart(why: string, isFailure = true): void {
     const delay = isFailure ? this.#pacer.next() : 0;
     if (isFailure && this.#pacer.isToBeTold) {
-      this.#onStopped?.(
-        `inotifywait failed again and again (last: ${why}); it is started again less and less often (at most every ${LONGEST_WAIT_MS / 1000} s) and Rewind falls back to walking the workspace until it watches again`,
-      );
+      this.#isToldFailing = true;
+      this.#onStopped?.(`inotifywait failed ${TOLD_AFTER} times in a row; last: ${why}`, true);
     }
     if (delay === 0) {
       this.#start();
@@ -443,6 +448,10 @@ export class WorkspaceWatcher {
     for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
     this.#pacer.live();
     this.#state = 'live';
+    if (this.#isToldFailing) {
+      this.#isToldFailing = false;
+      this.#onResumed?.();
+    }
     this.#onLive?.();
   }
 
@@ -569,7 +578,7 @@ export class WorkspaceWatcher {
     this.#state = 'stopped';
     this.#generation++;
     this.#kill();
-    if (isToBeTold) this.#onStopped?.(why);
+    if (isToBeTold) this.#onStopped?.(why, false);
   }
 
   /** Ends inotifywait; a drain waiting for its sentinel is answered at once. */

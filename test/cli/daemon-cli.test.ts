@@ -22,6 +22,9 @@ import { holdLockInChild } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
+const realInotifywait = '/usr/bin/inotifywait';
+const escaped = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 describe('rewind daemon', () => {
   it('runs the commands it serves with its session open and watching, exactly as they run alone', async () => {
     const workspace = await project();
@@ -106,6 +109,42 @@ describe('rewind daemon', () => {
     expect(await labels(workspace, { REWIND_DAEMON: '0' })).toEqual(['base', 'after']);
     expect(daemon.log().match(/not watching/g)).toHaveLength(1);
   });
+
+  it('says the watch is retried while inotifywait keeps failing, and when it watches again', async () => {
+    const workspace = await project();
+    // An inotifywait that fails its first 8 starts, then is the real one.
+    const bin = await makeTempDirectory();
+    const count = join(bin, 'starts');
+    await writeFile(
+      join(bin, 'inotifywait'),
+      `#!/bin/sh\nn=$(($(cat ${count} 2>/dev/null || echo 0) + 1))\necho $n > ${count}\nif [ $n -le 8 ]; then echo "busy $n" >&2; exit 1; fi\nexec ${realInotifywait} "$@"\n`,
+      { mode: 0o755 },
+    );
+    const daemon = await startDaemon(workspace, {
+      ...process.env,
+      PATH: `${bin}:${process.env.PATH}`,
+    });
+    expect(await rewind(workspace, ['checkpoint', 'base'])).toMatchObject({ code: 0 });
+    const root = realpathSync(workspace);
+    for (let waited = 0; !daemon.log().includes(`watching ${root} again`); waited += 50) {
+      if (waited > 40_000) {
+        throw new Error(`not said: ${daemon.log()}, starts: ${await readFile(count, 'utf8')}`);
+      }
+      await sleep(50);
+    }
+    const said = daemon.log().split('\n');
+    const retrying = said.filter((line) => /^rewind daemon: (cannot|not|watching) /.test(line));
+    expect(retrying).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^rewind daemon: cannot watch ${escaped(root)} yet \\(inotifywait failed 8 times in a row; last: inotifywait could not watch it \\(.*\\)\\): it keeps trying, less and less often \\(at most once a minute\\); meanwhile its checkpoints look at every entry, as without the daemon\\.$`,
+        ),
+      ),
+      `rewind daemon: watching ${root} again: its checkpoints look only at what changed.`,
+    ]);
+    expect(daemon.log()).not.toContain('not watching');
+    expect(await rewind(workspace, ['checkpoint', 'after'])).toMatchObject({ code: 0 });
+  }, 90_000);
 
   it('keeps only the current session open and watching when another becomes current', async () => {
     const workspace = await project();

@@ -392,6 +392,42 @@ describe('the MCP server', () => {
     expect(stderr).toContain(`not watching ${root} (inotifywait is not installed)`);
   });
 
+  it('says on stderr that it retries the watch while inotifywait keeps failing, and when it watches again', async () => {
+    const root = await makeTempDirectory();
+    // An inotifywait that fails its first 8 starts, then is the real one.
+    const bin = await makeTempDirectory();
+    const count = join(bin, 'starts');
+    await writeFile(
+      join(bin, 'inotifywait'),
+      `#!/bin/sh\nn=$(($(cat ${count} 2>/dev/null || echo 0) + 1))\necho $n > ${count}\nif [ $n -le 8 ]; then echo "busy $n" >&2; exit 1; fi\nexec /usr/bin/inotifywait "$@"\n`,
+      { mode: 0o755 },
+    );
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      env: { PATH: `${bin}:${process.env.PATH}` },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const client = new Client({ name: 'stdio-test', version: '1.0.0' });
+    await client.connect(transport);
+    clients.push(client);
+    const stored = await client.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    expect(textOf(stored)).toMatch(/^checkpoint base/);
+    for (let waited = 0; !stderr.includes(`watching ${root} again`); waited += 50) {
+      if (waited > 40_000) throw new Error(`not said: ${stderr}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(stderr).toContain(
+      `rewind mcp: cannot watch ${root} yet (inotifywait failed 8 times in a row; last: inotifywait could not watch it (busy 8)): it keeps trying, less and less often (at most once a minute); meanwhile its checkpoints look at every entry.\n` +
+        `rewind mcp: watching ${root} again: its checkpoints look only at what changed.\n`,
+    );
+    expect(stderr).not.toContain('not watching');
+  }, 60_000);
+
   it('serves two clients at once over streamable HTTP, each call journaled once, and stops cleanly', async () => {
     const root = await makeTempDirectory();
     const server = spawn(
