@@ -91,6 +91,29 @@ function collector(limit: number): {
   };
 }
 
+/** The process groups of the commands running now, ended as this process exits. */
+const runningGroups = new Set<number>();
+let isExitHooked = false;
+
+/**
+ * Ends the group of every command still running when this process exits (`process.exit()`, as a
+ * second Ctrl-C or SIGTERM does), before it is gone: a process started again at once must not
+ * find the old one's commands still changing the workspace. {@link watchGroup} covers the deaths
+ * no exit handler sees, a moment after.
+ */
+function endGroupsAtExit(groupId: number): void {
+  runningGroups.add(groupId);
+  if (isExitHooked) return;
+  isExitHooked = true;
+  process.on('exit', () => {
+    for (const group of runningGroups) {
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {}
+    }
+  });
+}
+
 /**
  * A watcher that ends the process group `groupId` if this process dies first, however it dies
  * (SIGKILL included, which no exit handler sees; Node has no `PR_SET_PDEATHSIG`). It is a
@@ -127,7 +150,8 @@ function watchGroup(groupId: number): { release: () => void } {
 /**
  * Runs a command as a plain child process in its own process group, with a clean environment,
  * a timeout that ends every process of the group (SIGTERM, then SIGKILL), and capped output.
- * The group dies with this process, even when this process is killed (SIGKILL included).
+ * The group dies with this process: as it exits, and a moment after it is killed (SIGKILL
+ * included).
  * Resolves with the same shape however the command ends; rejects only when it cannot be started
  * (`INVALID_ARGUMENT` for an empty command, `EXEC_FAILED` for a missing program or directory).
  * Nothing here isolates the command from the rest of the machine.
@@ -155,6 +179,10 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       ...(options.user && { uid: options.user.uid, gid: options.user.gid }),
     });
     const watch = child.pid !== undefined ? watchGroup(child.pid) : undefined;
+    if (child.pid !== undefined) endGroupsAtExit(child.pid);
+    const forget = () => {
+      if (child.pid !== undefined) runningGroups.delete(child.pid);
+    };
     const stdout = collector(limit);
     const stderr = collector(limit);
     child.stdout.on('data', stdout.push);
@@ -176,6 +204,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
     child.on('error', (error) => {
       clearTimeout(timer);
       watch?.release();
+      forget();
       reject(
         new RewindError(
           'EXEC_FAILED',
@@ -190,6 +219,7 @@ export function runProcess(command: Command, options: RunOptions): Promise<RunRe
       // Whatever the command left running in its group goes with it.
       killGroup('SIGKILL');
       watch?.release();
+      forget();
       const out = stdout.result();
       const err = stderr.result();
       resolve({

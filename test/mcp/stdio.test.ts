@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -172,6 +172,69 @@ describe('rewind mcp over stdio', () => {
     expect(answered.map((answer) => answer.id).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
     expect(answered.every((answer) => answer.result && !answer.result.isError)).toBe(true);
     expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
+  }, 30_000);
+
+  it("a second SIGTERM that stops it at once ends the exec call's command and what it started too", async () => {
+    const root = await makeTempDirectory();
+    const server = spawn(
+      process.execPath,
+      [join(ROOT, 'bin', 'rewind.cjs'), 'mcp', '--root', root],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    const exited = new Promise<number | null>((done) => server.on('exit', (code) => done(code)));
+    const send = (message: Record<string, unknown>) =>
+      server.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    send({
+      id: 1,
+      method: 'initialize',
+      params: {
+        protocolVersion: '2025-06-18',
+        capabilities: {},
+        clientInfo: { name: 'raw', version: '1.0.0' },
+      },
+    });
+    send({ method: 'notifications/initialized' });
+    // The agent's command, and a process it starts in the background: both run long.
+    send({
+      id: 2,
+      method: 'tools/call',
+      params: {
+        name: 'exec',
+        arguments: { command: 'sleep 300 & echo $! > child; echo $$ > shell; wait' },
+      },
+    });
+    const pidIn = async (name: string) => {
+      for (let waited = 0; ; waited += 20) {
+        const text = existsSync(join(root, name)) ? await readFile(join(root, name), 'utf8') : '';
+        if (text.endsWith('\n')) return Number(text);
+        if (waited > 15_000) throw new Error('the command never started');
+        await new Promise((done) => setTimeout(done, 20));
+      }
+    };
+    const pids = [await pidIn('shell'), await pidIn('child')];
+    const isAlive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+      } catch {
+        return false;
+      }
+    };
+    expect(pids.map(isAlive)).toEqual([true, true]);
+    try {
+      server.kill('SIGTERM');
+      await new Promise((done) => setTimeout(done, 200));
+      server.kill('SIGTERM');
+      expect(await exited).toBe(143);
+      // Gone by the time the server has exited, not a moment later.
+      expect(pids.map(isAlive)).toEqual([false, false]);
+    } finally {
+      for (const pid of pids) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+    }
   }, 30_000);
 
   it('a second SIGTERM while it waits for a call in flight stops it at once, saying so', async () => {
