@@ -3,7 +3,7 @@
  * not serve is sent back, and its caller runs it in its own process.
  */
 import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, isAbsolute, resolve } from 'node:path';
 import { REWIND_VERSION } from '../index.js';
 
 /** The version of the protocol daemon.ts describes. */
@@ -84,12 +84,18 @@ export function takeCallersProcessState(request: Request): () => void {
 export const commandOf = (argv: readonly string[]): string | undefined =>
   argv.find((arg) => !arg.startsWith('-'));
 
-/** Why the daemon does not run `request` (the client runs it itself); undefined when it does. */
-export function refusalOf(request: Request): string | undefined {
-  if (request.v !== PROTOCOL || request.version !== REWIND_VERSION) {
+/**
+ * Why the daemon does not run `request`, a line a caller sent (the client runs it itself);
+ * undefined when it does, and `request` is then a {@link Request}.
+ */
+export function refusalOf(request: unknown): string | undefined {
+  if (typeof request !== 'object' || request === null) return NOT_A_REQUEST;
+  const { v, version } = request as Partial<Request>;
+  if (v !== PROTOCOL || version !== REWIND_VERSION) {
     // bin/rewind.cjs reads the daemon's version from these words: keep them.
-    return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(request.version)}`;
+    return `the daemon is Rewind ${REWIND_VERSION}, the command ${String(version)}`;
   }
+  if (!isRequest(request)) return NOT_A_REQUEST;
   // The command is the first word that is not an option (`rewind -q checkpoint x`); --dir's
   // value could pass for one, but --dir is not served anyway.
   if (!SERVED.has(commandOf(request.argv) ?? '')) return 'it does not serve this command';
@@ -102,6 +108,24 @@ export function refusalOf(request: Request): string | undefined {
   return own === undefined
     ? undefined
     : `${own} may name the caller's own stdin, stdout, terminal or process, or a pipe: it runs there`;
+}
+
+const NOT_A_REQUEST = 'the request is not one this daemon reads';
+
+/**
+ * Whether a line of this protocol's version has what the daemon reads of a request: one it could
+ * not read (a damaged or foreign client's) is sent back, rather than end the daemon or leave the
+ * caller waiting.
+ */
+function isRequest(request: object): request is Request {
+  const { argv, cwd, stdin } = request as Partial<Record<keyof Request, unknown>>;
+  return (
+    Array.isArray(argv) &&
+    argv.every((arg) => typeof arg === 'string') &&
+    typeof cwd === 'string' &&
+    isAbsolute(cwd) &&
+    (stdin === undefined || typeof stdin === 'string')
+  );
 }
 
 /** The value an argument gives: `--option=value`'s value, else the argument itself. */

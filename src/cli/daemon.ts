@@ -7,8 +7,9 @@
  * serves there and runs everything else itself, as it does when no daemon answers.
  *
  * The protocol, one JSON document per line: the client sends `{ v, version, argv, cwd, env,
- * isTerminal, isErrorTerminal, stdin? }`; the daemon answers `{ accepted: true }` as it reads it,
- * or only `{ fallback: why }` for a command it does not serve (the client runs it itself). The
+ * isTerminal, isErrorTerminal, stdin?, umask? }`; the daemon answers `{ accepted: true }` as it
+ * reads it, or only `{ fallback: why }` for a command it does not serve, or a line it cannot read
+ * (the client runs it itself). The
  * client answers `{ go: true }`, and the daemon runs the command, in turn, sending `{ stdout }`
  * and `{ stderr }` as it prints (`{ stdoutBytes }`, `{ stderrBytes }` in base64 for bytes that are
  * not text) and `{ exit }` last. A client that heard nothing within 2 s

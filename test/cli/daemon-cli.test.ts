@@ -7,6 +7,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { REWIND_VERSION } from '../../src/index.js';
 import {
   autoStarted,
   BIN,
@@ -318,6 +319,44 @@ describe('rewind daemon', () => {
       fallback: expect.stringContaining('the command 0.0.1'),
     });
     expect(await labels(workspace)).toEqual(['one', 'two']);
+  }, 60_000);
+
+  it('sends back a request line that is not a request, and goes on serving', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    // What a client of another make, or a damaged one, could send: each is answered, at once.
+    const ask = (line: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(join(workspace, '.rewind/daemon.sock'));
+        let text = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => {
+          text += chunk;
+          // One that accepted it would wait for the go: say it, to see what it does then.
+          if (text === '{"accepted":true}\n') socket.write('{"go":true}\n');
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(`${line}\n`);
+        setTimeout(() => resolve(`no end: ${text}`), 5_000).unref();
+      });
+    const current = { v: 1, version: REWIND_VERSION, cwd: workspace, env: {} };
+    for (const line of [
+      'null',
+      JSON.stringify({ ...current }),
+      JSON.stringify({ ...current, argv: ['status', 7] }),
+      JSON.stringify({ ...current, argv: ['status'], cwd: 3 }),
+      JSON.stringify({ ...current, argv: ['status'], cwd: 'relative/dir' }),
+      JSON.stringify({ ...current, argv: ['status'], stdin: 5 }),
+    ]) {
+      expect({ line, answer: await ask(line) }).toEqual({
+        line,
+        answer: '{"fallback":"the request is not one this daemon reads"}\n',
+      });
+    }
+    expect(daemon.child.exitCode).toBe(null);
+    expect((await rewind(workspace, ['status'])).code).toBe(0);
+    expect(daemon.log()).toMatch(/^rewind daemon: status exit 0/m);
   }, 60_000);
 
   it('with REWIND_DAEMON=auto, a command that finds no daemon starts one for the next commands', async () => {
