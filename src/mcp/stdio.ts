@@ -130,6 +130,11 @@ export class AnsweringStdioTransport implements Transport {
   private isEnded = false;
   private isClosed = false;
   private wasClosed: () => void = () => {};
+  /**
+   * Resolves once the output drained, for every answer that waits on it: a listener each would
+   * pass Node's limit of ten (a MaxListenersExceededWarning on stderr) when a reader is slow.
+   */
+  private drained: Promise<void> | undefined;
 
   constructor(
     private readonly input: Readable,
@@ -184,7 +189,12 @@ export class AnsweringStdioTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     if (this.isClosed) throw new Error('The stdio transport is closed.');
     const json = serializeMessage(message);
-    if (!this.output.write(json)) await once(this.output, 'drain');
+    if (!this.output.write(json)) {
+      this.drained ??= once(this.output, 'drain').then(() => {
+        this.drained = undefined;
+      });
+      await this.drained;
+    }
     if (isJSONRPCResultResponse(message) || isJSONRPCErrorResponse(message)) {
       if (message.id !== undefined) this.unanswered.delete(message.id);
       this.closeIfDone();
