@@ -134,9 +134,10 @@ const argumentValue = (arg: string): string =>
 
 /** Whether `path` is under /dev or /proc: what it names depends on the process that opens it. */
 const isProcessRelative = (path: string): boolean =>
-  /^\/(dev|proc)(\/|$)/.test(path) || /^\/(dev|proc)(\/|$)/.test(realpathOr(dirname(path)));
+  /^\/(dev|proc)(\/|$)/.test(path) || /^\/(dev|proc)(\/|$)/.test(realpathOf(dirname(path)));
 
-function realpathOr(path: string): string {
+/** The real path of `path`, or `path` as given when it has none (nothing there yet). */
+export function realpathOf(path: string): string {
   try {
     return realpathSync(path);
   } catch {

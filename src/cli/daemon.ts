@@ -15,7 +15,7 @@
  * not text) and `{ exit }` last. A client that heard nothing within 2 s
  * closes the connection and runs the command itself; the daemon, without its go, does not.
  */
-import { realpathSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { link, readdir, rename, rm } from 'node:fs/promises';
 import { connect, createServer, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -34,6 +34,7 @@ import {
   commandOf,
   PASSED_ENV,
   type Request,
+  realpathOf,
   refusalOf,
   SERVED,
   takeCallersProcessState,
@@ -154,14 +155,6 @@ class KeptSessions implements SessionKeeper {
     const kept = [...this.#kept.values()];
     this.#kept.clear();
     for (const session of kept) await (await session.catch(() => undefined))?.close();
-  }
-}
-
-function realpathOf(path: string): string {
-  try {
-    return realpathSync(path);
-  } catch {
-    return path;
   }
 }
 
