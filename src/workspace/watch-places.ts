@@ -2,12 +2,7 @@
 import { lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { diskPath, listNames } from '../lib/index.js';
-import {
-  holdsIgnoreFile,
-  IgnoreRules,
-  isAlwaysExcluded,
-  type OutsideRules,
-} from './ignore-rules.js';
+import { holdsIgnoreFile, IgnoreRules, type OutsideRules } from './ignore-rules.js';
 
 /** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
 const SENTINELS = join('cache', 'watch');
@@ -81,8 +76,10 @@ export function ignoredDirectories(root: string, outside: OutsideRules): string[
     const isRuled = holdsIgnoreFile(names.map(({ name }) => name));
     const rules = isRuled ? above.enter(absolute, relative) : above;
     for (const { name, isDirectory } of names) {
-      if (!isDirectory || isAlwaysExcluded(name)) continue;
+      if (!isDirectory) continue;
       const inner = relative === '' ? name : `${relative}/${name}`;
+      // `.git` and `.rewind` too (the rules always leave them out): a store's objects and views,
+      // a repository's objects, would cost a watch per directory and an event per write.
       if (rules.isIgnored(inner, name, true)) ignored.push(inner);
       else pending.push([inner, rules]);
     }

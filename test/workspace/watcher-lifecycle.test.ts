@@ -150,6 +150,38 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       expect(told).toEqual([]);
     }, 60_000);
 
+    it('leaves unwatched .git and .rewind, wherever they are, and still hears its sentinels in the store', async () => {
+      const made = await makeWorkspace({
+        'src/a.txt': 'a',
+        '.git/objects/ab/cdef': 'object',
+        '.rewind/views/s1/src/a.txt': 'a view of the workspace',
+        'vendor/lib/.git/refs/heads/main': 'ref',
+      });
+      const workspace = realpathSync(made.workspace);
+      const { watcher, told } = watch(workspace, made.storeDirectory);
+      await untilLive(watcher);
+      const key = (path: string) => watchKey(lstatSync(join(workspace, path), { bigint: true }));
+      const watched = watchedInodes(watcher.pid as number);
+      for (const path of ['', 'src', 'vendor', 'vendor/lib']) {
+        expect(watched?.has(key(path)), path).toBe(true);
+      }
+      for (const path of [
+        '.git',
+        '.git/objects/ab',
+        '.rewind',
+        '.rewind/objects',
+        '.rewind/views/s1/src',
+        'vendor/lib/.git/refs/heads',
+      ]) {
+        expect(watched?.has(key(path)), path).toBe(false);
+      }
+      // The sentinel directory inside the left-out store is watched: a drain hears what changed.
+      await watcher.drain();
+      writeFileSync(join(workspace, 'src/a.txt'), 'changed');
+      expect((await watcher.drain()).paths).toContain('src/a.txt');
+      expect(told).toEqual([]);
+    });
+
     it('leaves unwatched the directories the ignore rules leave out deep down, and watches again one no longer left out', async () => {
       const made = await makeWorkspace({
         '.gitignore': 'node_modules/\n',
