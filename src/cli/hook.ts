@@ -30,6 +30,10 @@ function labelOf(kind: string, now: Date): string {
   return `claude-${kind}-${now.toISOString().replace(/[-:.]/g, '')}`;
 }
 
+/** Where a hook event comes from: what to do when stdin is not one. */
+const FROM_CLAUDE_CODE =
+  'Claude Code passes one to the hooks in its settings: see the README, "Claude Code".';
+
 /**
  * Handles one hook event: checkpoints the project for the events that call for it. Never blocks
  * Claude Code: a failure is said on stderr (Claude Code shows it to the person) with exit 1, and
@@ -45,16 +49,14 @@ async function handleEvent(io: CliIo, root: string | undefined): Promise<number>
   try {
     event = JSON.parse(text);
   } catch {
-    return fail(
-      'stdin is not a hook event (a JSON object). Claude Code passes one to the hooks in its settings: see the README, "Claude Code".',
-    );
+    return fail(`stdin is not a hook event (a JSON object). ${FROM_CLAUDE_CODE}`);
   }
   if (typeof event !== 'object' || event === null || Array.isArray(event)) {
     return fail('stdin is not a hook event: a JSON object was expected.');
   }
   const record = event as Record<string, unknown>;
   if (typeof record.hook_event_name !== 'string') {
-    return fail('stdin is not a hook event: it names no hook_event_name.');
+    return fail(`stdin is not a hook event: it names no hook_event_name. ${FROM_CLAUDE_CODE}`);
   }
   const kind = checkpointKindOf(record);
   if (kind === undefined) return EXIT_OK;

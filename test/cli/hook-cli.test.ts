@@ -179,7 +179,11 @@ describe('rewind hook claude-code', () => {
         'rewind hook: no hook for "claude": the hook is `rewind hook claude-code`',
       ],
       [['hook'], stdin, 'rewind hook: which agent?'],
-      [['hook', 'claude-code'], JSON.stringify({ cwd: project }), 'it names no hook_event_name'],
+      [
+        ['hook', 'claude-code'],
+        JSON.stringify({ cwd: project }),
+        'it names no hook_event_name. Claude Code passes one to the hooks in its settings: see the README, "Claude Code".',
+      ],
     ] as const) {
       const run = await rewind(project, [...args], { stdin: input });
       expect(run).toMatchObject({ code: 1, stdout: '' });
