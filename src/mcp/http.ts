@@ -7,7 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import { NodeStreamableHTTPServerTransport } from '@modelcontextprotocol/node';
 import { type HttpEndpoint, refusalOfRequest } from '../index.js';
-import { createMcpServer, isolatedSessionOnce, type McpServerOptions } from './server.js';
+import { createMcpServer, type McpServerOptions, sharedSessionOf } from './server.js';
 
 /** The JSON-RPC error body of a refusal (no request was read, so it answers none: id null). */
 function refusalBody(message: string, code = -32000): string {
@@ -16,10 +16,10 @@ function refusalBody(message: string, code = -32000): string {
 
 /**
  * Serves the MCP server over streamable HTTP on `host:port`, each request checked by
- * {@link refusalOfRequest} before its body is read. Stateless: one server and transport per
- * request; the session's lock serializes clients. Resolves with the listening server, the
- * port it got (for port 0) and how to stop it, letting the requests being answered finish.
- * `prepare` runs once the port is listened on, before any request is served.
+ * {@link refusalOfRequest} before its body is read. One server and transport per request, all
+ * working in one session (see {@link sharedSessionOf}), which `stop` closes. Resolves with the
+ * listening server, the port it got (for port 0) and how to stop it, letting the requests being
+ * answered finish. `prepare` runs once the port is listened on, before any request is served.
  */
 export async function serveHttp(
   options: McpServerOptions,
@@ -27,8 +27,9 @@ export async function serveHttp(
   prepare: () => Promise<unknown> = async () => {},
 ): Promise<{ server: Server; endpoint: HttpEndpoint; stop: () => Promise<void> }> {
   const endpoint: HttpEndpoint = { ...listen };
-  // Every request's server works in the same isolated session (--isolated), started once.
-  const shared = { ...options, isolatedSession: isolatedSessionOnce(options) };
+  // Every request's server works in one session, opened once and watching while the server runs.
+  const opened = sharedSessionOf(options);
+  const shared = { ...options, sharedSession: opened.session };
   // What must be done before a request is served, once the port is ours: a port that cannot be
   // listened on leaves nothing made.
   let isPrepared: () => void = () => {};
@@ -104,6 +105,7 @@ export async function serveHttp(
     if (answering > 0) await new Promise<void>((done) => answered.push(done));
     // Clients may keep connections open: the server stops now, not when they let go.
     http.closeAllConnections();
+    await opened.close();
   };
   return { server: http, endpoint, stop };
 }

@@ -43,10 +43,10 @@ export interface McpServerOptions {
   /** Put before every tool name (`rewind_` gives `rewind_write`), for clients that mix servers. */
   toolPrefix?: string;
   /**
-   * The id of the isolated session to work in (with `isolation: isolated`), for servers that
-   * share one ({@link isolatedSessionOnce}); without it, the server finds or starts its own.
+   * The session to work in, for servers that share one ({@link sharedSessionOf}): opened by
+   * whoever made them, and left open when a server closes. Without it, the server opens its own.
    */
-  isolatedSession?: () => Promise<string>;
+  sharedSession?: () => Promise<Session>;
 }
 
 /** What every client is told about the server as it connects: how its tools fit together. */
@@ -113,24 +113,37 @@ async function openIsolated(options: McpServerOptions): Promise<Session> {
   });
 }
 
+/** The session a server made with `options` works in: see {@link createMcpServer}. */
+function openServerSession(options: McpServerOptions): Promise<Session> {
+  return options.session?.isolation === 'isolated'
+    ? openIsolated(options)
+    : openSession({ workspace: options.root, ...options.session });
+}
+
 /**
- * The isolated session that the servers made with `options` share, found or started by the first
- * that needs it while the others wait: `rewind mcp --http` makes a server per request, and
- * concurrent first calls must not each start one. A failure is not kept: the next call tries
- * again.
+ * The session that the servers made with `options` share, opened by the first that needs it
+ * while the others wait, and kept open (watching) until `close`: `rewind mcp --http` makes a
+ * server per request, and each opening its own would start a watch for one call (which costs a
+ * start and answers nothing) and, isolated, concurrent first calls would each start a session. A
+ * failure is not kept: the next call tries again.
  */
-export function isolatedSessionOnce(options: McpServerOptions): () => Promise<string> {
-  let found: Promise<string> | undefined;
-  return () =>
-    (found ??= openIsolated(options)
-      .then(async (session) => {
-        await session.close();
-        return session.id;
-      })
-      .catch((error: unknown) => {
-        found = undefined;
+export function sharedSessionOf(options: McpServerOptions): {
+  session: () => Promise<Session>;
+  close: () => Promise<void>;
+} {
+  let opened: Promise<Session> | undefined;
+  return {
+    session: () =>
+      (opened ??= openServerSession(options).catch((error: unknown) => {
+        opened = undefined;
         throw error;
-      }));
+      })),
+    close: async () => {
+      const closing = opened;
+      opened = undefined;
+      await (await closing?.catch(() => undefined))?.close();
+    },
+  };
 }
 
 /**
@@ -267,14 +280,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
     workspace: options.root,
     protections,
     session: () => {
-      opened ??= ready().then(async () => {
-        if (options.session?.isolation !== 'isolated') {
-          return openSession({ workspace: options.root, ...options.session });
-        }
-        if (!options.isolatedSession) return openIsolated(options);
-        const session = await options.isolatedSession();
-        return openSession({ ...options.session, workspace: options.root, session });
-      });
+      opened ??= ready().then(() => options.sharedSession?.() ?? openServerSession(options));
       return opened;
     },
     // The server works in one session for its whole life: naming it means opening it, once.
@@ -322,11 +328,12 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       },
     );
   }
-  // Closing the server closes the session it opened (its ledger file handle).
+  // Closing the server closes the session it opened (its ledger file handle, its watcher); a
+  // shared one is its maker's to close.
   const close = server.close.bind(server);
   server.close = async () => {
     await close();
-    if (opened) await (await opened.catch(() => undefined))?.close();
+    if (opened && !options.sharedSession) await (await opened.catch(() => undefined))?.close();
   };
   return server;
 }

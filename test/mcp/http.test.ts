@@ -1,5 +1,5 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
 import { join } from 'node:path';
@@ -8,6 +8,30 @@ import { refusalOfRequest, status } from '../../src/index.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+
+const hasInotifywait = (() => {
+  try {
+    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+/** The pids of the inotifywait processes watching `root`. */
+function watchersOf(root: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return args[0]?.endsWith('inotifywait') === true && args.includes(realpathSync(root));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 
 const servers: ChildProcess[] = [];
 afterEach(async () => {
@@ -157,6 +181,26 @@ describe('rewind mcp --http', () => {
     expect(await readFile(join(root, 'out.txt'), 'utf8')).toBe('done\n');
     expect((await rewind(root, ['status'])).stdout).not.toMatch(/interrupted|cut short/i);
   });
+
+  it.skipIf(!hasInotifywait)(
+    'keeps one session open and watching across requests, as over stdio (skipped without inotifywait)',
+    async () => {
+      const root = await makeTempDirectory();
+      const { token, port } = await serve(root);
+      const headers = { host: `127.0.0.1:${port}`, authorization: `Bearer ${token}` };
+      const checkpoint = (label: string) =>
+        callWrite(port, '', headers, '', { name: 'checkpoint', arguments: { label } });
+      expect((await checkpoint('one')).body).toContain('one');
+      await new Promise((done) => setTimeout(done, 300));
+      const first = watchersOf(root);
+      expect(first).toHaveLength(1);
+      expect((await callWrite(port, 'a.txt', headers)).body).toContain('journaled as action');
+      expect((await checkpoint('two')).body).toContain('two');
+      await new Promise((done) => setTimeout(done, 300));
+      // The same watch: the second checkpoint could take what it saw, with no walk.
+      expect(watchersOf(root)).toEqual(first);
+    },
+  );
 
   it('--isolated: concurrent first calls work in one isolated session, started once', async () => {
     const root = await makeTempDirectory();
