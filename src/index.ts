@@ -155,6 +155,7 @@ export {
   status,
   stopEscalation,
   type UndoConflict,
+  type UndoOptions,
   type UndoResult,
   useSession,
   type VerifyProblem,

@@ -167,8 +167,14 @@ export const undoOperation = defineOperation({
       }),
   scope: 'session',
   annotations: { destructive: true },
-  run: async (target, { id, last }) =>
-    (await target.session()).undo(last === true || id === undefined ? 'last' : id),
+  run: async (target, { id, last }) => {
+    const { progress } = target;
+    return (await target.session()).undo(last === true || id === undefined ? 'last' : id, {
+      ...(progress && {
+        onProgress: ({ done, total }) => progress({ step: 'restoring', done, total }),
+      }),
+    });
+  },
 });
 
 export const diffOperation = defineOperation({

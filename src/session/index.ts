@@ -24,7 +24,7 @@ export type {
   RollbackResult,
   RollbackScope,
 } from './history/rollback.js';
-export type { UndoConflict, UndoResult } from './history/undo.js';
+export type { UndoConflict, UndoOptions, UndoResult } from './history/undo.js';
 export type {
   CommitConflict,
   CommitOptions,

@@ -46,7 +46,7 @@ import {
 import { type DiffResult, diffStates } from './history/diff.js';
 import { type PruneOptions, type PruneResult, pruneCheckpoints } from './history/prune.js';
 import { type RollbackOptions, type RollbackResult, rollbackTo } from './history/rollback.js';
-import { type UndoResult, undoAction } from './history/undo.js';
+import { type UndoOptions, type UndoResult, undoAction } from './history/undo.js';
 import {
   type CommitOptions,
   type CommitResult,
@@ -251,8 +251,8 @@ export class Session {
    * Throws `ACTION_NOT_FOUND` for an id that names no action, `ACTION_NOT_ALLOWED` for one that
    * cannot be undone (irreversible, never run, already undone, failed and put back).
    */
-  async undo(id: number | 'last'): Promise<UndoResult> {
-    return undoAction(this.#context, id);
+  async undo(id: number | 'last', options: UndoOptions = {}): Promise<UndoResult> {
+    return undoAction(this.#context, id, options);
   }
 
   /**

@@ -204,7 +204,7 @@ describe('what rewind prints', () => {
     expect(forced.stdout).toBe(coloured);
   });
 
-  it('shows a progress line on a terminal for a first checkpoint and a large rollback, and erases it; never elsewhere', async () => {
+  it('shows a progress line on a terminal for a first checkpoint, a large rollback and its undo, and erases it; never elsewhere', async () => {
     const cwd = await makeTempDirectory();
     await lay(
       cwd,
@@ -219,6 +219,8 @@ describe('what rewind prints', () => {
     for (let index = 0; index < 150; index++) await writeFile(join(cwd, `f${index}.txt`), 'edited');
     const rolled = await rewind(cwd, ['rollback', 'base'], { isErrorTerminal: true });
     expect(rolled.stderr).toContain('Restoring 150/150 (100%)');
+    const undone = await rewind(cwd, ['undo', '--last'], { isErrorTerminal: true });
+    expect(undone.stderr).toContain('Restoring 150/150 (100%)');
     const piped = await rewind(cwd, ['rollback', 'base']);
     expect(piped.stderr).not.toContain('Restoring');
     const quiet = await rewind(cwd, ['-q', 'checkpoint', 'again'], { isErrorTerminal: true });

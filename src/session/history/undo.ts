@@ -6,6 +6,7 @@ import type { Digest } from '../../lib/index.js';
 import { diskPath, namedAndMore } from '../../lib/index.js';
 import { putTree, readTree, type TreeEntry } from '../../store/index.js';
 import {
+  type ApplyProgress,
   type ApplyResult,
   diffTrees,
   editsFrom,
@@ -51,6 +52,12 @@ export interface UndoConflict {
   path: string;
   expected: string;
   found: string;
+}
+
+/** Options of `Session.undo`. */
+export interface UndoOptions {
+  /** Told of each path the undo has put back, once it has checked it tramples nothing. */
+  onProgress?: (progress: ApplyProgress) => void;
 }
 
 /** The outcome of an undo: done, or refused because later edits would be trampled. */
@@ -421,10 +428,14 @@ async function brokenParents(
  * path it changed no longer holds what it left: then the refusal is journaled and returned.
  * Throws `ACTION_NOT_FOUND` and `ACTION_NOT_ALLOWED`.
  */
-export function undoAction(context: SessionContext, id: number | 'last'): Promise<UndoResult> {
+export function undoAction(
+  context: SessionContext,
+  id: number | 'last',
+  options: UndoOptions = {},
+): Promise<UndoResult> {
   const purpose = `undoing ${id === 'last' ? 'the last action' : `#${id}`}`;
   return withWorkspaceLock(context, purpose, (journal) =>
-    planningAgain(context, journal, () => undoOnce(context, journal, id)),
+    planningAgain(context, journal, () => undoOnce(context, journal, id, options)),
   );
 }
 
@@ -438,6 +449,7 @@ async function undoOnce(
   context: SessionContext,
   journal: Journal,
   id: number | 'last',
+  options: UndoOptions,
 ): Promise<UndoResult> {
   const movedAt = journal.conversationMovedAt();
   const action = id === 'last' ? lastUndoable(context, journal) : journal.findAction(id);
@@ -533,6 +545,7 @@ async function undoOnce(
     isRecovery: false,
     leaveAlone: unreadable,
     keepEditedSinceNs: since,
+    ...(options.onProgress && { onProgress: options.onProgress }),
   });
   const one = leftUnread.length === 1;
   const keptEdited = keptEditedWarnings(
