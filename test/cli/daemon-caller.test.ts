@@ -1,7 +1,7 @@
 // What `rewind daemon` takes from the command that sends it a request, and what it leaves to it:
 // real daemons and the real bin (test/helpers/daemons.ts).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { readFileSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, statSync } from 'node:fs';
 import { copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -102,6 +102,41 @@ describe('rewind daemon and its callers', () => {
     // The daemon's own are back after each command: its time zone for the next without TZ.
     const utc = await rewind(workspace, ['log'], { env: { ...alone, TZ: 'UTC' } });
     expect((await rewind(workspace, ['log'], { env: { TZ: 'UTC' } })).stdout).toBe(utc.stdout);
+  }, 60_000);
+
+  it("creates the files of a command it serves with its caller's umask, then takes its own back", async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    const umaskOf = (pid: number): number =>
+      Number.parseInt(
+        /^Umask:\s*([0-7]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] as string,
+        8,
+      );
+    const own = umaskOf(daemon.child.pid as number);
+    const packs = join(workspace, '.rewind/objects/pack');
+    const packFiles = (): string[] => (existsSync(packs) ? readdirSync(packs) : []);
+    // A checkpoint stores what is new in a pack, made 0444 less the mask of whoever makes it.
+    for (const [label, umask] of [
+      ['masked', 0o077],
+      ['for-the-group', 0o027],
+    ] as const) {
+      expect(umask).not.toBe(own);
+      await writeFile(join(workspace, `${label}.txt`), `${label}\n`);
+      const before = new Set(packFiles());
+      const ran = await shell(
+        workspace,
+        `umask ${umask.toString(8).padStart(3, '0')}; node ${BIN} checkpoint ${label}`,
+      );
+      expect(ran.code, ran.stderr).toBe(0);
+      const made = packFiles().filter((name) => !before.has(name));
+      expect(made.length).toBeGreaterThan(0);
+      for (const name of made) {
+        expect(statSync(join(packs, name)).mode & 0o777, name).toBe(0o444 & ~umask);
+      }
+      expect(umaskOf(daemon.child.pid as number)).toBe(own);
+    }
+    // Both were served by the daemon, not run by their callers.
+    expect(daemon.log().match(/^rewind daemon: checkpoint exit 0/gm)).toHaveLength(2);
   }, 60_000);
 
   it('leaves a daemon of another version alone, so it idles out, and says so once an hour', async () => {
