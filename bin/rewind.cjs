@@ -144,6 +144,21 @@ async function runInDaemon() {
     isErrorTerminal: process.stderr.isTTY === true,
     // Applied by the daemon for this command: the files it creates get this process's modes.
     umask: process.umask(),
+    // The digests of what chooses the store (storeEnvironmentOf in src/cli/daemon-requests.ts,
+    // the same rule): where they differ from the daemon's, the command runs here.
+    storeEnv: Object.fromEntries(
+      Object.entries(process.env)
+        .filter(
+          ([name, value]) =>
+            value !== undefined &&
+            (/^(AWS_|PG)/.test(name) ||
+              ['REWIND_OBJECTS', 'REWIND_LEDGER', 'REWIND_PROGRAM_SHELLS'].includes(name)),
+        )
+        .map(([name, value]) => [
+          name,
+          require('node:crypto').createHash('sha256').update(value).digest('hex'),
+        ]),
+    ),
     ...(readStdin && { stdin: readStdin.toString('base64') }),
   };
   const { connect } = require('node:net');

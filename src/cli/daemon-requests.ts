@@ -2,6 +2,7 @@
  * What `rewind daemon` (src/cli/daemon.ts) is asked, and whether it runs it: a request it does
  * not serve is sent back, and its caller runs it in its own process.
  */
+import { createHash } from 'node:crypto';
 import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
 import { REWIND_VERSION } from '../index.js';
@@ -43,6 +44,43 @@ const NOT_SERVED_WITH = [
 /** The environment variables a served command may read from its caller (TZ: see below). */
 export const PASSED_ENV = ['NO_COLOR', 'FORCE_COLOR', 'CLAUDE_PROJECT_DIR', 'TZ'];
 
+/**
+ * Whether a variable of the environment decides which store a command reaches, or how: the AWS
+ * SDK's (bucket credentials, region, endpoint, profile), PostgreSQL's (the pg client reads PG*),
+ * and Rewind's own (REWIND_OBJECTS, REWIND_LEDGER, REWIND_PROGRAM_SHELLS). bin/rewind.cjs keeps
+ * the same rule.
+ */
+const isStoreVariable = (name: string): boolean =>
+  /^(AWS_|PG)/.test(name) ||
+  ['REWIND_OBJECTS', 'REWIND_LEDGER', 'REWIND_PROGRAM_SHELLS'].includes(name);
+
+/**
+ * The SHA-256 of the value of each store variable of `env`, by name: what a caller sends, so the
+ * daemon can tell whether it would reach the same store as the caller without being sent a
+ * password or key.
+ */
+export function storeEnvironmentOf(env: NodeJS.ProcessEnv): Record<string, string> {
+  const digests: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && isStoreVariable(name)) {
+      digests[name] = createHash('sha256').update(value).digest('hex');
+    }
+  }
+  return digests;
+}
+
+/**
+ * The store variables whose values differ between the caller (`request.storeEnv`) and this
+ * process, or that only one of them has. Not taken over for the command, as TZ is: the daemon's
+ * session keeps the bucket and database clients it made with its own.
+ */
+function storeVariablesDiffering(request: Request): string[] {
+  const callers = request.storeEnv ?? {};
+  const own = storeEnvironmentOf(process.env);
+  const names = new Set([...Object.keys(callers), ...Object.keys(own)]);
+  return [...names].filter((name) => callers[name] !== own[name]).sort();
+}
+
 export interface Request {
   v: number;
   version: string;
@@ -54,6 +92,8 @@ export interface Request {
   stdin?: string;
   /** The caller's umask; its TZ is in `env`, when it has one. */
   umask?: number;
+  /** {@link storeEnvironmentOf} the caller's environment. */
+  storeEnv?: Record<string, string>;
 }
 
 /**
@@ -104,6 +144,10 @@ export function refusalOf(request: unknown): string | undefined {
       arg === '-' || NOT_SERVED_WITH.some((name) => arg === name || arg.startsWith(`${name}=`)),
   );
   if (option !== undefined) return `it does not serve ${option}`;
+  const differing = storeVariablesDiffering(request);
+  if (differing.length > 0) {
+    return `the caller's ${differing.join(', ')} differ from the daemon's (they choose the store's bucket, database or credentials): it runs there`;
+  }
   const own = request.argv.find((arg) => isCallersOwn(resolve(request.cwd, argumentValue(arg))));
   return own === undefined
     ? undefined

@@ -139,6 +139,44 @@ describe('rewind daemon and its callers', () => {
     expect(daemon.log().match(/^rewind daemon: checkpoint exit 0/gm)).toHaveLength(2);
   }, 60_000);
 
+  it("runs a command in its caller when the caller's store settings (AWS_*, PG*, REWIND_*) differ from the daemon's", async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace, {
+      ...process.env,
+      AWS_REGION: 'eu-west-1',
+      PGHOST: 'db.example',
+    });
+    const servedCount = () => daemon.log().match(/^rewind daemon: status exit 0/gm)?.length ?? 0;
+    // The same settings, or others that do not reach the store: served.
+    const same = { AWS_REGION: 'eu-west-1', PGHOST: 'db.example' };
+    expect((await rewind(workspace, ['status'], { env: same })).code).toBe(0);
+    expect((await rewind(workspace, ['status'], { env: { ...same, EDITOR: 'vi' } })).code).toBe(0);
+    expect(servedCount()).toBe(2);
+    // Another bucket's region, another database, a variable the daemon lacks, one it has and the
+    // caller has not: each runs in the caller, with the caller's settings.
+    for (const env of [
+      { ...same, AWS_REGION: 'us-east-1' },
+      { ...same, PGHOST: 'other.example' },
+      { ...same, PGPASSWORD: 'secret', AWS_ACCESS_KEY_ID: 'AKIA' },
+      { ...same, REWIND_LEDGER: 'postgres://me@other/db' },
+    ]) {
+      const ran = await rewind(workspace, ['status'], { env });
+      expect(ran.code, JSON.stringify(env)).toBe(0);
+      expect(servedCount(), JSON.stringify(env)).toBe(2);
+    }
+    const without: NodeJS.ProcessEnv = { ...process.env, PGHOST: 'db.example' };
+    delete without.AWS_REGION;
+    const ran = await new Promise<number | null>((done) =>
+      spawn(process.execPath, [BIN, 'status'], {
+        cwd: workspace,
+        env: without,
+        stdio: 'ignore',
+      }).once('close', done),
+    );
+    expect(ran).toBe(0);
+    expect(servedCount()).toBe(2);
+  }, 60_000);
+
   it('leaves a daemon of another version alone, so it idles out, and says so once an hour', async () => {
     const workspace = await project();
     const oldBin = await olderRewind('0.0.9');
