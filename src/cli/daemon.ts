@@ -79,6 +79,11 @@ class KeptSessions implements SessionKeeper {
   #onLockWait: ((wait: LockWait) => void) | undefined;
   /** Likewise, where it hears that a kept session starts finishing what a killed process left. */
   #onRecoveryStart: ((message: string) => void) | undefined;
+  /**
+   * The last wait for the workspace lock of a kept session being opened, told again to a command
+   * that comes to wait for it too ({@link warm} opens it before any command asks).
+   */
+  #lastWait: LockWait | undefined;
 
   constructor(
     root: string,
@@ -110,6 +115,13 @@ class KeptSessions implements SessionKeeper {
     }
     this.#onLockWait = options.onLockWait;
     this.#onRecoveryStart = options.onRecoveryStart;
+    // Still being opened, and waiting for the workspace: this command waits too, and hears why.
+    if (this.#kept.has(id) && this.#lastWait !== undefined) options.onLockWait?.(this.#lastWait);
+    return this.#keep(id);
+  }
+
+  /** The kept session `id`, opened (watching) unless it is open or being opened. */
+  #keep(id: string): Promise<Session> {
     let kept = this.#kept.get(id);
     if (kept === undefined) {
       kept = openSession({
@@ -117,7 +129,10 @@ class KeptSessions implements SessionKeeper {
         session: id,
         watch: true,
         ...this.#watchReports,
-        onLockWait: (wait) => this.#onLockWait?.(wait),
+        onLockWait: (wait) => {
+          this.#lastWait = wait;
+          this.#onLockWait?.(wait);
+        },
         onRecoveryStart: (message) => this.#onRecoveryStart?.(message),
       });
       this.#kept.set(id, kept);
@@ -125,17 +140,24 @@ class KeptSessions implements SessionKeeper {
         (session) => this.#own.add(session),
         () => this.#kept.delete(id),
       );
+      void kept
+        .catch(() => {})
+        .then(() => {
+          this.#lastWait = undefined;
+        });
     }
     return kept;
   }
 
   /**
    * Opens the current session, watching, before any command asks for it: the watch is live by
-   * the time commands come (a failure is the first command's to meet).
+   * the time commands come (a failure is the first command's to meet). Commands do not wait for
+   * it in turn: the workspace may be another process's for a while, and a command that opens no
+   * session (status) need not wait for that; one that does waits with it, told why.
    */
   async warm(): Promise<void> {
     const id = await currentSessionId({ workspace: this.#root }).catch(() => undefined);
-    if (id !== undefined) await this.open({ workspace: this.#root, session: id }).catch(() => {});
+    if (id !== undefined) await this.#keep(id).catch(() => {});
   }
 
   async release(session: Session): Promise<void> {
@@ -336,8 +358,8 @@ async function serve(
       `\`rewind ${[...SERVED].join('`, `')}\` run here now. Stop with Ctrl-C` +
       `${idleExitMs === undefined ? '' : `, or it stops after ${idleExitMs / 1000} s without a command`}.\n`,
   );
-  // On the queue: the first command waits for the watch rather than race it for the session.
-  queue = queue.then(() => sessions.warm());
+  // Beside the queue: the first command that opens the session waits for this opening of it.
+  const warmed = sessions.warm();
   const why = await new Promise<string | undefined>((stopped) => {
     const stop = (reason?: string): void => {
       for (const signal of STOPPING_SIGNALS) process.off(signal, onSignal);
@@ -371,6 +393,7 @@ async function serve(
   if (inodeOf(socketPath) === socketInode) await rm(socketPath, { force: true });
   await new Promise<void>((closed) => server.close(() => closed()));
   await queue;
+  await warmed;
   await sessions.closeAll();
   io.stderr(`rewind daemon: stopped${why === undefined ? '' : ` (${why})`}\n`);
   return EXIT_OK;

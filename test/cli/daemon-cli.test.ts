@@ -203,6 +203,36 @@ describe('rewind daemon', () => {
     }
   }, 30_000);
 
+  it('started while another process holds the workspace, serves what needs no lock at once, and says what waits', async () => {
+    const workspace = await project();
+    const holder = await holdLockInChild(join(workspace, '.rewind/workspace.lock'));
+    try {
+      const daemon = await startDaemon(workspace);
+      // Its session is not open yet (it waits for the workspace): a status does not wait for it.
+      const started = Date.now();
+      expect((await rewind(workspace, ['status'])).code).toBe(0);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(daemon.log()).toMatch(/^rewind daemon: status exit 0/m);
+      // A checkpoint waits, and says so, as it would alone.
+      const command = spawn(process.execPath, [BIN, 'checkpoint', 'waited'], {
+        cwd: workspace,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stderr = '';
+      command.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const exited = new Promise<number | null>((resolve) => command.on('close', resolve));
+      await expect.poll(() => stderr, { timeout: 10_000 }).toContain('Waiting for the lock');
+      expect(stderr).toContain(`held by process ${holder.pid}`);
+      holder.kill('SIGKILL');
+      expect(await exited).toBe(0);
+      expect(daemon.log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
+    } finally {
+      holder.kill('SIGKILL');
+    }
+  }, 60_000);
+
   it('a rollback the daemon runs on after Ctrl-C is running, not cut short, and then done', async () => {
     const workspace = await project();
     const files = Object.fromEntries(
