@@ -108,7 +108,13 @@ async function runInDaemon() {
   }
   const socketPath = join(directory, '.rewind', 'daemon.sock');
   const isAuto = process.env.REWIND_DAEMON === 'auto';
-  const socketInode = require('node:fs').statSync(socketPath, { throwIfNoEntry: false })?.ino;
+  // A daemon is known by its socket's inode and change time: the socket of one started later
+  // may get the inode of one removed before (another version's, met and remembered).
+  const socketStats = require('node:fs').statSync(socketPath, {
+    throwIfNoEntry: false,
+    bigint: true,
+  });
+  const socketInode = socketStats && `${socketStats.ino}:${socketStats.ctimeNs}`;
   if (socketInode === undefined) {
     if (isAuto) startDaemon(directory);
     return undefined;
@@ -233,7 +239,8 @@ async function runInDaemon() {
 /**
  * Says, at most once an hour, that the workspace's daemon is of another version of Rewind (as
  * after an upgrade), and remembers it in .rewind/daemon.notice: `{ inode, version, saidAt }`, the
- * inode of the daemon's socket. Commands run in their own process meanwhile.
+ * inode and change time of the daemon's socket (`INODE:CTIME_NS`). Commands run in their own
+ * process meanwhile.
  */
 function sayOtherVersion(noticePath, notice, version, isAuto, isNew) {
   const now = Date.now();

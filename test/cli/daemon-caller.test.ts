@@ -177,6 +177,21 @@ describe('rewind daemon and its callers', () => {
     expect(servedCount()).toBe(2);
   }, 60_000);
 
+  it("asks a daemon whose socket has the inode of another version's it met before", async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace);
+    // What an earlier daemon of another version left remembered: a socket removed since, whose
+    // inode the file system gave to this daemon's socket (as ext4 does with a freed inode).
+    const { ino } = statSync(join(workspace, '.rewind/daemon.sock'));
+    await writeFile(
+      join(workspace, '.rewind/daemon.notice'),
+      JSON.stringify({ inode: ino, version: '0.0.9', saidAt: Date.now() - 7_200_000 }),
+    );
+    const ran = await rewind(workspace, ['status']);
+    expect(ran).toMatchObject({ code: 0, stderr: '' });
+    expect(daemon.log()).toMatch(/^rewind daemon: status exit 0/m);
+  });
+
   it('leaves a daemon of another version alone, so it idles out, and says so once an hour', async () => {
     const workspace = await project();
     const oldBin = await olderRewind('0.0.9');
