@@ -11,7 +11,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createObjectStore, init, Ledger } from '../dist/index.js';
 import { resolveSession } from '../dist/ledger/index.js';
-import { formatCheckpointCount, measureCheckpointCount } from './checkpoint-count.mjs';
+import {
+  formatCheckpointCount,
+  measureCheckpointCount,
+  measureCheckpointCountCli,
+} from './checkpoint-count.mjs';
 import { describeFilesystem } from './filesystem.mjs';
 import { formatLedgerGrowth, measureLedgerGrowth } from './ledger-growth.mjs';
 import { formatStartup, measureStartup } from './startup.mjs';
@@ -245,7 +249,8 @@ console.log(formatLedgerGrowth(growth, 'live session'));
 
 // Whether an operation slows with the number of checkpoints (bench/checkpoint-count.mjs).
 console.log('\n### Checkpoints held\n');
-console.log(formatCheckpointCount(await measureCheckpointCount()));
+const liveCount = await measureCheckpointCount();
+console.log(formatCheckpointCount(liveCount, await measureCheckpointCountCli()));
 
 // What the `rewind` command costs as a process (bench/startup.mjs).
 console.log('\n### Start-up\n');
