@@ -2,10 +2,9 @@
  * What `rewind daemon` (src/cli/daemon.ts) is asked, and whether it runs it: a request it does
  * not serve is sent back, and its caller runs it in its own process.
  */
-import { createHash } from 'node:crypto';
 import { lstatSync, readlinkSync, realpathSync } from 'node:fs';
 import { dirname, isAbsolute, resolve } from 'node:path';
-import { REWIND_VERSION } from '../index.js';
+import { digestBytes, REWIND_VERSION } from '../index.js';
 
 /** The version of the protocol daemon.ts describes. */
 export const PROTOCOL = 1;
@@ -63,7 +62,8 @@ export function storeEnvironmentOf(env: NodeJS.ProcessEnv): Record<string, strin
   const digests: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
     if (value !== undefined && isStoreVariable(name)) {
-      digests[name] = createHash('sha256').update(value).digest('hex');
+      // Loaded when needed: a command the daemon is not asked for never loads node:crypto.
+      digests[name] = digestBytes(value).slice('sha256:'.length);
     }
   }
   return digests;
