@@ -38,7 +38,7 @@ function rejection(code: number, message: string, id: unknown = null): RejectedL
 }
 
 /** Undefined for a JSON-RPC message the SDK accepts, else the error that answers the line. */
-export function rejectionOf(line: string): RejectedLine | undefined {
+function rejectionOf(line: string): RejectedLine | undefined {
   let value: unknown;
   try {
     value = JSON.parse(line);

@@ -159,10 +159,7 @@ async function findForWatch(
 const VANISHED = new Set(['ENOENT', 'ENOTDIR']);
 
 /** {@link listForWatch} by a walk of its own; undefined when a path cannot be listed. */
-export function walkForWatch(
-  root: string,
-  excluded: ReadonlySet<string>,
-): WatchListing | undefined {
+function walkForWatch(root: string, excluded: ReadonlySet<string>): WatchListing | undefined {
   const listing: WatchListing = { directories: [], linked: [] };
   const pending = [''];
   for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
