@@ -29,7 +29,7 @@ export async function serveHttp(
   const endpoint: HttpEndpoint = { ...listen };
   // Every request's server works in one session, opened once and watching while the server runs.
   const opened = sharedSessionOf(options);
-  const shared = { ...options, sharedSession: opened.session };
+  const shared = { ...options, sharedSession: opened };
   // What must be done before a request is served, once the port is ours: a port that cannot be
   // listened on leaves nothing made.
   let isPrepared: () => void = () => {};

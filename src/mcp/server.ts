@@ -24,6 +24,7 @@ import {
   structuredOutputOf,
 } from '../operations/index.js';
 import { presenterOf, presentFailure } from './present.js';
+import { SessionHolder } from './session-holder.js';
 
 /** Options of {@link createMcpServer}. */
 export interface McpServerOptions {
@@ -46,7 +47,7 @@ export interface McpServerOptions {
    * The session to work in, for servers that share one ({@link sharedSessionOf}): opened by
    * whoever made them, and left open when a server closes. Without it, the server opens its own.
    */
-  sharedSession?: () => Promise<Session>;
+  sharedSession?: SessionHolder;
 }
 
 /** What every client is told about the server as it connects: how its tools fit together. */
@@ -121,29 +122,13 @@ function openServerSession(options: McpServerOptions): Promise<Session> {
 }
 
 /**
- * The session that the servers made with `options` share, opened by the first that needs it
- * while the others wait, and kept open (watching) until `close`: `rewind mcp --http` makes a
- * server per request, and each opening its own would start a watch for one call (which costs a
- * start and answers nothing) and, isolated, concurrent first calls would each start a session. A
- * failure is not kept: the next call tries again.
+ * The session that the servers made with `options` share, kept open (watching) until its
+ * `close`: `rewind mcp --http` makes a server per request, and each opening its own would start a
+ * watch for one call (which costs a start and answers nothing) and, isolated, concurrent first
+ * calls would each start a session.
  */
-export function sharedSessionOf(options: McpServerOptions): {
-  session: () => Promise<Session>;
-  close: () => Promise<void>;
-} {
-  let opened: Promise<Session> | undefined;
-  return {
-    session: () =>
-      (opened ??= openServerSession(options).catch((error: unknown) => {
-        opened = undefined;
-        throw error;
-      })),
-    close: async () => {
-      const closing = opened;
-      opened = undefined;
-      await (await closing?.catch(() => undefined))?.close();
-    },
-  };
+export function sharedSessionOf(options: McpServerOptions): SessionHolder {
+  return new SessionHolder(() => openServerSession(options));
 }
 
 /**
@@ -181,6 +166,15 @@ async function runWithPolicies(
   const output = await session.tool(work, { name: operation.name })();
   if (typeof output !== 'string') return { output };
   return failed === undefined ? { failure: output } : { failure: output, output: failed };
+}
+
+/** `result` with `notice` (see {@link SessionHolder.takeNotice}) as its first text, when there is one. */
+function withNotice<T extends { content: readonly { type: string }[] }>(
+  notice: string | undefined,
+  result: T,
+): T {
+  if (notice === undefined) return result;
+  return { ...result, content: [{ type: 'text', text: notice }, ...result.content] };
 }
 
 /** Whether `output` is what a command that failed returns (`exec`'s result, state `failed`). */
@@ -275,14 +269,11 @@ export function createMcpServer(options: McpServerOptions): McpServer {
       );
       if (refusal) throw refusal;
     }));
-  let opened: Promise<Session> | undefined;
+  const holder = options.sharedSession ?? new SessionHolder(() => openServerSession(options));
   const target: OperationTarget = {
     workspace: options.root,
     protections,
-    session: () => {
-      opened ??= ready().then(() => options.sharedSession?.() ?? openServerSession(options));
-      return opened;
-    },
+    session: () => ready().then(() => holder.session()),
     // The server works in one session for its whole life: naming it means opening it, once.
     sessionId: async () => (await target.session()).id,
     // A model names files of the workspace it sees, never of the host around it.
@@ -315,12 +306,17 @@ export function createMcpServer(options: McpServerOptions): McpServer {
           const ran = await runWithPolicies(operation, target, input);
           if ('failure' in ran) {
             const shown = ran.output === undefined ? [] : present(ran.output, input).content;
-            return { content: [...shown, { type: 'text', text: ran.failure }], isError: true };
+            const failed = { content: [...shown, { type: 'text' as const, text: ran.failure }] };
+            return withNotice(holder.takeNotice(), { ...failed, isError: true });
           }
           const { output } = ran;
-          return { ...present(output, input), structuredContent: structured.of(output, input) };
+          const answered = {
+            ...present(output, input),
+            structuredContent: structured.of(output, input),
+          };
+          return withNotice(holder.takeNotice(), answered);
         } catch (error) {
-          return presentFailure(error);
+          return withNotice(holder.takeNotice(), presentFailure(error));
         } finally {
           running -= 1;
           if (running === 0) for (const done of idle.splice(0)) done();
@@ -333,7 +329,7 @@ export function createMcpServer(options: McpServerOptions): McpServer {
   const close = server.close.bind(server);
   server.close = async () => {
     await close();
-    if (opened && !options.sharedSession) await (await opened.catch(() => undefined))?.close();
+    if (!options.sharedSession) await holder.close();
   };
   return server;
 }

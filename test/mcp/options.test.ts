@@ -258,6 +258,45 @@ describe('rewind mcp options', () => {
     expect(existsSync(join(root, 'b.txt'))).toBe(false);
   });
 
+  it('--isolated: once a person destroys its isolated session, the next call works in a new one and says so', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'host' });
+    const client = await connected({ root, session: { isolation: 'isolated' } });
+    await client.callTool({ name: 'write', arguments: { path: 'a.txt', content: 'in the view' } });
+    const [gone] = (await status({ workspace: root })).sessions.filter(
+      (session) => session.isolation === 'isolated',
+    );
+    const goneId = gone?.id as string;
+    expect((await rewind(root, ['destroy', '--session', goneId, '--force'])).code).toBe(0);
+
+    // Two calls at once: one new session for both, said by one of them.
+    const [read, again] = await Promise.all(
+      [0, 1].map(() => client.callTool({ name: 'read', arguments: { path: 'a.txt' } })),
+    );
+    const texts = [read, again].map((result) => {
+      expect(result?.isError).toBeFalsy();
+      return (result as CallResult).content.map((part) => part.text);
+    });
+    const told = texts.filter((parts) => parts.length === 2);
+    expect(told).toHaveLength(1);
+    const [notice, content] = told[0] as string[];
+    expect(notice).toMatch(new RegExp(`isolated session ${goneId} .*was destroyed`));
+    expect(notice).toMatch(/fresh copy of the workspace/);
+    expect(content).toBe('host');
+    expect(texts.find((parts) => parts.length === 1)).toEqual(['host']);
+    // Said once; the calls after work in the new session as usual.
+    const wrote = await client.callTool({
+      name: 'write',
+      arguments: { path: 'b.txt', content: 'new' },
+    });
+    expect(textOf(wrote)).toMatch(/^journaled as action/);
+    const isolated = (await status({ workspace: root })).sessions.filter(
+      (session) => session.isolation === 'isolated' && session.id !== goneId,
+    );
+    expect(isolated).toHaveLength(1);
+    expect(existsSync(join(root, 'b.txt'))).toBe(false);
+  });
+
   it("--isolated leaves the store's current session alone: a person's commands act on the workspace, not the agent's view", async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'host\n' });
