@@ -39,6 +39,10 @@ describe('rewind action commands', () => {
     expect(await readFile(join(cwd, 'src/a.txt'), 'utf8')).toBe('hello');
     expect(await rewind(cwd, ['undo', '--last'])).toMatchObject({ code: 0 });
     expect(existsSync(join(cwd, 'empty'))).toBe(false);
+    // `last` is --last (as `latest` names the newest checkpoint): it steps back to the move.
+    expect(await rewind(cwd, ['undo', 'last'])).toMatchObject({ code: 0 });
+    expect(await readFile(join(cwd, 'b.txt'), 'utf8')).toBe('from stdin');
+    expect(existsSync(join(cwd, 'c/b.txt'))).toBe(false);
     expect((await rewind(cwd, ['log'])).stdout).toMatch(
       /mkdir empty\/dir \(reversible\) \[undone\]/,
     );

@@ -436,14 +436,17 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
   feed(
     undo,
     'id',
-    new Argument('[id]', 'the action id, as `rewind log` and every action command show it'),
+    new Argument(
+      '[id]',
+      'the action id, as `rewind log` and every action command show it, or `last` (as --last)',
+    ),
   );
   feed(undo, 'last', new Option('--last', 'the most recent action that can still be undone'));
   undo.action((id: string | undefined, flags: { last?: boolean }, command: Command) =>
     cli.perform(
       command,
       undoOperation,
-      { id: numberOf(id), last: flags.last },
+      id === 'last' ? { last: true } : { id: numberOf(id), last: flags.last },
       {
         text: (output, globals) =>
           globals.quiet && output.status === 'undone' ? '' : renderUndo(output, globals.verbose),
