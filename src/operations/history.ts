@@ -183,12 +183,15 @@ export const diffOperation = defineOperation({
   summary:
     'show what changed between two states (checkpoint labels, action ids, or the working tree)',
   description:
-    'What an action changed (give its id), or what changed since a checkpoint (give its label), or between two states.',
+    'What an action changed (give its id), or what changed since a checkpoint (give its label; none: the latest), or between two states.',
   input: () =>
     z.object({
       from: z
         .string()
-        .describe('A checkpoint label, "latest", or an action id (alone: the changes it made).'),
+        .optional()
+        .describe(
+          'A checkpoint label, "latest" (the default), or an action id (alone: the changes it made).',
+        ),
       to: z
         .string()
         .optional()
@@ -196,7 +199,7 @@ export const diffOperation = defineOperation({
     }),
   scope: 'session',
   annotations: { readOnly: true },
-  run: async (target, { from, to }) => (await target.session()).diff(from, to),
+  run: async (target, { from, to }) => (await target.session()).diff(from ?? 'latest', to),
 });
 
 export const pruneOperation = defineOperation({

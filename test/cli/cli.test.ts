@@ -270,6 +270,10 @@ describe('rewind CLI', () => {
     const cwd = await makeTempDirectory();
     await writeFile(join(cwd, 'app.js'), 'console.log(1);\n');
     await rewind(cwd, 'init');
+    expect(await rewind(cwd, 'diff')).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('has no checkpoint yet. Create one with `rewind checkpoint'),
+    });
     expect(await rewind(cwd, 'checkpoint', 'base')).toMatchObject({
       code: 0,
       stdout: expect.stringMatching(
@@ -290,6 +294,8 @@ describe('rewind CLI', () => {
 
     const diffed = await rewind(cwd, 'diff', 'base');
     expect(diffed.stdout).toContain('-console.log(1);\n+console.log(2);');
+    // Alone, since the newest checkpoint.
+    expect(await rewind(cwd, 'diff')).toEqual(diffed);
 
     const rolled = await rewind(cwd, 'rollback', 'base');
     expect(rolled.stdout).toContain(

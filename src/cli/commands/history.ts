@@ -463,8 +463,8 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     diff,
     'from',
     new Argument(
-      '<from>',
-      'a checkpoint label, "latest", or an action id (alone: the changes that action made)',
+      '[from]',
+      'a checkpoint label, "latest" (the default), or an action id (alone: the changes that action made)',
     ),
   );
   feed(
@@ -472,20 +472,21 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     'to',
     new Argument('[to]', 'a checkpoint label or action id (default: the working tree)'),
   );
-  diff.action((from: string, to: string | undefined, _flags: object, command: Command) =>
-    cli.perform(
-      command,
-      diffOperation,
-      { from, to },
-      {
-        text: (output, presentation) =>
-          output.text === ''
-            ? `No differences between ${output.from} and ${output.to}.\n`
-            : presentation.isColor
-              ? colorDiff(output.text)
-              : output.text,
-      },
-    ),
+  diff.action(
+    (from: string | undefined, to: string | undefined, _flags: object, command: Command) =>
+      cli.perform(
+        command,
+        diffOperation,
+        { from, to },
+        {
+          text: (output, presentation) =>
+            output.text === ''
+              ? `No differences between ${output.from} and ${output.to}.\n`
+              : presentation.isColor
+                ? colorDiff(output.text)
+                : output.text,
+        },
+      ),
   );
 
   const prune = commandFor(program, pruneOperation);
