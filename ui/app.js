@@ -76,6 +76,9 @@ function App() {
   // The action a live process runs in the session now, if any (`running` of the log's session).
   const [runningAction, setRunningAction] = useState(undefined);
   const [checkpoints, setCheckpoints] = useState([]);
+  // What the checkpoint list says could not be done: line counts an object missing or damaged
+  // in the store keeps from being made (the checkpoints are listed all the same).
+  const [warnings, setWarnings] = useState([]);
   const [hidden, setHidden] = useState(new Set(['closings']));
   const [selected, setSelected] = useState(undefined);
   // The option of the timeline the keyboard is on (aria-selected); Enter opens it.
@@ -164,8 +167,14 @@ function App() {
       keep(problemOf('log')),
     );
     read('checkpoints', { session }).then(
-      keep(setCheckpoints),
-      keep(() => setCheckpoints([])),
+      keep((output) => {
+        setCheckpoints(output.checkpoints);
+        setWarnings(output.warnings);
+      }),
+      keep(() => {
+        setCheckpoints([]);
+        setWarnings([]);
+      }),
     );
     return () => {
       isLive = false;
@@ -236,6 +245,7 @@ function App() {
     </header>
     ${connection && html`<p class="banner" role="alert">${connection}</p>`}
     ${problem && html`<p class="problem" role="alert">${problem.message}</p>`}
+    ${warnings.map((warning) => html`<p class="warning" role="status">Warning: ${warning}</p>`)}
     <nav class="filters" aria-label="filter by kind">
       ${Object.keys(FAMILIES).map(
         (family) =>
@@ -529,6 +539,7 @@ function CheckpointDetail({ session, seq, label, checkpoints, body, onDone }) {
       ${body.fileCount} files · ${body.added ?? 0} added · ${body.modified ?? 0} modified ·
       ${body.deleted ?? 0} deleted
       ${info?.linesAdded !== undefined && html` · <span class="plus">+${info.linesAdded}</span> <span class="minus">−${info.linesRemoved}</span>`}
+      ${info?.linesUncounted && html` · <span class="unknown" title=${info.linesUncounted.message}>lines unknown</span>`}
     </p>
     <${RollbackForm} session=${session} label=${label} onDone=${onDone} />
     <h3>Files changed since ${previous ? previous.label : 'the start (this is the first checkpoint)'}</h3>

@@ -128,18 +128,21 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     text(
       `checkpoint ${result.label} (#${result.seq}): ${result.fileCount} files; ${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous one`,
     ),
-  checkpoints: (checkpoints) =>
+  checkpoints: ({ checkpoints, warnings }) =>
     text(
-      checkpoints
-        .map(
+      [
+        ...checkpoints.map(
           (checkpoint) =>
             `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}` +
-            (checkpoint.linesAdded !== undefined
-              ? ` files, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`
-              : '') +
+            (checkpoint.linesUncounted
+              ? ' files, lines unknown'
+              : checkpoint.linesAdded !== undefined
+                ? ` files, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`
+                : '') +
             `${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
-        )
-        .join('\n') || 'no checkpoints yet',
+        ),
+        ...warnings.map((warning) => `warning: ${warning}`),
+      ].join('\n') || 'no checkpoints yet',
     ),
   rollback: (result, input) => {
     const what = input.paths ? `${input.paths.join(', ')} ` : '';

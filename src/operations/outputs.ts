@@ -163,8 +163,19 @@ const STRUCTURED = {
     of: (result) => ({ ...result }),
   },
   checkpoints: {
-    schema: open({ checkpoints: z.array(open(checkpoint)) }),
-    of: (checkpoints) => ({ checkpoints }),
+    schema: open({
+      checkpoints: z.array(
+        open({
+          ...checkpoint,
+          linesAdded: count.optional(),
+          linesRemoved: count.optional(),
+          // With lines: true, a checkpoint whose lines could not be counted (a warning says so).
+          linesUncounted: open({ code: z.string(), message: z.string() }).optional(),
+        }),
+      ),
+      warnings: z.array(z.string()),
+    }),
+    of: (listed) => ({ ...listed }),
   },
   rollback: {
     schema: open({

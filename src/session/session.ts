@@ -180,9 +180,9 @@ export class Session {
   }
 
   /**
-   * Every checkpoint of the session, oldest first, from the ledger. With `withLines`, each but the
-   * first also says how many lines of text files were added and removed since the one before it
-   * (cached in the store; uncached, it reads the files that changed; binary and over 1 MiB skipped).
+   * Every checkpoint of the session, oldest first, from the ledger; `withLines`: each but the first
+   * with the lines of text added and removed since the one before (cached; binary and over 1 MiB
+   * skipped), or with `linesUncounted` when an object they need is missing or damaged in the store.
    */
   async checkpoints(options: { withLines?: boolean } = {}): Promise<CheckpointInfo[]> {
     return listCheckpoints(this.#context, options);

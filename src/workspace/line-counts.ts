@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { isRewindError, type RewindError } from '../errors.js';
 import { type Digest, isDigest, readPlainFile, writeFileAtomic } from '../lib/index.js';
 import type { ObjectStore } from '../store/index.js';
 import { makeCacheDirectory } from './changes.js';
@@ -60,29 +61,43 @@ async function saveCounts(storeDirectory: string, counts: Counts): Promise<void>
   }
 }
 
+/** True for the errors of an object missing or damaged, which leave only that pair uncounted. */
+const isDamage = (error: unknown): error is RewindError =>
+  isRewindError(error, 'OBJECT_NOT_FOUND') ||
+  isRewindError(error, 'OBJECT_CORRUPT') ||
+  isRewindError(error, 'TREE_INVALID');
+
 /**
  * The lines added and removed from each pair's first tree to its second, as `countLineChanges`
  * counts them: from the store's cache, the pairs it lacks counted (reading the files that changed
- * between them) and added to it.
+ * between them) and added to it. A pair that needs an object missing or damaged in the store
+ * (`OBJECT_NOT_FOUND`, `OBJECT_CORRUPT`, `TREE_INVALID`) is that error, and the others are still
+ * counted; any other error is thrown.
  */
 export async function lineCountsBetween(
   store: ObjectStore,
   storeDirectory: string,
   pairs: readonly { from: Digest; to: Digest }[],
-): Promise<LineCounts[]> {
+): Promise<(LineCounts | { error: RewindError })[]> {
   if (pairs.length === 0) return [];
   const counts = await loadCounts(storeDirectory);
   const sizeBefore = counts.size;
-  const listed: LineCounts[] = [];
+  const listed: (LineCounts | { error: RewindError })[] = [];
   for (const { from, to } of pairs) {
     const key = keyOf(from, to);
     let cached = counts.get(key);
     if (cached === undefined) {
-      const { linesAdded, linesRemoved } = await countLineChanges(
-        store,
-        await diffTrees(store, from, to),
-      );
-      cached = [linesAdded, linesRemoved];
+      try {
+        const { linesAdded, linesRemoved } = await countLineChanges(
+          store,
+          await diffTrees(store, from, to),
+        );
+        cached = [linesAdded, linesRemoved];
+      } catch (error) {
+        if (!isDamage(error)) throw error;
+        listed.push({ error });
+        continue;
+      }
       counts.set(key, cached);
     }
     listed.push({ linesAdded: cached[0], linesRemoved: cached[1] });

@@ -1,8 +1,10 @@
-import { readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { digestBytes } from '../../src/lib/index.js';
 import { openSession } from '../../src/session/index.js';
 import { rewind } from '../helpers/cli.js';
+import { damagePackedObject } from '../helpers/damage.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
 
@@ -54,10 +56,80 @@ describe('rewind checkpoints and its line counts', () => {
       expect.stringMatching(/^two +4 .* \+0 ~1 -0 files$/),
       expect.stringMatching(/^three +5 .* \+0 ~1 -0 files$/),
     ]);
-    // Counting lines needs the files, and says which object is missing.
+    // Counting lines needs the files: still listed, each without its lines, and a warning says
+    // which could not be counted, why, and what to run.
     const counted = await rewind(cwd, ['checkpoints', '--lines']);
-    expect(counted.code).not.toBe(0);
-    expect(counted.stderr).toContain('[OBJECT_NOT_FOUND]');
+    expect(counted.code).toBe(0);
+    expect(counted.stdout.trimEnd().split('\n').slice(1)).toEqual([
+      expect.stringMatching(/^zero +2 .* \+1 ~0 -0 files$/),
+      expect.stringMatching(/^one +3 .* \+0 ~1 -0 files, \+\? -\? lines$/),
+      expect.stringMatching(/^two +4 .* \+0 ~1 -0 files, \+\? -\? lines$/),
+      expect.stringMatching(/^three +5 .* \+0 ~1 -0 files, \+\? -\? lines$/),
+    ]);
+    expect(counted.stderr).toMatch(
+      /^rewind: warning: the lines of checkpoints one \(#3\), two \(#4\), three \(#5\) since the previous one could not be counted: object sha256:[0-9a-f]{64} is missing from the store \(OBJECT_NOT_FOUND\)/,
+    );
+    expect(counted.stderr).toContain(
+      'They are listed without line counts. Run `rewind verify` to see what is damaged.',
+    );
+    expect(counted.stderr.trimEnd().split('\n')).toHaveLength(1);
+  });
+
+  it('lists the others with their lines when an object one pair needs is damaged, and says which and why', async () => {
+    // b.txt is new in "two" and the same in "three": only the pair one-two reads it.
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '-q']);
+    await lay(cwd, { 'a.txt': 'x\n' });
+    await rewind(cwd, ['checkpoint', 'zero', '-q']);
+    await lay(cwd, { 'a.txt': 'y\n1\n2\n' });
+    await rewind(cwd, ['checkpoint', 'one', '-q']);
+    const onlyInTwo = 'written in two\nand kept\n';
+    await lay(cwd, { 'a.txt': 'z\n1\n2\n3\n4\n5\n', 'b.txt': onlyInTwo });
+    await rewind(cwd, ['checkpoint', 'two', '-q']);
+    await lay(cwd, { 'a.txt': 'w\n1\n2\n3\n4\n5\n6\n7\n8\n9\n' });
+    await rewind(cwd, ['checkpoint', 'three', '-q']);
+    const digest = digestBytes(Buffer.from(onlyInTwo));
+    await damagePackedObject(cwd, digest);
+
+    const listed = await rewind(cwd, ['--json', 'checkpoints', '--lines']);
+    expect(listed.code).toBe(0);
+    const document = JSON.parse(listed.stdout);
+    expect(document.checkpoints).toMatchObject([
+      { label: 'zero' },
+      { label: 'one', linesAdded: 3, linesRemoved: 1 },
+      { label: 'two', linesUncounted: { code: 'OBJECT_CORRUPT', digest } },
+      { label: 'three', linesAdded: 5, linesRemoved: 1 },
+    ]);
+    expect(document.checkpoints[2]).not.toHaveProperty('linesAdded');
+    expect(document.checkpoints[2].linesUncounted.message).toContain(digest);
+    const warning =
+      `the lines of checkpoint two (#4) since the previous one could not be counted: object ${digest} is damaged (OBJECT_CORRUPT). ` +
+      'It is listed without line counts. Run `rewind verify` to see what is damaged.';
+    expect(document.warnings).toEqual([warning]);
+    expect(listed.stderr).toBe(`rewind: warning: ${warning}\n`);
+
+    const text = await rewind(cwd, ['checkpoints', '--lines']);
+    expect(text).toMatchObject({ code: 0, stderr: `rewind: warning: ${warning}\n` });
+    expect(text.stdout.trimEnd().split('\n').slice(1)).toEqual([
+      expect.stringMatching(/^zero +2 .* \+1 ~0 -0 files$/),
+      expect.stringMatching(/^one +3 .* \+0 ~1 -0 files, \+3 -1 lines$/),
+      expect.stringMatching(/^two +4 .* \+1 ~1 -0 files, \+\? -\? lines$/),
+      expect.stringMatching(/^three +5 .* \+0 ~1 -0 files, \+5 -1 lines$/),
+    ]);
+    // The counts made were cached; the one that could not be is not.
+    expect(Object.keys(JSON.parse(await readFile(join(cwd, CACHE), 'utf8')).pairs)).toHaveLength(2);
+    expect((await rewind(cwd, ['checkpoints', '--lines', '-q'])).stderr).toBe('');
+  });
+
+  it('still fails when the ledger cannot be read', async () => {
+    const cwd = await threeCheckpoints();
+    const sessions = join(cwd, '.rewind', 'sessions');
+    const [ledger] = await readdir(sessions);
+    await rename(join(sessions, ledger as string), join(cwd, 'moved.jsonl'));
+    await mkdir(join(sessions, ledger as string));
+    const listed = await rewind(cwd, ['checkpoints', '--lines']);
+    expect(listed.code).not.toBe(0);
+    expect(listed.stderr).toContain('[LEDGER_CORRUPT]');
   });
 
   it('counts lines with --lines, and takes them from its cache the second time', async () => {

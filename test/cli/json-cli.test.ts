@@ -54,6 +54,7 @@ describe('rewind --json', () => {
       expect(base).toMatchObject({ id: 2, label: 'base' });
       expect(await json('checkpoints', ['checkpoints'])).toEqual({
         checkpoints: [expect.objectContaining({ id: 2, label: 'base' })],
+        warnings: [],
       });
       const written = await json('write', ['write', 'b.txt', 'two']);
       expect(written).toMatchObject({ id: 3, kind: 'write' });

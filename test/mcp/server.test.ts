@@ -9,8 +9,10 @@ import {
 } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterEach, describe, expect, it } from 'vitest';
+import { digestBytes } from '../../src/lib/index.js';
 import { createMcpServer } from '../../src/mcp/server.js';
 import { rewind } from '../helpers/cli.js';
+import { damagePackedObject } from '../helpers/damage.js';
 import { ROOT } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { lay } from '../helpers/workspace.js';
@@ -310,6 +312,32 @@ describe('the MCP server', () => {
       expect.stringMatching(/^base \(#\d+, .*\): \+2 ~0 -0$/),
       expect.stringMatching(/^next \(#\d+, .*\): \+0 ~2 -0$/),
     ]);
+  });
+
+  it('lists a checkpoint whose lines cannot be counted without them, and says why in a warning', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    const agent = await connected(root);
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    await lay(root, { 'a.txt': 'two\n', 'b.txt': 'only in next\n' });
+    await agent.callTool({ name: 'checkpoint', arguments: { label: 'next' } });
+    const digest = digestBytes(Buffer.from('only in next\n'));
+    await damagePackedObject(root, digest);
+    const listed = await agent.callTool({ name: 'checkpoints', arguments: { lines: true } });
+    expect(listed.isError).toBeFalsy();
+    const warning = `the lines of checkpoint next (#3) since the previous one could not be counted: object ${digest} is damaged (OBJECT_CORRUPT). It is listed without line counts. Run \`rewind verify\` to see what is damaged.`;
+    expect(textOf(listed).split('\n')).toEqual([
+      expect.stringMatching(/^base \(#2, .*\): \+1 ~0 -0$/),
+      expect.stringMatching(/^next \(#3, .*\): \+1 ~1 -0 files, lines unknown$/),
+      `warning: ${warning}`,
+    ]);
+    expect(listed.structuredContent).toMatchObject({
+      checkpoints: [
+        { label: 'base' },
+        { label: 'next', linesUncounted: { code: 'OBJECT_CORRUPT', digest } },
+      ],
+      warnings: [warning],
+    });
   });
 
   it("lists the sessions of the store, the server's and the current one marked", async () => {

@@ -15,7 +15,9 @@ import {
   startIsolatedSession,
   startSession,
 } from '../../src/index.js';
+import { digestBytes } from '../../src/lib/index.js';
 import { type RunningUi, startUi } from '../../src/ui/server.js';
+import { damagePackedObject } from '../helpers/damage.js';
 import { git } from '../helpers/git.js';
 import { ROOT } from '../helpers/processes.js';
 
@@ -518,6 +520,34 @@ describe("the page's views", () => {
     await pick(Number(await created.nth(2).getAttribute('data-seq')));
     await page.getByRole('button', { name: 'Show the rollback plan' }).waitFor();
     expect(await page.locator('.detail').textContent()).not.toContain('was pruned');
+  });
+
+  it('shows every checkpoint when an object one needs is damaged: its lines unknown, and a warning', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    // b.txt is new in "two" and the same in "three": only the lines of "two" need it.
+    await writeFile(join(workspace, 'notes.txt'), 'a\nb\n');
+    await writeFile(join(workspace, 'b.txt'), 'only in two\n');
+    await session.checkpoint('two');
+    await writeFile(join(workspace, 'notes.txt'), 'a\nb\nc\nd\n');
+    await session.checkpoint('three');
+    const digest = digestBytes(Buffer.from('only in two\n'));
+    await damagePackedObject(workspace, digest);
+    await open();
+    const warning = page.locator('.warning[role="status"]');
+    await expect.poll(() => warning.textContent()).toContain('the lines of checkpoint two (#');
+    const said = await warning.textContent();
+    expect(said).toContain(`object ${digest} is damaged (OBJECT_CORRUPT)`);
+    expect(said).toContain('Run `rewind verify` to see what is damaged.');
+    expect(await page.locator('.problem[role="alert"]').count()).toBe(0);
+    await pick(await checkpointSeq('two'));
+    const facts = page.locator('.detail .facts');
+    await expect.poll(() => facts.textContent()).toContain('lines unknown');
+    expect(await facts.locator('.unknown').getAttribute('title')).toContain(digest);
+    // The others are counted, and "three" is compared with "two", not taken for the first.
+    await pick(await checkpointSeq('three'));
+    await expect.poll(() => facts.textContent()).toMatch(/\+2\s*−0/);
+    expect(await page.locator('.detail').textContent()).toContain('Files changed since two');
   });
 
   it("shows a command's argv, binary and truncated output, and why an action failed", async () => {

@@ -342,14 +342,18 @@ describe('rewind ui in a browser', () => {
       headers: { authorization: `Bearer ${ui.endpoint.token}` },
     });
     const { output } = (await response.json()) as {
-      output: { label: string; linesAdded?: number; linesRemoved?: number }[];
+      output: {
+        checkpoints: { label: string; linesAdded?: number; linesRemoved?: number }[];
+        warnings: string[];
+      };
     };
     // src/app.ts's line replaced, NOTES.md and out.txt written: the first has nothing before it.
-    expect(output.slice(0, 2)).toMatchObject([
+    expect(output.checkpoints.slice(0, 2)).toMatchObject([
       { label: 'base' },
       { label: 'fixed', linesAdded: 3, linesRemoved: 1 },
     ]);
-    expect(output[0]).not.toHaveProperty('linesAdded');
+    expect(output.checkpoints[0]).not.toHaveProperty('linesAdded');
+    expect(output.warnings).toEqual([]);
   });
 
   it('refuses requests without the token, from another origin, or for another host', async () => {

@@ -82,9 +82,11 @@ function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
     `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,
   ];
   for (const checkpoint of checkpoints) {
-    // The first one listed has no lines counted: there is nothing before it to count from.
-    const changedLines =
-      checkpoint.linesAdded === undefined
+    // The first one listed has no lines counted: there is nothing before it to count from. One
+    // whose objects are missing or damaged has them unknown (a warning says why).
+    const changedLines = checkpoint.linesUncounted
+      ? ', +? -? lines'
+      : checkpoint.linesAdded === undefined
         ? ''
         : `, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`;
     lines.push(
@@ -335,8 +337,9 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
       checkpointsOperation,
       { lines: flags.lines },
       {
-        text: renderCheckpoints,
-        json: (checkpoints) => ({ checkpoints: checkpoints.map(checkpointDocument) }),
+        text: (listed) => renderCheckpoints(listed.checkpoints),
+        json: (listed) => ({ ...listed, checkpoints: listed.checkpoints.map(checkpointDocument) }),
+        warnings: (listed) => listed.warnings,
       },
     ),
   );

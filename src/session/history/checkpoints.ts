@@ -1,6 +1,6 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
-import { clipped } from '../../lib/index.js';
+import { clipped, isDigest } from '../../lib/index.js';
 import { lineCountsBetween, type SnapshotProgress } from '../../workspace/index.js';
 import {
   isFirstSnapshotOf,
@@ -143,10 +143,22 @@ export function createCheckpoint(
   });
 }
 
+/** Why a pair's lines were not counted, as a listed checkpoint says it. */
+function uncountedOf(error: RewindError): NonNullable<CheckpointInfo['linesUncounted']> {
+  const digest = error.data.digest;
+  return {
+    code: error.code as NonNullable<CheckpointInfo['linesUncounted']>['code'],
+    message: error.message,
+    ...(isDigest(digest) && { digest }),
+  };
+}
+
 /**
  * Every checkpoint of the session not pruned, oldest first, from the ledger alone; `withLines`:
  * with the lines added and removed since the previous one listed, from the store's cache of line
- * counts (the pairs it lacks are counted from the files that changed, and cached).
+ * counts (the pairs it lacks are counted from the files that changed, and cached). A checkpoint
+ * whose count needs an object missing or damaged in the store is listed without its lines, with
+ * `linesUncounted` saying why; any other error is thrown.
  */
 export async function listCheckpoints(
   context: SessionContext,
@@ -159,10 +171,14 @@ export async function listCheckpoints(
     to: checkpoint.tree,
   }));
   const counts = await lineCountsBetween(context.store, context.storeDirectory, pairs);
-  // The first one listed has nothing before it to count from.
-  return checkpoints.map((checkpoint, index) =>
-    index === 0 ? checkpoint : { ...checkpoint, ...counts[index - 1] },
-  );
+  return checkpoints.map((checkpoint, index) => {
+    // The first one listed has nothing before it to count from.
+    const counted = counts[index - 1];
+    if (index === 0 || counted === undefined) return checkpoint;
+    return 'error' in counted
+      ? { ...checkpoint, linesUncounted: uncountedOf(counted.error) }
+      : { ...checkpoint, ...counted };
+  });
 }
 
 /**

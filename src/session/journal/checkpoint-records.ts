@@ -34,6 +34,18 @@ export interface CheckpointInfo {
   linesAdded?: number;
   linesRemoved?: number;
   /**
+   * Why its lines could not be counted, when they were asked for: an object the count needs
+   * (a tree or a file of it or of the previous checkpoint listed) is missing from the store or
+   * damaged; `linesAdded` and `linesRemoved` are absent then. `rewind verify` lists what is
+   * damaged.
+   */
+  linesUncounted?: {
+    code: 'OBJECT_NOT_FOUND' | 'OBJECT_CORRUPT' | 'TREE_INVALID';
+    message: string;
+    /** The object, when the error names it. */
+    digest?: Digest;
+  };
+  /**
    * The paths it could not read (no permission, changing at every read), left out of its tree:
    * a rollback to it leaves them as they are.
    */
