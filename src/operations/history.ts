@@ -5,6 +5,7 @@ import {
   type CheckpointOptions,
   FORMATS,
   type PruneResult,
+  type Session,
 } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import {
@@ -42,15 +43,23 @@ function budgetOf(maxSize: string | undefined): CheckpointOptions['budget'] {
 const UNLIMITED_OR_SIZE =
   'must be a size such as 500MB, 2GiB or 1.5G, a number of bytes, or unlimited';
 
+/** The label of a checkpoint made without one: `checkpoint-N`, N the first number free from the count. */
+async function nextLabel(session: Session): Promise<string> {
+  const taken = new Set((await session.checkpoints()).map((checkpoint) => checkpoint.label));
+  let number = taken.size + 1;
+  while (taken.has(`checkpoint-${number}`)) number += 1;
+  return `checkpoint-${number}`;
+}
+
 export const checkpointOperation = defineOperation({
   name: 'checkpoint',
   title: 'Checkpoint the workspace',
   summary: 'record the workspace under a label',
   description:
-    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later. A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
+    'Record the workspace (and the conversation: the one given, else the one last synced) under a label to roll back to later (without one: checkpoint-N, the next number free). A first checkpoint (one that reads and stores every file) over 1 GiB or 100,000 files is refused with what it would store: leave build output and dependencies out (.gitignore or .rewindignore) rather than raising maxSize.',
   input: () =>
     z.object({
-      label: label(),
+      label: label().optional(),
       messages: messagesInput().optional(),
       format: formatInput(),
       maxSize: z
@@ -69,7 +78,8 @@ export const checkpointOperation = defineOperation({
   run: async (target, { label: name, messages, format, maxSize }) => {
     const budget = budgetOf(maxSize);
     const { progress } = target;
-    return (await target.session()).checkpoint(name, {
+    const session = await target.session();
+    return session.checkpoint(name ?? (await nextLabel(session)), {
       ...(messages && { messages }),
       ...(format && { format }),
       ...(budget && { budget }),

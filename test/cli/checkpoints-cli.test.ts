@@ -45,6 +45,17 @@ async function removeObjects(cwd: string): Promise<void> {
 }
 
 describe('rewind checkpoints and its line counts', () => {
+  it('labels a checkpoint made without a label checkpoint-N, the next number free', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init', '-q']);
+    await lay(cwd, { 'a.txt': 'a\n' });
+    expect((await rewind(cwd, ['checkpoint'])).stdout).toMatch(/^Checkpoint checkpoint-1 \(#2\)/);
+    await rewind(cwd, ['checkpoint', 'checkpoint-3']);
+    expect((await rewind(cwd, ['checkpoint'])).stdout).toMatch(/^Checkpoint checkpoint-4 /);
+    expect((await rewind(cwd, ['checkpoint'])).stdout).toMatch(/^Checkpoint checkpoint-5 /);
+    expect((await rewind(cwd, ['rollback', 'checkpoint-1'])).code).toBe(0);
+  });
+
   it('lists from the ledger alone: a store whose objects are gone still lists its checkpoints', async () => {
     const cwd = await threeCheckpoints();
     await removeObjects(cwd);

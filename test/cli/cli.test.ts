@@ -71,7 +71,7 @@ describe('rewind CLI', () => {
     const failed = await rewind(cwd, '--json', 'log', '--session', 'nosuch');
     expect(failed.code).toBe(1);
     expect(JSON.parse(failed.stdout)).toMatchObject({ error: { code: 'SESSION_NOT_FOUND' } });
-    const misused = await rewind(cwd, '--json', 'checkpoint');
+    const misused = await rewind(cwd, '--json', 'rollback');
     expect(misused.code).toBe(2);
     expect(JSON.parse(misused.stdout)).toMatchObject({
       error: {

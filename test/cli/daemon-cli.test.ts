@@ -71,7 +71,7 @@ describe('rewind daemon', () => {
     const again = await rewind(workspace, ['checkpoint', 'fixed']);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('already has a checkpoint "fixed"');
-    const usage = await rewind(workspace, ['checkpoint']);
+    const usage = await rewind(workspace, ['rollback']);
     expect(usage.code).toBe(2);
     // What it does not serve (a command that runs another) runs in the command's own process.
     const served = daemon.log();

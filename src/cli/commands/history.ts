@@ -260,7 +260,10 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
   feed(
     checkpoint,
     'label',
-    new Argument('<label>', 'letters, digits, ".", "_" and "-", unique in the session'),
+    new Argument(
+      '[label]',
+      'letters, digits, ".", "_" and "-", unique in the session (default: checkpoint-N)',
+    ),
   );
   feed(
     checkpoint,
@@ -288,7 +291,7 @@ export function registerHistoryCommands(program: Command, cli: CliContext): void
     new Option('-y, --yes', 'store a first checkpoint whatever its size, without asking'),
     'it answers the question a first checkpoint over its budget asks: how a person confirms on the command line',
   );
-  checkpoint.action(async (label: string, flags: CheckpointFlags, command: Command) => {
+  checkpoint.action(async (label: string | undefined, flags: CheckpointFlags, command: Command) => {
     if (flags.yes === true && flags.maxSize !== undefined) {
       throw new UsageError(
         'Give --max-size or --yes, not both: --yes stores a first checkpoint whatever its size.',
