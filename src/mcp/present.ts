@@ -128,7 +128,7 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     text(
       `checkpoint ${result.label} (#${result.seq}): ${result.fileCount} files; ${result.added} added, ${result.modified} modified, ${result.deleted} deleted since the previous one`,
     ),
-  checkpoints: ({ checkpoints, warnings }) =>
+  checkpoints: ({ checkpoints }) =>
     text(
       [
         ...checkpoints.map(
@@ -141,7 +141,6 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
                 : '') +
             `${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
         ),
-        ...warnings.map((warning) => `warning: ${warning}`),
       ].join('\n') || 'no checkpoints yet',
     ),
   rollback: (result, input) => {
@@ -310,7 +309,28 @@ export function presenterOf(name: string): (output: unknown, input: unknown) => 
   >;
   const present = presenters[name];
   if (!present) throw new Error(`The MCP server has no presenter for ${name}.`);
-  return present;
+  if (SHOWS_ITS_WARNINGS.has(name)) return present;
+  return (output, input) => withWarnings(present(output, input), output);
+}
+
+/** The operations whose answer holds their warnings already (the whole result, as JSON). */
+const SHOWS_ITS_WARNINGS = new Set(['commit', 'status']);
+
+/**
+ * `result` with the output's `warnings` (a path left out of a snapshot, a command run without a
+ * sandbox, edits a rollback kept) after its text, one `warning: ...` line each: many clients give
+ * a model only the text, not the structured content that holds them too.
+ */
+function withWarnings(result: ToolResult, output: unknown): ToolResult {
+  const warnings = (output as { warnings?: unknown } | null | undefined)?.warnings;
+  if (!Array.isArray(warnings) || warnings.length === 0) return result;
+  const lines = warnings.map((warning) => `warning: ${String(warning)}`).join('\n');
+  const last = result.content.at(-1);
+  const content =
+    last === undefined
+      ? [{ type: 'text' as const, text: lines }]
+      : [...result.content.slice(0, -1), { ...last, text: `${last.text}\n${lines}` }];
+  return { ...result, content };
 }
 
 /**

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -338,6 +338,34 @@ describe('the MCP server', () => {
       ],
       warnings: [warning],
     });
+  });
+
+  it('puts the warnings of a checkpoint, a command and a rollback in the text a model reads', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    execFileSync('mkfifo', [join(root, 'pipe')]);
+    const agent = await connected(root);
+    const left =
+      'pipe is not a file, directory or symbolic link (a socket or device?); it was left out';
+    const checkpoint = await agent.callTool({ name: 'checkpoint', arguments: { label: 'base' } });
+    expect(textOf(checkpoint).split('\n')).toEqual([
+      expect.stringMatching(/^checkpoint base \(#2\): 1 files;/),
+      `warning: ${left}`,
+    ]);
+    const ran = await agent.callTool({
+      name: 'exec',
+      arguments: { command: 'mkfifo other && echo two > a.txt' },
+    });
+    expect(textOf(ran)).toMatch(/journaled as action #\d+ \(reversible: rewind undo \d+\)\n/);
+    expect(textOf(ran)).toContain(
+      'warning: other is not a file, directory or symbolic link (a socket or device?); it was left out',
+    );
+    const rolled = await agent.callTool({ name: 'rollback', arguments: { label: 'base' } });
+    expect(textOf(rolled)).toMatch(/^rolled back to base: 1 written.*\nwarning: /s);
+    // An answer with no warnings has no such line.
+    expect(
+      textOf(await agent.callTool({ name: 'write', arguments: { path: 'b.txt', content: 'b' } })),
+    ).not.toContain('warning');
   });
 
   it("lists the sessions of the store, the server's and the current one marked", async () => {
