@@ -13,7 +13,11 @@
  * client answers `{ go: true }`, and the daemon runs the command, in turn, sending `{ stdout }`
  * and `{ stderr }` as it prints (`{ stdoutBytes }`, `{ stderrBytes }` in base64 for bytes that are
  * not text) and `{ exit }` last. A client that heard nothing within 2 s
- * closes the connection and runs the command itself; the daemon, without its go, does not.
+ * closes the connection and runs the command itself; the daemon, without its go, does not. The
+ * daemon closes a connection that sent no request line within 5 s, sends `{ fallback }` to one
+ * that sent no go within 5 s of its `{ accepted }`, and closes a connection whose client has not
+ * closed its end 5 s after the daemon ended its own: a silent client does not keep it from
+ * stopping when idle.
  */
 import { statSync } from 'node:fs';
 import { link, readdir, rename, rm } from 'node:fs/promises';
@@ -59,6 +63,32 @@ const LONGEST_SOCKET_PATH = 107;
 
 /** The longest line the daemon reads from a caller, in characters. */
 const LONGEST_LINE = 64 * 1024 * 1024;
+
+/**
+ * How long a caller has for each line it sends before its command runs (its request, then its
+ * go), and to close its end once the daemon ended its own: bin/rewind.cjs sends each line as soon
+ * as it can, and gives up after 2 s anyway. A connection kept open past that, saying nothing,
+ * would keep the daemon from stopping when idle.
+ */
+const LINE_WAIT_MS = 5_000;
+
+/** What {@link within} resolves with once its time is up. */
+const LATE = Symbol('late');
+
+/** `promise`, or {@link LATE} when it has not settled within {@link LINE_WAIT_MS}. */
+function within<T>(promise: Promise<T>): Promise<T | typeof LATE> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<typeof LATE>((resolve) => {
+    timer = setTimeout(() => resolve(LATE), LINE_WAIT_MS);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** Ends `socket`, and destroys it if its other end is still open {@link LINE_WAIT_MS} later. */
+function endSoon(socket: Socket): void {
+  socket.end();
+  setTimeout(() => socket.destroy(), LINE_WAIT_MS).unref();
+}
 
 /**
  * The daemon's session: its workspace's current one, opened once, watching, and kept while it is
@@ -259,7 +289,8 @@ async function serve(
       ),
   });
   let queue: Promise<void> = Promise.resolve();
-  // For --idle-exit: connections open now, and when the last one ended.
+  // For --idle-exit: connections open now (each closed once it keeps silent: LINE_WAIT_MS), and
+  // when the last one ended.
   let connections = 0;
   let lastActive = Date.now();
   const server = createServer((socket) => {
@@ -278,9 +309,17 @@ async function serve(
   // in turn, one at a time.
   const receive = async (socket: Socket): Promise<void> => {
     const nextLine = linesOf(socket);
+    const line = await within(nextLine());
+    if (line === LATE) {
+      io.stderr(
+        `rewind daemon: closed a connection that sent no request within ${LINE_WAIT_MS / 1000} s\n`,
+      );
+      socket.destroy();
+      return;
+    }
     let request: Request;
     try {
-      request = JSON.parse((await nextLine()) ?? '') as Request;
+      request = JSON.parse(line ?? '') as Request;
     } catch {
       socket.destroy();
       return;
@@ -288,13 +327,21 @@ async function serve(
     const refusal = refusalOf(request);
     if (refusal !== undefined) {
       send(socket, { fallback: refusal });
-      socket.end();
+      endSoon(socket);
       return;
     }
     send(socket, { accepted: true });
     // The caller says go once it heard back: one that gave up waiting (2 s) runs the command
-    // itself, and its command must not run here too.
-    const go = await nextLine();
+    // itself, and its command must not run here too. One that says nothing is told to run it
+    // itself (it does, if it is still there).
+    const go = await within(nextLine());
+    if (go === LATE) {
+      send(socket, {
+        fallback: `the caller said no go within ${LINE_WAIT_MS / 1000} s: it runs there`,
+      });
+      endSoon(socket);
+      return;
+    }
     if (go === undefined) return;
     queue = queue.then(() => handle(socket, request)).catch(() => {});
   };
@@ -329,7 +376,7 @@ async function serve(
       `rewind daemon: ${commandOf(request.argv)} exit ${code} (${Date.now() - started} ms)\n`,
     );
     send(socket, { exit: code });
-    socket.end();
+    endSoon(socket);
   };
   // A socket left by a killed process of our pid is no one's.
   await rm(ownPath, { force: true });

@@ -3,10 +3,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import { appendFile, readFile, rm, symlink, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { storeEnvironmentOf } from '../../src/cli/daemon-requests.js';
 import { REWIND_VERSION } from '../../src/index.js';
 import {
   autoStarted,
@@ -543,6 +544,82 @@ describe('rewind daemon', () => {
       expect(refused.stderr).toContain(
         `--idle-exit takes a number of seconds above 0, not "${value}"`,
       );
+    }
+  }, 60_000);
+
+  it('closes a connection that sends no request, or no go, within 5 s, so it still stops when idle, and serves meanwhile', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace, process.env, ['--idle-exit', '2']);
+    const started = Date.now();
+    const sockets: Socket[] = [];
+    // Each sends `sent` and keeps its end open, after the daemon ended its own too: resolves with
+    // what it heard once the daemon ended, and when.
+    const hold = (sent: string): Promise<{ heard: string; endedMs: number }> =>
+      new Promise((resolve, reject) => {
+        const socket = connect({
+          path: join(workspace, '.rewind/daemon.sock'),
+          allowHalfOpen: true,
+        });
+        sockets.push(socket);
+        let heard = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (chunk: string) => {
+          heard += chunk;
+        });
+        socket.on('end', () => resolve({ heard, endedMs: Date.now() - started }));
+        socket.on('error', reject);
+        socket.write(sent);
+      });
+    const request = {
+      v: 1,
+      version: REWIND_VERSION,
+      argv: ['checkpoint', 'never'],
+      cwd: workspace,
+      env: {},
+      isTerminal: false,
+      isErrorTerminal: false,
+      storeEnv: storeEnvironmentOf(process.env),
+    };
+    const held = Promise.all([
+      hold(''),
+      hold('{"v":1,'),
+      hold(`${JSON.stringify(request)}\n`),
+      hold(`${JSON.stringify({ ...request, version: '0.0.1' })}\n`),
+    ]);
+    try {
+      // A caller meanwhile is served at once.
+      expect((await rewind(workspace, ['checkpoints'])).code).toBe(0);
+      expect(daemon.log()).toMatch(/^rewind daemon: checkpoints exit 0/m);
+      // Before, it never stopped: none of them was ever closed.
+      const stopped = await Promise.race([
+        new Promise((resolve) => daemon.child.once('close', () => resolve('stopped'))),
+        sleep(15_000).then(() => 'still serving after 15 s'),
+      ]);
+      expect(stopped).toBe('stopped');
+      expect(Date.now() - started).toBeGreaterThan(5_000);
+      expect(daemon.child.exitCode).toBe(0);
+      expect(daemon.log()).toMatch(/stopped \(no command for 2 s\)/);
+      const [silent, partial, noGo, sentBack] = await held;
+      // Closed after 5 s of silence, and said in the log.
+      for (const unasked of [silent, partial]) {
+        expect(unasked?.heard).toBe('');
+        expect(unasked?.endedMs).toBeGreaterThanOrEqual(4_500);
+      }
+      expect(daemon.log()).toMatch(
+        /^rewind daemon: closed a connection that sent no request within 5 s$/m,
+      );
+      // Accepted, but with no go the command is not run: it goes back to its caller.
+      expect(noGo?.heard).toBe(
+        '{"accepted":true}\n{"fallback":"the caller said no go within 5 s: it runs there"}\n',
+      );
+      expect(noGo?.endedMs).toBeGreaterThanOrEqual(4_500);
+      expect(daemon.log()).not.toMatch(/checkpoint exit/);
+      expect(await labels(workspace)).toEqual([]);
+      // Sent back at once (another version): its caller, which kept its end open, held it no longer.
+      expect(sentBack?.heard).toMatch(/^\{"fallback":"the daemon is Rewind .*\}\n$/);
+      expect(sentBack?.endedMs).toBeLessThan(4_500);
+    } finally {
+      for (const socket of sockets) socket.destroy();
     }
   }, 60_000);
 });
