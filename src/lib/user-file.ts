@@ -1,6 +1,6 @@
 // Writing a file a person named for output (`--messages-out FILE`): what they mean is the file
 // the name leads to, or the stream it names, never to have the name itself replaced.
-import { constants, fstatSync, type Stats, writeSync } from 'node:fs';
+import { constants, fstatSync, readFileSync, type Stats, writeSync } from 'node:fs';
 import { lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -23,6 +23,7 @@ type UserTarget =
  * start, under what the process writes to it.
  */
 function descriptorNamed(path: string): number | undefined {
+  if (path === '/dev/stdin') return 0;
   if (path === '/dev/stdout') return 1;
   if (path === '/dev/stderr') return 2;
   const match = /^\/(?:dev|proc\/(self|\d+))\/fd\/(\d+)$/.exec(path);
@@ -31,6 +32,27 @@ function descriptorNamed(path: string): number | undefined {
   }
   return Number(match[2]);
 }
+
+/**
+ * Whether descriptor `descriptor` of this process is open for reading only (a shell's `3< FILE`),
+ * as /proc/self/fdinfo says; false where it cannot say (no /proc): the write then fails as it
+ * would.
+ */
+function isReadOnly(descriptor: number): boolean {
+  try {
+    const flags = /^flags:\s*([0-7]+)$/m.exec(
+      readFileSync(`/proc/self/fdinfo/${descriptor}`, 'utf8'),
+    );
+    // O_ACCMODE (3) masks O_RDONLY (0), O_WRONLY (1) and O_RDWR (2).
+    return flags?.[1] !== undefined && (Number.parseInt(flags[1], 8) & 3) === constants.O_RDONLY;
+  } catch {
+    return false;
+  }
+}
+
+/** The way on for a descriptor that cannot be written: open it so, or name a file. */
+const openItOrNameAFile = (descriptor: number): string =>
+  `Open it for writing in the shell that runs the command (\`${descriptor}>FILE\`), or name a file.`;
 
 function refusal(given: string, message: string): RewindError {
   return new RewindError('INVALID_ARGUMENT', `Cannot write ${given}: ${message}`, {
@@ -42,17 +64,33 @@ function refusal(given: string, message: string): RewindError {
  * Where writing `path` goes: the file its symbolic links lead to (written anew), a named pipe or
  * character device (written as it is), or a descriptor of this process. Throws
  * `INVALID_ARGUMENT`, saying what to do, for a directory, a block device, a socket, a loop of
- * links, or a missing directory.
+ * links, a missing directory, standard input, or a descriptor not open or open for reading only.
  */
 async function userFileTarget(path: string): Promise<UserTarget> {
   let current = resolve(path);
   for (let links = 0; ; links++) {
     const descriptor = descriptorNamed(current);
     if (descriptor !== undefined) {
+      // Standard input is read, even when it is open for writing too (a terminal is).
+      if (descriptor === 0) {
+        throw refusal(
+          path,
+          'it names standard input (descriptor 0), which is read from, not written to. Name a file, or /dev/stdout for standard output.',
+        );
+      }
       try {
         fstatSync(descriptor);
       } catch {
-        throw refusal(path, `this process has no descriptor ${descriptor} open to write to.`);
+        throw refusal(
+          path,
+          `this process has no descriptor ${descriptor} open. ${openItOrNameAFile(descriptor)}`,
+        );
+      }
+      if (isReadOnly(descriptor)) {
+        throw refusal(
+          path,
+          `descriptor ${descriptor} is open for reading only. ${openItOrNameAFile(descriptor)}`,
+        );
       }
       return { kind: 'descriptor', descriptor };
     }

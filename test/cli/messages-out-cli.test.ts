@@ -162,6 +162,21 @@ describe('rollback --messages-out FILE', () => {
     },
   );
 
+  it('refuses standard input before rolling anything back, saying to name a file or /dev/stdout', async () => {
+    const cwd = await withConversation();
+    // It passed the checks, then failed with EBADF once the rollback was done (exit 4).
+    const refused = await rewindChild(cwd, ['rollback', 'base', '--messages-out', '/dev/stdin']);
+    expect(refused).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        'rewind: Cannot write /dev/stdin: it names standard input (descriptor 0), which is read from, not written to. Name a file, or /dev/stdout for standard output. [INVALID_ARGUMENT]\n',
+    });
+    expect(await readFile(join(cwd, 'a.txt'), 'utf8')).toBe('broken\n');
+    const log = await rewind(cwd, ['log']);
+    expect(log.stdout).not.toMatch(/rollback/i);
+  });
+
   it('refuses a directory before rolling anything back, saying what to name', async () => {
     const cwd = await withConversation();
     const exports = await makeTempDirectory();

@@ -89,8 +89,31 @@ describe('writeUserFile: a file a person named for output', () => {
     expect(await readFile(file, 'utf8')).toBe('before\nwritten\nagain\nafter\n');
     expect((await lstat(file)).isFile()).toBe(true);
     await expect(writeUserFile('/proc/self/fd/987', 'x')).rejects.toThrow(
-      'Cannot write /proc/self/fd/987: this process has no descriptor 987 open to write to.',
+      'Cannot write /proc/self/fd/987: this process has no descriptor 987 open. Open it for writing in the shell that runs the command (`987>FILE`), or name a file.',
     );
+  });
+
+  it('refuses standard input, and a descriptor open only for reading, before writing anything', async () => {
+    // Standard input is read, whatever it is open for (a terminal is open for both).
+    for (const path of ['/dev/stdin', '/dev/fd/0', '/proc/self/fd/0']) {
+      await expect(checkUserFile(path)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `Cannot write ${path}: it names standard input (descriptor 0), which is read from, not written to. Name a file, or /dev/stdout for standard output.`,
+      });
+    }
+    const file = join(await makeTempDirectory(), 'read.txt');
+    await writeFile(file, 'kept\n');
+    // As a shell's `3< FILE` leaves it: open for reading only.
+    const descriptor = openSync(file, 'r');
+    try {
+      await expect(writeUserFile(`/dev/fd/${descriptor}`, 'x')).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `Cannot write /dev/fd/${descriptor}: descriptor ${descriptor} is open for reading only. Open it for writing in the shell that runs the command (\`${descriptor}>FILE\`), or name a file.`,
+      });
+    } finally {
+      closeSync(descriptor);
+    }
+    expect(await readFile(file, 'utf8')).toBe('kept\n');
   });
 
   it('refuses a directory, a block device, a missing directory and a loop of links, saying what to do', async () => {
