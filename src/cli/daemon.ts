@@ -210,6 +210,15 @@ class KeptSessions implements SessionKeeper {
   }
 }
 
+/** The command a request line names, as its log says it: "a request" when it names none. */
+function namedIn(request: unknown): string {
+  const argv = (request as { argv?: unknown } | null)?.argv;
+  const command = Array.isArray(argv)
+    ? argv.find((arg) => typeof arg === 'string' && !arg.startsWith('-'))
+    : undefined;
+  return typeof command === 'string' ? command : 'a request';
+}
+
 /** Whether a daemon answers on `socket`. */
 function isAnswering(socket: string): Promise<boolean> {
   return new Promise((done) => {
@@ -326,6 +335,8 @@ async function serve(
     }
     const refusal = refusalOf(request);
     if (refusal !== undefined) {
+      // Logged as a command it runs is: what the caller then runs itself, and why.
+      io.stderr(`rewind daemon: ${namedIn(request)} sent back to its caller: ${refusal}\n`);
       send(socket, { fallback: refusal });
       endSoon(socket);
       return;

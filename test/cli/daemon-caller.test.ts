@@ -69,8 +69,16 @@ describe('rewind daemon and its callers', () => {
     expect((await rewind(workspace, ['checkpoint', 'five', '--messages', fifo])).code).toBe(0);
     await written;
     expect(await conversationOf(workspace, 'five')).toEqual(messages);
-    // None of them was the daemon's; a plain command still is.
+    // None of them was the daemon's, which logged each it sent back, and why; a plain command
+    // still is.
     expect(daemon.log()).not.toMatch(/checkpoint exit/);
+    const why =
+      "may name the caller's own stdin, stdout, terminal or process, or a pipe: it runs there";
+    expect(daemon.log().match(/^rewind daemon: checkpoint sent back.*$/gm)).toEqual(
+      ['/dev/stdin', '--messages=/dev/fd/0', '/proc/self/fd/0', join(outside, 'input'), fifo].map(
+        (named) => `rewind daemon: checkpoint sent back to its caller: ${named} ${why}`,
+      ),
+    );
     await writeFile(join(workspace, 'README.md'), '# app, six\n');
     expect((await rewind(workspace, ['checkpoint', 'six'])).code).toBe(0);
     expect(daemon.log()).toMatch(/^rewind daemon: checkpoint exit 0/m);
@@ -98,7 +106,8 @@ describe('rewind daemon and its callers', () => {
     expect(statSync(join(workspace, 'out.json')).mode & 0o777).toBe(0o600);
     expect(daemon.log()).toMatch(/^rewind daemon: log exit 0/m);
     // --messages-out is the caller's to write: that rollback runs in the caller, with its umask.
-    expect(daemon.log()).not.toMatch(/^rewind daemon: rollback/m);
+    expect(daemon.log()).not.toMatch(/^rewind daemon: rollback exit/m);
+    expect(daemon.log()).toMatch(/^rewind daemon: rollback sent back to its caller: /m);
     // The daemon's own are back after each command: its time zone for the next without TZ.
     const utc = await rewind(workspace, ['log'], { env: { ...alone, TZ: 'UTC' } });
     expect((await rewind(workspace, ['log'], { env: { TZ: 'UTC' } })).stdout).toBe(utc.stdout);
@@ -175,6 +184,14 @@ describe('rewind daemon and its callers', () => {
     );
     expect(ran).toBe(0);
     expect(servedCount()).toBe(2);
+    // Each logged by the daemon, with the names of the variables (never their values).
+    expect(daemon.log().match(/^rewind daemon: status sent back.*$/gm)).toEqual(
+      ['AWS_REGION', 'PGHOST', 'AWS_ACCESS_KEY_ID, PGPASSWORD', 'REWIND_LEDGER', 'AWS_REGION'].map(
+        (names) =>
+          `rewind daemon: status sent back to its caller: the caller's ${names} differ from the daemon's (they choose the store's bucket, database or credentials): it runs there`,
+      ),
+    );
+    expect(daemon.log()).not.toMatch(/secret|AKIA|us-east-1|other\.example|me@other/);
   }, 60_000);
 
   it("asks a daemon whose socket has the inode of another version's it met before", async () => {

@@ -77,10 +77,12 @@ describe('rewind daemon', () => {
     // What it does not serve (a command that runs another) runs in the command's own process.
     const served = daemon.log();
     expect((await rewind(workspace, ['exec', '--', 'true'])).code).toBe(0);
-    // Nor a file to write that may be the caller's own output.
+    // Nor a file to write that may be the caller's own output: sent back, as its log says.
     const planned = ['rollback', 'fixed', '--dry-run', '--messages-out', '/dev/stdout'];
     expect((await rewind(workspace, planned)).code).toBe(0);
-    expect(daemon.log()).toBe(served);
+    expect(daemon.log()).toBe(
+      `${served}rewind daemon: rollback sent back to its caller: it does not serve --messages-out\n`,
+    );
     expect(await labels(workspace)).toEqual(['base', 'fixed']);
     // A second daemon for the workspace is refused; SIGTERM stops the first and removes its socket.
     const second = await rewind(workspace, ['daemon']);
@@ -386,6 +388,17 @@ describe('rewind daemon', () => {
       });
     }
     expect(daemon.child.exitCode).toBe(null);
+    // Each in its log, as sent back.
+    expect(
+      daemon.log().match(/^rewind daemon: (a request|status) sent back to its caller: .*$/gm),
+    ).toEqual([
+      ...Array(2).fill(
+        'rewind daemon: a request sent back to its caller: the request is not one this daemon reads',
+      ),
+      ...Array(4).fill(
+        'rewind daemon: status sent back to its caller: the request is not one this daemon reads',
+      ),
+    ]);
     expect((await rewind(workspace, ['status'])).code).toBe(0);
     expect(daemon.log()).toMatch(/^rewind daemon: status exit 0/m);
   }, 60_000);
