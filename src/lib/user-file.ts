@@ -1,6 +1,14 @@
 // Writing a file a person named for output (`--messages-out FILE`): what they mean is the file
 // the name leads to, or the stream it names, never to have the name itself replaced.
-import { constants, fstatSync, readFileSync, type Stats, writeSync } from 'node:fs';
+import {
+  constants,
+  fstatSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  type Stats,
+  writeSync,
+} from 'node:fs';
 import { lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
@@ -50,6 +58,33 @@ function isReadOnly(descriptor: number): boolean {
   }
 }
 
+/**
+ * Whether descriptor `descriptor` is one Node opened for itself rather than one the command was
+ * given (`3> FILE`): its event loop's (epoll, eventfd: `anon_inode:` in /proc/self/fd), or a pipe
+ * whose reading end this process holds too (libuv's wake-ups). Written, those fail with EINVAL
+ * or feed the event loop bytes it takes for its own. False where /proc cannot say.
+ */
+function isNodesOwn(descriptor: number): boolean {
+  const linkOf = (number: number | string): string | undefined => {
+    try {
+      return readlinkSync(`/proc/self/fd/${number}`);
+    } catch {
+      return undefined;
+    }
+  };
+  const link = linkOf(descriptor);
+  if (link?.startsWith('anon_inode:')) return true;
+  if (!link?.startsWith('pipe:')) return false;
+  try {
+    return readdirSync('/proc/self/fd').some(
+      (other) =>
+        Number(other) !== descriptor && linkOf(other) === link && isReadOnly(Number(other)),
+    );
+  } catch {
+    return false;
+  }
+}
+
 /** The way on for a descriptor that cannot be written: open it so, or name a file. */
 const openItOrNameAFile = (descriptor: number): string =>
   `Open it for writing in the shell that runs the command (\`${descriptor}>FILE\`), or name a file.`;
@@ -64,7 +99,8 @@ function refusal(given: string, message: string): RewindError {
  * Where writing `path` goes: the file its symbolic links lead to (written anew), a named pipe or
  * character device (written as it is), or a descriptor of this process. Throws
  * `INVALID_ARGUMENT`, saying what to do, for a directory, a block device, a socket, a loop of
- * links, a missing directory, standard input, or a descriptor not open or open for reading only.
+ * links, a missing directory, standard input, or a descriptor not open, open for reading only, or
+ * Node's own.
  */
 async function userFileTarget(path: string): Promise<UserTarget> {
   let current = resolve(path);
@@ -90,6 +126,12 @@ async function userFileTarget(path: string): Promise<UserTarget> {
         throw refusal(
           path,
           `descriptor ${descriptor} is open for reading only. ${openItOrNameAFile(descriptor)}`,
+        );
+      }
+      if (isNodesOwn(descriptor)) {
+        throw refusal(
+          path,
+          `descriptor ${descriptor} is not one the command was given, but one Node opened for itself. ${openItOrNameAFile(descriptor)}`,
         );
       }
       return { kind: 'descriptor', descriptor };

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, readFileSync, readlinkSync, writeSync } from 'node:fs';
 import {
   chmod,
   lstat,
@@ -114,6 +114,41 @@ describe('writeUserFile: a file a person named for output', () => {
       closeSync(descriptor);
     }
     expect(await readFile(file, 'utf8')).toBe('kept\n');
+  });
+
+  it("refuses a descriptor Node opened for itself (its event loop's, its own pipes), before writing anything", async () => {
+    // What this process holds that no shell gave it: epoll and eventfd descriptors, and pipes
+    // whose reading end it holds too (libuv's wake-ups). Writing there failed with EINVAL, or
+    // fed the event loop bytes it took for its own (a segmentation fault), once the rollback
+    // that --messages-out /dev/fd/N follows was done.
+    const links = new Map<number, string>();
+    for (const name of readdirSync('/proc/self/fd')) {
+      try {
+        links.set(Number(name), readlinkSync(`/proc/self/fd/${name}`));
+      } catch {}
+    }
+    const accessOf = (descriptor: number): number =>
+      Number.parseInt(
+        /^flags:\s*([0-7]+)$/m.exec(readFileSync(`/proc/self/fdinfo/${descriptor}`, 'utf8'))?.[1] ??
+          '0',
+        8,
+      ) & 3;
+    const eventLoop = [...links].find(([, link]) => link.startsWith('anon_inode:'))?.[0];
+    const ownPipe = [...links].find(
+      ([descriptor, link]) =>
+        link.startsWith('pipe:') &&
+        accessOf(descriptor) !== 0 &&
+        [...links].some(
+          ([other, same]) => other !== descriptor && same === link && accessOf(other) === 0,
+        ),
+    )?.[0];
+    expect([eventLoop, ownPipe]).not.toContain(undefined);
+    for (const descriptor of [eventLoop, ownPipe]) {
+      await expect(checkUserFile(`/dev/fd/${descriptor}`)).rejects.toMatchObject({
+        code: 'INVALID_ARGUMENT',
+        message: `Cannot write /dev/fd/${descriptor}: descriptor ${descriptor} is not one the command was given, but one Node opened for itself. Open it for writing in the shell that runs the command (\`${descriptor}>FILE\`), or name a file.`,
+      });
+    }
   });
 
   it('refuses a directory, a block device, a missing directory and a loop of links, saying what to do', async () => {
