@@ -19,6 +19,11 @@ describe('rewind init --isolated, commit, destroy', () => {
     expect((await rewind(cwd, ['status'])).stdout).toContain(
       'Pending    2 changes to commit from the isolated view\n',
     );
+    // Without a checkpoint, `rewind diff` alone points to what shows the view's changes.
+    expect(await rewind(cwd, ['diff'])).toMatchObject({
+      code: 1,
+      stderr: expect.stringContaining('is what `rewind commit --dry-run --diff` shows'),
+    });
     const plan = await rewind(cwd, ['commit', '--dry-run']);
     expect(plan.stdout).toBe(
       'Committing would change the workspace: 1 written, 1 created, 0 deleted.\n  written  a.txt\n  created  b.txt\n',

@@ -89,6 +89,19 @@ async function resolveSide(
   };
 }
 
+/**
+ * Throws `CHECKPOINT_NOT_FOUND` for an isolated session without a checkpoint, saying what shows
+ * the changes of its view instead: a person asks for `rewind diff` alone to see them.
+ */
+function checkHasCheckpoint(context: SessionContext, journal: Journal): void {
+  if (journal.checkpoints().length > 0) return;
+  throw new RewindError(
+    'CHECKPOINT_NOT_FOUND',
+    `Session ${context.id} has no checkpoint yet, so there is no latest one to compare with. What it changed in its view (what a commit would write) is what \`rewind commit --dry-run --diff\` shows; \`rewind checkpoint\` makes a checkpoint to compare with later.`,
+    { data: { label: 'latest', known: [] } },
+  );
+}
+
 /** The paths an action's after-state could not read. */
 function unreadOf(effect: Effect, side: string): Unread[] {
   return effect.type === 'trees' ? (effect.unreadable ?? []).map((path) => ({ path, side })) : [];
@@ -158,6 +171,8 @@ export function diffStates(
       unread = unreadOf(action.effect, `the state after #${from}`);
       names = [`before #${from}`, `after #${from}`];
     } else {
+      if (from === 'latest' && context.isolation === 'isolated')
+        checkHasCheckpoint(context, journal);
       const fromSide = await resolveSide(context, journal, from);
       const toSide = await resolveSide(context, journal, to);
       changes = await diffTrees(context.store, fromSide.tree, toSide.tree);
