@@ -218,6 +218,16 @@ describe('rewind mcp --http', () => {
     expect(read.body).toContain('a.txt');
     expect(read.body).toContain('d.txt');
     for (const path of paths) expect(existsSync(join(root, path)), path).toBe(false);
+    // A person destroys it: the next request works in a new one, and its answer says so, once.
+    const gone = isolated[0]?.id as string;
+    expect((await rewind(root, ['destroy', '--session', gone, '--force'])).code).toBe(0);
+    const next = await callWrite(port, 'e.txt', headers);
+    expect(next.body).toContain(`The isolated session ${gone} this server worked in was destroyed`);
+    expect(next.body).toContain('journaled as action');
+    const after = await callWrite(port, '', headers, '', { name: 'list', arguments: {} });
+    expect(after.body).toContain('e.txt');
+    expect(after.body).not.toContain('a.txt');
+    expect(after.body).not.toContain('was destroyed');
   });
 
   it('says so, exit 1, on a port in use, and creates nothing', async () => {
