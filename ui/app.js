@@ -83,7 +83,7 @@ function App() {
   const [selected, setSelected] = useState(undefined);
   // The option of the timeline the keyboard is on (aria-selected); Enter opens it.
   const [cursor, setCursor] = useState(undefined);
-  // A read that failed, by what it read (workspace, sessions, log): each goes when that read
+  // A read that failed, by what it read (workspace, sessions, log, checkpoints): each goes when that read
   // succeeds again, as once the server can be reached again.
   const [problems, setProblems] = useState({});
   const problemOf = useCallback(
@@ -168,11 +168,14 @@ function App() {
     );
     read('checkpoints', { session }).then(
       keep((output) => {
+        clearProblem('checkpoints');
         setCheckpoints(output.checkpoints);
         setWarnings(output.warnings);
       }),
-      keep(() => {
-        setCheckpoints([]);
+      // Not known (rather than none): a checkpoint's detail then says so, and the read error shows.
+      keep((error) => {
+        problemOf('checkpoints')(error);
+        setCheckpoints(undefined);
         setWarnings([]);
       }),
     );
@@ -394,20 +397,22 @@ function describe(value) {
   return value.type ?? JSON.stringify(value);
 }
 
-/** Loads something once; `state` is undefined while loading, `{ error }` when it failed. */
+/** Loads something for `keys`; undefined while loading (for these keys), `{ error }` when it failed. */
 function useLoad(load, keys) {
   const [state, setState] = useState(undefined);
+  const key = JSON.stringify(keys);
   useEffect(() => {
     let isLive = true;
     load().then(
-      (value) => isLive && setState({ value }),
-      (error) => isLive && setState({ error }),
+      (value) => isLive && setState({ key, value }),
+      (error) => isLive && setState({ key, error }),
     );
     return () => {
       isLive = false;
     };
   }, keys);
-  return state;
+  // What was loaded for other keys is not what is asked for now: undefined (loading) until it is.
+  return state?.key === key ? state : undefined;
 }
 
 /** C escapes of a quoted name in a diff header, as the byte each stands for. */
@@ -524,9 +529,11 @@ function DiffView({ text }) {
 
 function CheckpointDetail({ session, seq, label, checkpoints, body, onDone }) {
   // By its entry: a label pruned may be taken again by a later checkpoint.
-  const index = checkpoints.findIndex((item) => item.seq === seq);
+  // The list could not be read: no previous checkpoint to compare with is known.
+  const isUnknown = checkpoints === undefined;
+  const index = checkpoints?.findIndex((item) => item.seq === seq) ?? -1;
   const previous = index > 0 ? checkpoints[index - 1] : undefined;
-  const info = checkpoints[index];
+  const info = checkpoints?.[index];
   const diff = useLoad(
     () =>
       previous
@@ -542,15 +549,17 @@ function CheckpointDetail({ session, seq, label, checkpoints, body, onDone }) {
       ${info?.linesUncounted && html` · <span class="unknown" title=${info.linesUncounted.message}>lines unknown</span>`}
     </p>
     <${RollbackForm} session=${session} label=${label} onDone=${onDone} />
-    <h3>Files changed since ${previous ? previous.label : 'the start (this is the first checkpoint)'}</h3>
+    <h3>Files changed since ${previous ? previous.label : isUnknown ? 'the previous checkpoint' : 'the start (this is the first checkpoint)'}</h3>
     ${
-      previous
-        ? diff === undefined
-          ? html`<p class="hint">Loading…</p>`
-          : diff.error
-            ? html`<p class="problem">${diff.error.message}</p>`
-            : html`<${DiffView} text=${diff.value.text} />`
-        : html`<p class="hint">The first checkpoint records every file as it was.</p>`
+      isUnknown
+        ? html`<p class="hint">Not known: the list of checkpoints could not be read (the error is above).</p>`
+        : previous
+          ? diff === undefined
+            ? html`<p class="hint">Loading…</p>`
+            : diff.error
+              ? html`<p class="problem">${diff.error.message}</p>`
+              : html`<${DiffView} text=${diff.value.text} />`
+          : html`<p class="hint">The first checkpoint records every file as it was.</p>`
     }
     ${body.conversation && html`<${Conversation} session=${session} label=${label} />`}
   `;

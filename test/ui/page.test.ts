@@ -550,6 +550,43 @@ describe("the page's views", () => {
     expect(await page.locator('.detail').textContent()).toContain('Files changed since two');
   });
 
+  it('says so when the checkpoints cannot be read, and takes no checkpoint for the first', async () => {
+    const session = await setUp();
+    await session.checkpoint('one');
+    await writeFile(join(workspace, 'notes.txt'), 'changed\n');
+    await session.checkpoint('two');
+    const listing = '**/api/read/checkpoints*';
+    let isFailing = true;
+    await page.route(listing, (route) =>
+      isFailing
+        ? route.fulfill({
+            contentType: 'application/json',
+            body: JSON.stringify({ error: { code: 'IO_FAILED', message: 'the disk said no' } }),
+          })
+        : route.continue(),
+    );
+    try {
+      await open();
+      const problem = page.locator('.problem[role="alert"]');
+      await expect.poll(() => problem.textContent()).toContain('the disk said no');
+      await pick(await checkpointSeq('two'));
+      const detail = page.locator('.detail');
+      await expect
+        .poll(() => detail.textContent())
+        .toContain('Files changed since the previous checkpoint');
+      expect(await detail.textContent()).not.toContain('this is the first checkpoint');
+      expect(await detail.textContent()).toContain('the list of checkpoints could not be read');
+      // Read again (the next change to the ledger), it comes back, and the error goes.
+      isFailing = false;
+      await session.checkpoint('three');
+      await expect.poll(() => problem.count()).toBe(0);
+      await pick(await checkpointSeq('two'));
+      await expect.poll(() => detail.textContent()).toContain('Files changed since one');
+    } finally {
+      await page.unroute(listing);
+    }
+  });
+
   it("shows a command's argv, binary and truncated output, and why an action failed", async () => {
     const session = await setUp();
     const argv = (await session.exec(['printf', '%s', 'a b'])).id as number;
