@@ -157,6 +157,7 @@ export {
   type UndoConflict,
   type UndoOptions,
   type UndoResult,
+  uncountedLinesWarnings,
   useSession,
   type VerifyProblem,
   type VerifyReport,

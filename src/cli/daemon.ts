@@ -213,10 +213,8 @@ class KeptSessions implements SessionKeeper {
 /** The command a request line names, as its log says it: "a request" when it names none. */
 function namedIn(request: unknown): string {
   const argv = (request as { argv?: unknown } | null)?.argv;
-  const command = Array.isArray(argv)
-    ? argv.find((arg) => typeof arg === 'string' && !arg.startsWith('-'))
-    : undefined;
-  return typeof command === 'string' ? command : 'a request';
+  const words = Array.isArray(argv) ? argv.filter((arg) => typeof arg === 'string') : [];
+  return commandOf(words) ?? 'a request';
 }
 
 /** Whether a daemon answers on `socket`. */

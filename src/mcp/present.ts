@@ -130,8 +130,8 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
     ),
   checkpoints: ({ checkpoints }) =>
     text(
-      [
-        ...checkpoints.map(
+      checkpoints
+        .map(
           (checkpoint) =>
             `${checkpoint.label} (#${checkpoint.seq}, ${checkpoint.at}): +${checkpoint.added} ~${checkpoint.modified} -${checkpoint.deleted}` +
             (checkpoint.linesUncounted
@@ -140,8 +140,8 @@ const PRESENTERS: { [Name in McpOperation['name']]: Presenter<Name> } = {
                 ? ` files, +${checkpoint.linesAdded} -${checkpoint.linesRemoved ?? 0} lines`
                 : '') +
             `${checkpoint.isAutomatic ? ' (automatic)' : ''}${checkpoint.conversation ? `, with ${checkpoint.conversation.messageCount} messages` : ''}`,
-        ),
-      ].join('\n') || 'no checkpoints yet',
+        )
+        .join('\n') || 'no checkpoints yet',
     ),
   rollback: (result, input) => {
     const what = input.paths ? `${input.paths.join(', ')} ` : '';

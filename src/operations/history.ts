@@ -1,11 +1,11 @@
 /** History: checkpoints, rollback to one, undo of any action, the changes between states, pruning. */
 import * as z from 'zod';
 import {
-  type CheckpointInfo,
   type CheckpointOptions,
   FORMATS,
   type PruneResult,
   type Session,
+  uncountedLinesWarnings,
 } from '../index.js';
 import { defineOperation } from './define-operation.js';
 import {
@@ -90,52 +90,6 @@ export const checkpointOperation = defineOperation({
     });
   },
 });
-
-/** How many of a kind a warning names before it says how many more there are. */
-const NAMED_AT_MOST = 5;
-
-/** `items` joined, the first `NAMED_AT_MOST` named and the rest counted. */
-function listedAtMost(items: readonly string[]): string {
-  const named = items.slice(0, NAMED_AT_MOST).join(', ');
-  const more = items.length - NAMED_AT_MOST;
-  return more > 0 ? `${named} and ${more} more` : named;
-}
-
-/** What an uncounted pair lacks, in words: the object and how it is damaged. */
-function lackOf({ code, digest }: NonNullable<CheckpointInfo['linesUncounted']>): string {
-  const object = digest === undefined ? 'an object' : `object ${digest}`;
-  const how =
-    code === 'OBJECT_NOT_FOUND'
-      ? 'is missing from the store'
-      : code === 'OBJECT_CORRUPT'
-        ? 'is damaged'
-        : 'is not a valid tree';
-  return `${object} ${how} (${code})`;
-}
-
-/**
- * The warning of a listing whose line counts could not all be made, naming the checkpoints
- * without them and what they lack; none when every count was made.
- */
-function uncountedLinesWarnings(checkpoints: readonly CheckpointInfo[]): string[] {
-  const uncounted = checkpoints.filter((checkpoint) => checkpoint.linesUncounted !== undefined);
-  if (uncounted.length === 0) return [];
-  const names = uncounted.map((checkpoint) => `${checkpoint.label} (#${checkpoint.seq})`);
-  const lacks = [
-    ...new Set(
-      uncounted.map((checkpoint) =>
-        lackOf(checkpoint.linesUncounted as NonNullable<CheckpointInfo['linesUncounted']>),
-      ),
-    ),
-  ];
-  const which =
-    uncounted.length === 1 ? `checkpoint ${names[0]}` : `checkpoints ${listedAtMost(names)}`;
-  return [
-    `the lines of ${which} since the previous one could not be counted: ${listedAtMost(lacks)}. ` +
-      `${uncounted.length === 1 ? 'It is' : 'They are'} listed without line counts. ` +
-      'Run `rewind verify` to see what is damaged.',
-  ];
-}
 
 export const checkpointsOperation = defineOperation({
   name: 'checkpoints',

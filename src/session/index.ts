@@ -14,6 +14,7 @@ export {
   type CheckpointOptions,
   type CheckpointResult,
   checkLabel,
+  uncountedLinesWarnings,
 } from './history/checkpoints.js';
 export type { ConversationState, RestoredConversation } from './history/conversation.js';
 export type { DiffResult } from './history/diff.js';

@@ -1,6 +1,6 @@
 import type { Format } from '../../conversation/index.js';
 import { RewindError } from '../../errors.js';
-import { clipped, isDigest } from '../../lib/index.js';
+import { clipped, isDigest, namedAndMore } from '../../lib/index.js';
 import { lineCountsBetween, type SnapshotProgress } from '../../workspace/index.js';
 import {
   isFirstSnapshotOf,
@@ -195,4 +195,40 @@ export function pruneCheckpoint(
       checkpointSeq: checkpoint.seq,
     });
   });
+}
+
+/** What an uncounted pair lacks, in words: the object and how it is damaged. */
+function lackOf({ code, digest }: NonNullable<CheckpointInfo['linesUncounted']>): string {
+  const object = digest === undefined ? 'an object' : `object ${digest}`;
+  const how =
+    code === 'OBJECT_NOT_FOUND'
+      ? 'is missing from the store'
+      : code === 'OBJECT_CORRUPT'
+        ? 'is damaged'
+        : 'is not a valid tree';
+  return `${object} ${how} (${code})`;
+}
+
+/**
+ * The warning of a listing ({@link listCheckpoints}) whose line counts could not all be made,
+ * naming the checkpoints without them and what they lack; none when every count was made.
+ */
+export function uncountedLinesWarnings(checkpoints: readonly CheckpointInfo[]): string[] {
+  const uncounted = checkpoints.filter((checkpoint) => checkpoint.linesUncounted !== undefined);
+  if (uncounted.length === 0) return [];
+  const names = uncounted.map((checkpoint) => `${checkpoint.label} (#${checkpoint.seq})`);
+  const lacks = [
+    ...new Set(
+      uncounted.map((checkpoint) =>
+        lackOf(checkpoint.linesUncounted as NonNullable<CheckpointInfo['linesUncounted']>),
+      ),
+    ),
+  ];
+  const which =
+    uncounted.length === 1 ? `checkpoint ${names[0]}` : `checkpoints ${namedAndMore(names)}`;
+  return [
+    `the lines of ${which} since the previous one could not be counted: ${namedAndMore(lacks)}. ` +
+      `${uncounted.length === 1 ? 'It is' : 'They are'} listed without line counts. ` +
+      'Run `rewind verify` to see what is damaged.',
+  ];
 }
