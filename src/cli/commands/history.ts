@@ -76,7 +76,7 @@ function renderCheckpoint(result: CheckpointResult): string {
 
 function renderCheckpoints(checkpoints: CheckpointInfo[]): string {
   if (checkpoints.length === 0)
-    return 'No checkpoints yet. Create one with `rewind checkpoint LABEL`.\n';
+    return 'No checkpoints yet. Create one with `rewind checkpoint` (a label is optional).\n';
   const width = Math.max(5, ...checkpoints.map((checkpoint) => checkpoint.label.length));
   const lines = [
     `${'LABEL'.padEnd(width)}  ${'SEQ'.padStart(5)}  ${'TIME'.padEnd(23)}  CHANGED SINCE PREVIOUS`,

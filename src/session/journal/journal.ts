@@ -179,7 +179,7 @@ export class Journal {
     throw new RewindError(
       'CHECKPOINT_NOT_FOUND',
       label === 'latest'
-        ? `Session ${id} has no checkpoint yet. Create one with \`rewind checkpoint LABEL\`.`
+        ? `Session ${id} has no checkpoint yet. Create one with \`rewind checkpoint\` (a label is optional).`
         : `Session ${id} has no checkpoint "${clipped(label)}". ` +
             (known.length === 0
               ? 'It has no checkpoint yet.'
