@@ -9,7 +9,7 @@ import {
   type Stats,
   writeSync,
 } from 'node:fs';
-import { lstat, open, readlink, realpath, stat } from 'node:fs/promises';
+import { access, lstat, open, readlink, realpath, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { isSystemError, RewindError } from '../errors.js';
 import { writeFileAtomic } from './atomic-write.js';
@@ -185,11 +185,40 @@ async function userFileTarget(path: string): Promise<UserTarget> {
 }
 
 /**
+ * Why this process cannot write a file at `file`, or undefined when it can: the file is replaced
+ * by one written beside it, so its directory must take a new name; and a file that is there must
+ * be writable (a shell's `>` refuses a read-only file too, and it stays read-only).
+ */
+async function cannotWrite(file: string, exists: boolean): Promise<string | undefined> {
+  for (const [path, what] of [
+    [dirname(file), `the directory ${dirname(file)}`],
+    ...(exists ? [[file, `the file ${file}`]] : []),
+  ] as const) {
+    try {
+      await access(path, constants.W_OK);
+    } catch (error) {
+      if (isSystemError(error, 'EROFS')) {
+        return `${what} is on a read-only filesystem. Name a file on a writable one.`;
+      }
+      if (isSystemError(error, 'EACCES') || isSystemError(error, 'EPERM')) {
+        return `${what} is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`;
+      }
+      throw error;
+    }
+  }
+  return undefined;
+}
+
+/**
  * Throws what {@link writeUserFile} would refuse `path` for, without writing: to check an output
- * path before doing the work whose result goes there.
+ * path before doing the work whose result goes there. Also refuses a file this user cannot write
+ * there (a directory or a file it has no write permission for, a read-only filesystem), which the
+ * write itself would only find out once that work is done.
  */
 export async function checkUserFile(path: string): Promise<void> {
-  await userFileTarget(path);
+  const target = await userFileTarget(path);
+  const why = target.kind === 'file' && (await cannotWrite(target.path, target.mode !== undefined));
+  if (why) throw refusal(path, why);
 }
 
 /** Writes all of `bytes` to a descriptor of this process, waiting while a pipe is full. */
@@ -212,11 +241,13 @@ async function writeToDescriptor(descriptor: number, bytes: Uint8Array): Promise
  * stay) is replaced atomically, keeping its permissions; a named pipe, a character device
  * (`/dev/null`, a terminal) and a descriptor of this process (`/dev/stdout`, `/dev/stderr`,
  * `/proc/self/fd/N`) are written as they are; a named pipe waits for its reader. Returns the path
- * written, after links. Throws `INVALID_ARGUMENT` (see {@link userFileTarget}) for what cannot be
- * written, before writing anything.
+ * written, after links. Throws `INVALID_ARGUMENT` (see {@link userFileTarget}, {@link cannotWrite})
+ * for what cannot be written, before writing anything.
  */
 export async function writeUserFile(path: string, content: string | Uint8Array): Promise<string> {
   const target = await userFileTarget(path);
+  const why = target.kind === 'file' && (await cannotWrite(target.path, target.mode !== undefined));
+  if (why) throw refusal(path, why);
   const bytes = typeof content === 'string' ? Buffer.from(content) : content;
   if (target.kind === 'descriptor') {
     await writeToDescriptor(target.descriptor, bytes);

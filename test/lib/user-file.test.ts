@@ -13,6 +13,7 @@ import {
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { checkUserFile, writeUserFile } from '../../src/lib/index.js';
+import { runAsNobody, workspaceOfNobody } from '../helpers/nobody.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -186,4 +187,36 @@ describe('writeUserFile: a file a person named for output', () => {
     if (isRoot) expect((await lstat(join(directory, 'disk'))).isBlockDevice()).toBe(true);
     expect(await readFile(join(directory, 'keep.txt'), 'utf8')).toBe('kept\n');
   });
+
+  it.runIf(isRoot)(
+    'refuses, before writing, a file in a directory or a file this user cannot write, and writes one it can',
+    async () => {
+      // As another user: root writes anywhere. A directory of root's that others may only enter.
+      const rootOwned = await makeTempDirectory();
+      await chmod(rootOwned, 0o755);
+      const own = await workspaceOfNobody({ 'readonly.json': '[]\n', 'writable.json': '[]\n' });
+      await chmod(join(own, 'readonly.json'), 0o444);
+      const out = await runAsNobody(
+        own,
+        `const { checkUserFile, writeUserFile } = api;
+        const attempt = async (path) => {
+          try { await checkUserFile(path); return 'ok'; } catch (error) { return error.code + ': ' + error.message; }
+        };
+        out.inRoots = await attempt(${JSON.stringify(join(rootOwned, 'out.json'))});
+        out.readOnly = await attempt(workspace + '/readonly.json');
+        out.writable = await attempt(workspace + '/writable.json');
+        out.created = await attempt(workspace + '/new.json');
+        await writeUserFile(workspace + '/writable.json', '[1]');`,
+      );
+      expect(out).toEqual({
+        inRoots: `INVALID_ARGUMENT: Cannot write ${join(rootOwned, 'out.json')}: the directory ${rootOwned} is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`,
+        readOnly: `INVALID_ARGUMENT: Cannot write ${own}/readonly.json: the file ${own}/readonly.json is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`,
+        writable: 'ok',
+        created: 'ok',
+      });
+      expect(readdirSync(rootOwned)).toEqual([]);
+      expect(await readFile(join(own, 'writable.json'), 'utf8')).toBe('[1]');
+      expect(await readFile(join(own, 'readonly.json'), 'utf8')).toBe('[]\n');
+    },
+  );
 });
