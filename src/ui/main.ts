@@ -86,6 +86,11 @@ export async function runUi(argv: readonly string[], io: UiIo): Promise<number> 
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
+  if (running.running > 0) {
+    io.stderr(
+      `rewind ui: waiting for what the page asked to finish (${running.running} running); Ctrl-C again stops at once, and the next rewind command finishes or undoes a rollback cut off.\n`,
+    );
+  }
   await running.close();
   return 0;
 }

@@ -5,6 +5,7 @@
  * same operations the CLI runs, each in its own short hold of the workspace lock.
  */
 import { readFile } from 'node:fs/promises';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
@@ -100,6 +101,12 @@ export interface RunningUi {
   /** The page's address, with the token in it. */
   url: string;
   endpoint: HttpEndpoint;
+  /** How many of the page's requests are being run now (an action, a read). */
+  readonly running: number;
+  /**
+   * Stops taking requests, waits for those being run (a rollback started from the page finishes,
+   * and its answer is sent), then closes every connection.
+   */
   close(): Promise<void>;
 }
 
@@ -313,6 +320,14 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
     );
     started.once('error', reject);
   });
+  // The answers not yet sent (but the event streams', which never end), which closing waits for:
+  // an action cut off as the process exits would be left for recovery to finish or undo.
+  const unanswered = new Set<ServerResponse>();
+  server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+    if (new URL(request.url ?? '/', 'http://ui').pathname === '/api/events') return;
+    unanswered.add(response);
+    response.once('close', () => unanswered.delete(response));
+  });
   const address = server.address() as AddressInfo;
   endpoint.port = address.port;
   endpoint.address = address.address;
@@ -320,10 +335,22 @@ export async function startUi(options: UiOptions): Promise<RunningUi> {
   return {
     url: `http://${host === 'localhost' ? 'localhost' : authority}:${endpoint.port}/?token=${endpoint.token}`,
     endpoint,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        (server as { closeAllConnections?: () => void }).closeAllConnections?.();
-      }),
+    get running() {
+      return unanswered.size;
+    },
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const connections = server as {
+        closeIdleConnections?: () => void;
+        closeAllConnections?: () => void;
+      };
+      connections.closeIdleConnections?.();
+      await Promise.all(
+        [...unanswered].map((response) => new Promise((sent) => response.once('close', sent))),
+      );
+      // The event streams never end on their own.
+      connections.closeAllConnections?.();
+      await closed;
+    },
   };
 }
