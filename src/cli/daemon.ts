@@ -17,7 +17,7 @@
  * daemon closes a connection that sent no request line within 5 s, sends `{ fallback }` to one
  * that sent no go within 5 s of its `{ accepted }`, and closes a connection whose client has not
  * closed its end 5 s after the daemon ended its own: a silent client does not keep it from
- * stopping when idle.
+ * ending once it stops. Only the commands it runs count as activity for `--idle-exit`.
  */
 import { statSync } from 'node:fs';
 import { link, readdir, rename, rm } from 'node:fs/promises';
@@ -68,7 +68,8 @@ const LONGEST_LINE = 64 * 1024 * 1024;
  * How long a caller has for each line it sends before its command runs (its request, then its
  * go), and to close its end once the daemon ended its own: bin/rewind.cjs sends each line as soon
  * as it can, and gives up after 2 s anyway. A connection kept open past that, saying nothing,
- * would keep the daemon from stopping when idle.
+ * would keep the daemon from ending once it stops (its server closes when its last connection
+ * does).
  */
 const LINE_WAIT_MS = 5_000;
 
@@ -296,16 +297,12 @@ async function serve(
       ),
   });
   let queue: Promise<void> = Promise.resolve();
-  // For --idle-exit: connections open now (each closed once it keeps silent: LINE_WAIT_MS), and
-  // when the last one ended.
-  let connections = 0;
-  let lastActive = Date.now();
+  // For --idle-exit: the requests accepted and not yet run or given up, and when the last command
+  // run ended. Only a command run here counts: a connection that sends none, or one sent back
+  // (another version's, one it does not serve), would otherwise keep up a daemon nobody uses.
+  let accepted = 0;
+  let lastCommandEnded = Date.now();
   const server = createServer((socket) => {
-    connections += 1;
-    socket.once('close', () => {
-      connections -= 1;
-      lastActive = Date.now();
-    });
     socket.on('error', () => {});
     void receive(socket);
   });
@@ -340,19 +337,27 @@ async function serve(
       return;
     }
     send(socket, { accepted: true });
+    accepted += 1;
     // The caller says go once it heard back: one that gave up waiting (2 s) runs the command
     // itself, and its command must not run here too. One that says nothing is told to run it
     // itself (it does, if it is still there).
     const go = await within(nextLine());
-    if (go === LATE) {
+    if (go === LATE || go === undefined) {
+      accepted -= 1;
+      if (go === undefined) return;
       send(socket, {
         fallback: `the caller said no go within ${LINE_WAIT_MS / 1000} s: it runs there`,
       });
       endSoon(socket);
       return;
     }
-    if (go === undefined) return;
-    queue = queue.then(() => handle(socket, request)).catch(() => {});
+    queue = queue
+      .then(() => handle(socket, request))
+      .catch(() => {})
+      .finally(() => {
+        accepted -= 1;
+        lastCommandEnded = Date.now();
+      });
   };
   const handle = async (socket: Socket, request: Request): Promise<void> => {
     const started = Date.now();
@@ -435,8 +440,8 @@ async function serve(
           stop(`its socket ${socketPath} is gone or another's`);
         } else if (
           idleExitMs !== undefined &&
-          connections === 0 &&
-          Date.now() - lastActive >= idleExitMs
+          accepted === 0 &&
+          Date.now() - lastCommandEnded >= idleExitMs
         ) {
           stop(`no command for ${idleExitMs / 1000} s`);
         }
@@ -539,7 +544,7 @@ export function addDaemonCommand(
     )
     .option(
       '--idle-exit <seconds>',
-      'stop once no command came for this long (as a daemon that REWIND_DAEMON=auto started does, after 1800)',
+      'stop once it ran no command for this long (as a daemon that REWIND_DAEMON=auto started does, after 1800)',
     )
     .option(
       '--replace',

@@ -560,6 +560,52 @@ describe('rewind daemon', () => {
     }
   }, 60_000);
 
+  it('stops when idle although callers keep connecting without a command it runs', async () => {
+    const workspace = await project();
+    const daemon = await startDaemon(workspace, process.env, ['--idle-exit', '1']);
+    const started = Date.now();
+    const socketPath = join(workspace, '.rewind/daemon.sock');
+    const stale = JSON.stringify({
+      v: 1,
+      version: '0.0.1',
+      argv: ['status'],
+      cwd: workspace,
+      env: {},
+      isTerminal: false,
+      isErrorTerminal: false,
+    });
+    // Every 200 ms, until it stops: one connection closed at once, one that sends a request it
+    // sends back (another version's), closed once it answered.
+    const once = (sent?: string): Promise<void> =>
+      new Promise((done) => {
+        const socket = connect(socketPath);
+        socket.on('error', () => done());
+        socket.on('close', () => done());
+        socket.on('connect', () => {
+          if (sent === undefined) socket.destroy();
+          else socket.write(`${sent}\n`);
+        });
+        socket.on('data', () => socket.destroy());
+      });
+    let isStopped = false;
+    daemon.child.once('close', () => {
+      isStopped = true;
+    });
+    let connections = 0;
+    while (!isStopped && Date.now() - started < 10_000) {
+      await Promise.all([once(), once(stale)]);
+      connections += 2;
+      await sleep(200);
+    }
+    expect(connections).toBeGreaterThanOrEqual(4);
+    // Before, each connection put off its idle time: it never stopped.
+    expect(isStopped).toBe(true);
+    expect(Date.now() - started).toBeLessThan(8_000);
+    expect(daemon.child.exitCode).toBe(0);
+    expect(daemon.log()).toMatch(/stopped \(no command for 1 s\)/);
+    expect(daemon.log()).toMatch(/^rewind daemon: status sent back to its caller: the daemon is/m);
+  }, 30_000);
+
   it('closes a connection that sends no request, or no go, within 5 s, so it still stops when idle, and serves meanwhile', async () => {
     const workspace = await project();
     const daemon = await startDaemon(workspace, process.env, ['--idle-exit', '2']);
