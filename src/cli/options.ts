@@ -16,6 +16,8 @@ export interface CommandInputs {
   readonly operation: AnyOperation;
   /** The argument or option that feeds each input key. */
   readonly feeders: ReadonlyMap<string, CommandInput>;
+  /** Other spellings of a feeder (`--messages FILE` beside `FILE`), with the key each feeds. */
+  readonly alternatives: ReadonlyMap<CommandInput, string>;
   /** Arguments and options of the command line alone (presentation, prompts), with why. */
   readonly cliOnly: ReadonlyMap<CommandInput, string>;
 }
@@ -25,6 +27,7 @@ const REGISTRY = new WeakMap<
   {
     operation: AnyOperation;
     feeders: Map<string, CommandInput>;
+    alternatives: Map<CommandInput, string>;
     cliOnly: Map<CommandInput, string>;
   }
 >();
@@ -71,7 +74,12 @@ export function commandFor(parent: Command, operation: AnyOperation): Command {
   const command = parent.command(operation.name.slice(prefix.length));
   command.description(operation.summary);
   if (operation.scope === 'session') command.addOption(sessionOption());
-  REGISTRY.set(command, { operation, feeders: new Map(), cliOnly: new Map() });
+  REGISTRY.set(command, {
+    operation,
+    feeders: new Map(),
+    alternatives: new Map(),
+    cliOnly: new Map(),
+  });
   return command;
 }
 
@@ -97,6 +105,20 @@ export function feed(command: Command, key: string, input: CommandInput): Comman
   return input instanceof Option ? command.addOption(input) : command.addArgument(input);
 }
 
+/**
+ * Adds `input` to `command` as another way to give `key`, which {@link feed} gave it already (an
+ * option beside an argument, spelled as another command spells it): the command's action takes
+ * one or the other. Throws for a key not fed yet: a mistake in the CLI's code.
+ */
+export function feedAlternative(command: Command, key: string, input: CommandInput): Command {
+  const { operation, feeders, alternatives } = registered(command);
+  if (!feeders.has(key)) {
+    throw new Error(`The command ${command.name()} feeds no "${key}" to ${operation.name} yet.`);
+  }
+  alternatives.set(input, key);
+  return input instanceof Option ? command.addOption(input) : command.addArgument(input);
+}
+
 /** Commands whose arguments and options have their choices already. */
 const WITH_CHOICES = new WeakSet<Command>();
 
@@ -111,10 +133,12 @@ export function giveChoices(command: Command): void {
   const inputs = REGISTRY.get(command);
   if (!inputs || WITH_CHOICES.has(command)) return;
   WITH_CHOICES.add(command);
-  for (const [key, input] of inputs.feeders) {
+  const give = (key: string, input: CommandInput): void => {
     const choices = choicesOf(inputs.operation, key);
     if (choices) input.choices(choices);
-  }
+  };
+  for (const [key, input] of inputs.feeders) give(key, input);
+  for (const [input, key] of inputs.alternatives) give(key, input);
 }
 
 /** Adds an argument or option that feeds no input (a presentation flag, a prompt's answer), saying why. */

@@ -2,6 +2,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { rewind } from '../helpers/cli.js';
+import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 
 const call = {
@@ -97,6 +98,43 @@ describe('rewind conversation', () => {
     const wrong = await rewind(cwd, ['rollback', 'base', '--scope', 'everything']);
     expect(wrong.code).toBe(2);
     expect(wrong.stderr).toContain('both, files, conversation');
+  });
+
+  it('takes the conversation to sync as --messages FILE too, as checkpoint does, and refuses both or neither', async () => {
+    const cwd = await makeTempDirectory();
+    await rewind(cwd, ['init']);
+    const first = [{ role: 'user', content: 'go' }, call];
+    await writeFile(join(cwd, 'messages.json'), JSON.stringify(first));
+    // As a person types it: the `rewind` command itself.
+    const typed = await runNode(
+      [join(ROOT, 'bin/rewind.cjs'), 'conversation', 'sync', '--messages', 'messages.json'],
+      { cwd, env: { REWIND_DAEMON: '0' } },
+    );
+    expect(typed).toMatchObject({
+      code: 0,
+      stdout: 'Recorded the conversation: 2 messages (openai-chat).\n',
+      stderr: '',
+    });
+    expect(JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout)).toEqual(first);
+    // `-` reads standard input, as FILE's does.
+    const later = [...first, { role: 'tool', tool_call_id: 'call_1', content: 'ok' }];
+    const piped = await rewind(cwd, ['conversation', 'sync', '--messages', '-'], {
+      stdin: JSON.stringify(later),
+    });
+    expect(piped.stdout).toBe('Recorded the conversation: 3 messages (openai-chat).\n');
+    expect(JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout)).toEqual(later);
+    // One or the other, and one of them.
+    const both = await rewind(cwd, ['conversation', 'sync', 'a.json', '--messages', 'b.json']);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain(
+      'Give the conversation once: FILE (a.json) or --messages FILE (b.json), not both.',
+    );
+    const neither = await rewind(cwd, ['--json', 'conversation', 'sync', '--format', 'gemini']);
+    expect(neither.code).toBe(2);
+    expect(JSON.parse(neither.stdout)).toMatchObject({
+      error: { code: 'USAGE', message: expect.stringContaining('FILE or --messages FILE') },
+    });
+    expect(JSON.parse((await rewind(cwd, ['conversation', 'show'])).stdout)).toEqual(later);
   });
 
   it('refuses what is not a conversation, with its code', async () => {

@@ -107,7 +107,14 @@ describe('the operation table and the surfaces built from it', () => {
       for (const reason of inputs.cliOnly.values()) expect(reason.trim()).not.toBe('');
       // Nothing on the command line is outside the registry: a flag added by hand would drift.
       const declared = [...command.registeredArguments, ...command.options];
-      const accounted = [...inputs.feeders.values(), ...inputs.cliOnly.keys()];
+      const accounted = [
+        ...inputs.feeders.values(),
+        ...inputs.alternatives.keys(),
+        ...inputs.cliOnly.keys(),
+      ];
+      for (const key of inputs.alternatives.values()) {
+        expect(inputs.feeders.has(key), `${operation.name}: ${key}`).toBe(true);
+      }
       const shared = command.options.filter((option) => option.long === '--session');
       expect(shared.length, operation.name).toBe(operation.scope === 'session' ? 1 : 0);
       const unaccounted = declared.filter(

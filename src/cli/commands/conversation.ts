@@ -3,8 +3,15 @@ import { resolve } from 'node:path';
 import { Argument, type Command, Option } from 'commander';
 import { conversationShowOperation, conversationSyncOperation } from '../../operations/index.js';
 import type { CliContext } from '../context.js';
+import { UsageError } from '../errors.js';
 import { plural } from '../format.js';
-import { commandFor, feed, readMessages } from '../options.js';
+import { commandFor, feed, feedAlternative, readMessages } from '../options.js';
+
+/** The options of `conversation sync`: `--messages` (the file, when FILE does not give it), `--format`. */
+interface SyncFlags {
+  messages?: string;
+  format?: string;
+}
 
 /** Registers the `conversation` group: `conversation sync` and `conversation show`. */
 export function registerConversationCommands(program: Command, cli: CliContext): void {
@@ -13,9 +20,29 @@ export function registerConversationCommands(program: Command, cli: CliContext):
     .description("record and show the agent's conversation, paired with checkpoints");
 
   const sync = commandFor(conversation, conversationSyncOperation);
-  feed(sync, 'messages', new Argument('<file>', 'a JSON file, or - for standard input'));
+  feed(sync, 'messages', new Argument('[file]', 'a JSON file, or - for standard input'));
+  // Spelled as `rewind checkpoint --messages FILE` spells it, too.
+  feedAlternative(
+    sync,
+    'messages',
+    new Option(
+      '--messages <file>',
+      'the same file as an option, as checkpoint takes it (one or the other)',
+    ),
+  );
   feed(sync, 'format', new Option('--format <format>', 'the message format (default: detected)'));
-  sync.action(async (file: string, flags: { format?: string }, command: Command) => {
+  sync.action(async (argument: string | undefined, flags: SyncFlags, command: Command) => {
+    if (argument !== undefined && flags.messages !== undefined) {
+      throw new UsageError(
+        `Give the conversation once: FILE (${argument}) or --messages FILE (${flags.messages}), not both.`,
+      );
+    }
+    const file = argument ?? flags.messages;
+    if (file === undefined) {
+      throw new UsageError(
+        'Give the conversation to record: FILE or --messages FILE, a JSON array of messages (- reads standard input).',
+      );
+    }
     const messages = await readMessages(
       file === '-' ? undefined : resolve(cli.io.cwd, file),
       cli.io.stdin,
