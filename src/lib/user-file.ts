@@ -190,9 +190,10 @@ async function userFileTarget(path: string): Promise<UserTarget> {
  * be writable (a shell's `>` refuses a read-only file too, and it stays read-only).
  */
 async function cannotWrite(file: string, exists: boolean): Promise<string | undefined> {
-  for (const [path, what] of [
-    [dirname(file), `the directory ${dirname(file)}`],
-    ...(exists ? [[file, `the file ${file}`]] : []),
+  const directory = dirname(file);
+  for (const [path, what, remedy] of [
+    [directory, `the directory ${directory}`, 'Name a file in a directory you can write'],
+    ...(exists ? [[file, `the file ${file}`, 'Name another file']] : []),
   ] as const) {
     try {
       await access(path, constants.W_OK);
@@ -201,7 +202,7 @@ async function cannotWrite(file: string, exists: boolean): Promise<string | unde
         return `${what} is on a read-only filesystem. Name a file on a writable one.`;
       }
       if (isSystemError(error, 'EACCES') || isSystemError(error, 'EPERM')) {
-        return `${what} is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`;
+        return `${what} is not writable by this user (permission denied). ${remedy}, or change its permissions.`;
       }
       throw error;
     }

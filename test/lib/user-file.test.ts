@@ -210,7 +210,7 @@ describe('writeUserFile: a file a person named for output', () => {
       );
       expect(out).toEqual({
         inRoots: `INVALID_ARGUMENT: Cannot write ${join(rootOwned, 'out.json')}: the directory ${rootOwned} is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`,
-        readOnly: `INVALID_ARGUMENT: Cannot write ${own}/readonly.json: the file ${own}/readonly.json is not writable by this user (permission denied). Name a file in a directory you can write, or change its permissions.`,
+        readOnly: `INVALID_ARGUMENT: Cannot write ${own}/readonly.json: the file ${own}/readonly.json is not writable by this user (permission denied). Name another file, or change its permissions.`,
         writable: 'ok',
         created: 'ok',
       });
