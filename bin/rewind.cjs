@@ -8,6 +8,9 @@ const { dirname, join, resolve } = require('node:path');
 
 const argv = process.argv.slice(2);
 
+// Output is written with writeSync, not through process.stdout and process.stderr: making those
+// streams loads Node's stream machinery (and for a terminal its net stack), a few milliseconds of
+// every command's start (docs/performance.md). On Linux the streams write synchronously anyway.
 // A reader that stops early (`rewind log | head -1`) closes the pipe. Node ignores SIGPIPE, so
 // the write fails with EPIPE instead: the rest of the output is dropped, quietly, as git does,
 // and the command finishes and exits with its own code (what it did happened either way).
@@ -15,10 +18,58 @@ const argv = process.argv.slice(2);
 // of the output too, and the command finishes, then says so in one line and exits 1.
 /** The first error writing to stdout other than EPIPE, said at exit. */
 let outputError;
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (error) => {
-    if (error.code !== 'EPIPE' && stream === process.stdout) outputError ??= error;
-  });
+/** The descriptors whose writes failed: the rest of their output is dropped. */
+const failedOutputs = new Set();
+/** Waits a moment, for a pipe opened non-blocking that its reader has not emptied yet. */
+const pause = () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+
+/** Writes `text` (a string or bytes) to descriptor `fd` (1 or 2), whole, as said above. */
+function writeOut(fd, text) {
+  if (failedOutputs.has(fd)) return;
+  const bytes = typeof text === 'string' ? Buffer.from(text) : text;
+  for (let at = 0; at < bytes.length; ) {
+    try {
+      at += require('node:fs').writeSync(fd, bytes, at, bytes.length - at);
+    } catch (error) {
+      if (error.code === 'EAGAIN') {
+        pause();
+        continue;
+      }
+      failedOutputs.add(fd);
+      if (error.code !== 'EPIPE' && fd === 1) outputError ??= error;
+      return;
+    }
+  }
+}
+
+/**
+ * For `mcp` and `ui`, which write through process.stdout and process.stderr: the same rule for
+ * their failed writes (an error event, after the write returned).
+ */
+function watchStreamErrors() {
+  for (const stream of [process.stdout, process.stderr]) {
+    stream.on('error', (error) => {
+      if (error.code !== 'EPIPE' && stream === process.stdout) outputError ??= error;
+    });
+  }
+}
+
+/**
+ * Whether descriptor `fd` is a terminal. On Linux, from the file /proc says it is: Node's tty
+ * module, which process.stdout.isTTY loads, brings its net stack with it. Where that does not
+ * tell (no /proc, a device of another name), by the tty module.
+ */
+function isTerminal(fd) {
+  let target;
+  try {
+    target = require('node:fs').readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {}
+  if (target !== undefined) {
+    if (/^\/dev\/(pts\/|tty|console$)/.test(target)) return true;
+    if (/^(pipe|socket|anon_inode):/.test(target) || target === '/dev/null') return false;
+    if (!target.startsWith('/dev/')) return false; // a file
+  }
+  return require('node:tty').isatty(fd);
 }
 
 // Said at exit: the error event of a failed write comes after the command has returned.
@@ -146,8 +197,8 @@ async function runInDaemon() {
         .filter((name) => process.env[name] !== undefined)
         .map((name) => [name, process.env[name]]),
     ),
-    isTerminal: process.stdout.isTTY === true,
-    isErrorTerminal: process.stderr.isTTY === true,
+    isTerminal: isTerminal(1),
+    isErrorTerminal: isTerminal(2),
     // Applied by the daemon for this command: the files it creates get this process's modes.
     umask: process.umask(),
     // The digests of what chooses the store (storeEnvironmentOf in src/cli/daemon-requests.ts,
@@ -194,12 +245,12 @@ async function runInDaemon() {
           clearTimeout(timer);
           sayWhenInterruptedServed();
           socket.write('{"go":true}\n');
-        } else if (message.stdout !== undefined) writerOf(process.stdout)(message.stdout);
-        else if (message.stderr !== undefined) writerOf(process.stderr)(message.stderr);
+        } else if (message.stdout !== undefined) writeOut(1, message.stdout);
+        else if (message.stderr !== undefined) writeOut(2, message.stderr);
         else if (message.stdoutBytes !== undefined)
-          writerOf(process.stdout)(Buffer.from(message.stdoutBytes, 'base64'));
+          writeOut(1, Buffer.from(message.stdoutBytes, 'base64'));
         else if (message.stderrBytes !== undefined)
-          writerOf(process.stderr)(Buffer.from(message.stderrBytes, 'base64'));
+          writeOut(2, Buffer.from(message.stderrBytes, 'base64'));
         else if (message.exit !== undefined) settle(message.exit);
         else if (message.fallback !== undefined) {
           // Another version's daemon (src/cli/daemon-requests.ts words it so): remembered, so it
@@ -222,7 +273,8 @@ async function runInDaemon() {
     const lost = () => {
       if (isSettled) return;
       if (!isAccepted) return settle(undefined);
-      process.stderr.write(
+      writeOut(
+        2,
         'rewind: the daemon stopped before the command finished; it may have run. See `rewind log`, and run it again if need be (REWIND_DAEMON=0 runs it here).\n',
       );
       settle(1);
@@ -247,7 +299,8 @@ function sayOtherVersion(noticePath, notice, version, isAuto, isNew) {
   const isDue = !(now - notice.saidAt < 60 * 60 * 1000);
   if (!isDue && !isNew) return;
   if (isDue) {
-    process.stderr.write(
+    writeOut(
+      2,
       `rewind: this workspace's daemon is Rewind ${notice.version}, this command ${version}: commands run in their own process ${isAuto ? 'while a daemon of this version replaces it' : 'until it stops (`rewind daemon --replace` serves the workspace with this version instead)'}.\n`,
     );
   }
@@ -325,11 +378,6 @@ function writeCodeCaches() {
   }
 }
 
-/** Writes to `stream` while someone reads it. */
-const writerOf = (stream) => (text) => {
-  if (!stream.destroyed) stream.write(text);
-};
-
 /** Asks on the terminal; only when there is one, so scripts never hang waiting for an answer. */
 async function prompt(question) {
   const { createInterface } = require('node:readline/promises');
@@ -343,6 +391,7 @@ async function prompt(question) {
 
 /** `rewind mcp`: the MCP server is an edge of its own (src/mcp), loaded only when asked for. */
 async function serveMcp(argv) {
+  watchStreamErrors();
   const { runMcp } = loadBundle('mcp');
   writeCodeCaches(); // now: a server runs until it is stopped, often by a signal
   return runMcp(argv, process.cwd());
@@ -350,6 +399,7 @@ async function serveMcp(argv) {
 
 /** `rewind ui`: the web timeline's server is an edge of its own (src/ui), loaded only when asked for. */
 async function serveUi(argv) {
+  watchStreamErrors();
   const { runUi } = loadBundle('ui');
   writeCodeCaches(); // now: a server runs until it is stopped, often by a signal
   return runUi(argv, {
@@ -415,15 +465,18 @@ async function runHere() {
   sayWhenInterrupted();
   const { runCli } = loadBundle('cli');
   process.exitCode = await runCli(argv, {
-    stdout: writerOf(process.stdout),
-    stderr: writerOf(process.stderr),
+    stdout: (text) => writeOut(1, text),
+    stderr: (text) => writeOut(2, text),
     cwd: process.cwd(),
-    stdin: readStdin ? [readStdin] : process.stdin,
-    ...(process.stdin.isTTY && { prompt }),
+    // process.stdin is made only by a command that reads it (see writeOut).
+    stdin: readStdin
+      ? [readStdin]
+      : { [Symbol.asyncIterator]: () => process.stdin[Symbol.asyncIterator]() },
+    ...(isTerminal(0) && { prompt }),
     serveMcp,
     serveUi,
-    isTerminal: process.stdout.isTTY === true,
-    isErrorTerminal: process.stderr.isTTY === true,
+    isTerminal: isTerminal(1),
+    isErrorTerminal: isTerminal(2),
     env: process.env,
   });
   writeCodeCaches();
@@ -441,7 +494,7 @@ if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) {
   // `rewind --version` is answered without loading the bundle: it needs only package.json. A
   // write that fails is said at exit, as for any command (it exited 0 in silence before).
   const { version } = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8'));
-  process.stdout.write(`${version}\n`);
+  writeOut(1, `${version}\n`);
 } else {
   runInDaemon().then((daemonExit) => {
     if (daemonExit === undefined) return runHere();
