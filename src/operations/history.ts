@@ -4,7 +4,6 @@ import {
   type CheckpointOptions,
   FORMATS,
   type PruneResult,
-  type Session,
   uncountedLinesWarnings,
 } from '../index.js';
 import { defineOperation } from './define-operation.js';
@@ -43,14 +42,6 @@ function budgetOf(maxSize: string | undefined): CheckpointOptions['budget'] {
 const UNLIMITED_OR_SIZE =
   'must be a size such as 500MB, 2GiB or 1.5G, a number of bytes, or unlimited';
 
-/** The label of a checkpoint made without one: `checkpoint-N`, N the first number free from the count. */
-async function nextLabel(session: Session): Promise<string> {
-  const taken = new Set((await session.checkpoints()).map((checkpoint) => checkpoint.label));
-  let number = taken.size + 1;
-  while (taken.has(`checkpoint-${number}`)) number += 1;
-  return `checkpoint-${number}`;
-}
-
 export const checkpointOperation = defineOperation({
   name: 'checkpoint',
   title: 'Checkpoint the workspace',
@@ -79,7 +70,7 @@ export const checkpointOperation = defineOperation({
     const budget = budgetOf(maxSize);
     const { progress } = target;
     const session = await target.session();
-    return session.checkpoint(name ?? (await nextLabel(session)), {
+    return session.checkpoint(name, {
       ...(messages && { messages }),
       ...(format && { format }),
       ...(budget && { budget }),

@@ -31,8 +31,7 @@ import { closeContext, previewOfSession, type SessionContext } from './context.j
 import {
   type CheckpointOptions,
   type CheckpointResult,
-  checkLabel,
-  createCheckpoint,
+  checkpointWorkspace,
   listCheckpoints,
 } from './history/checkpoints.js';
 import {
@@ -189,20 +188,19 @@ export class Session {
   }
 
   /**
-   * Records the workspace under `label` (unique in the session) with a `checkpoint-created` entry.
-   * Costs what changed since the last snapshot. With `budget`, a first checkpoint (which reads
-   * and stores every file) larger than it is refused before anything is stored. Throws
-   * `INVALID_ARGUMENT` for a malformed label, `CHECKPOINT_EXISTS`, `SNAPSHOT_TOO_LARGE`, and the
-   * errors of {@link snapshot}.
+   * Records the workspace under `label` (unique in the session) with a `checkpoint-created` entry;
+   * without one, under `checkpoint-N`, N the number of checkpoints plus one (or the next number
+   * free), chosen as the entry is appended, so checkpoints made at once never share one; the
+   * result's `label` says which. Costs what changed since the last snapshot. With `budget`, a
+   * first checkpoint (which reads and stores every file) larger than it is refused before
+   * anything is stored. Throws `INVALID_ARGUMENT` for a malformed label, `CHECKPOINT_EXISTS`,
+   * `SNAPSHOT_TOO_LARGE`, and the errors of {@link snapshot}.
    */
-  async checkpoint(label: string, options: CheckpointOptions = {}): Promise<CheckpointResult> {
-    checkLabel(label);
-    return createCheckpoint(this.#context, label, {
-      isAutomatic: options.isAutomatic === true,
-      messages: options.messages ? checkMessages(options.messages, options.format) : undefined,
-      budget: options.budget,
-      onProgress: options.onProgress,
-    });
+  checkpoint(label?: string, options?: CheckpointOptions): Promise<CheckpointResult>;
+  /** The same without a label (under `checkpoint-N`): `checkpoint({ messages, format })`. */
+  checkpoint(options: CheckpointOptions): Promise<CheckpointResult>;
+  checkpoint(label?: string | CheckpointOptions, options?: CheckpointOptions) {
+    return checkpointWorkspace(this.#context, label, options);
   }
 
   /**

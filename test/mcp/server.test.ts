@@ -292,6 +292,22 @@ describe('the MCP server', () => {
     expect(await readFile(join(root, 'b.txt'), 'utf8')).toBe('c\n');
   });
 
+  it('gives checkpoints made at once without a label each its own checkpoint-N', async () => {
+    const root = await makeTempDirectory();
+    await lay(root, { 'a.txt': 'one\n' });
+    const agent = await connected(root);
+    await agent.callTool({ name: 'checkpoint', arguments: {} });
+    const made = await Promise.all(
+      [1, 2, 3].map(() => agent.callTool({ name: 'checkpoint', arguments: {} })),
+    );
+    expect(made.map((result) => result.isError)).toEqual([undefined, undefined, undefined]);
+    expect(made.map((result) => /^checkpoint (\S+) /.exec(textOf(result))?.[1]).sort()).toEqual([
+      'checkpoint-2',
+      'checkpoint-3',
+      'checkpoint-4',
+    ]);
+  });
+
   it('lists per checkpoint the files, and with lines: true the lines of text, added and removed', async () => {
     const root = await makeTempDirectory();
     await lay(root, { 'a.txt': 'one\n', 'b.txt': 'b\n' });

@@ -82,6 +82,30 @@ describe('copies of a workspace in one session on PostgreSQL', () => {
     expect(labels).toEqual(['base', ...[0, 1, 2, 3, 4, 5].map((round) => `shared-${round}`)]);
   }, 120_000);
 
+  it('give each of many concurrent checkpoints without a label its own checkpoint-N', async () => {
+    const { first, second } = await twoCopies('default-labels');
+    const sessions: Session[] = await Promise.all(
+      [first, first, second, second].map((workspace) => openSession({ workspace })),
+    );
+    try {
+      for (let round = 0; round < 3; round++) {
+        const { won, lost } = await race(sessions.map((session) => () => session.checkpoint()));
+        expect(lost).toEqual([]);
+        expect(new Set(won.map((checkpoint) => checkpoint.label)).size).toBe(4);
+      }
+    } finally {
+      await Promise.all(sessions.map((session) => session.close()));
+    }
+    const labels = (await log({ workspace: first })).entries
+      .filter((line) => line.kind === 'checkpoint-created')
+      .map((line) => line.entry.body.label);
+    // "base" is the first: checkpoint-N counts from the number there are.
+    expect(labels).toEqual([
+      'base',
+      ...Array.from({ length: 12 }, (_, index) => `checkpoint-${index + 2}`),
+    ]);
+  }, 120_000);
+
   it('let one action be undone once, whichever copy undoes it', async () => {
     const { first, second } = await twoCopies('undo');
     const here = await openSession({ workspace: first });

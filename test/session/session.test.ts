@@ -1,6 +1,6 @@
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { readLedgerFile } from '../../src/ledger/index.js';
 import { gc, log, openSession, previewWorkspace, verify } from '../../src/session/index.js';
 import { readTree } from '../../src/store/index.js';
@@ -109,6 +109,44 @@ describe('checkpoints', () => {
     await session.checkpoint('first', { onProgress: (progress) => reported.push(progress) });
     expect(reported).toHaveLength(20);
     expect(reported.at(-1)).toMatchObject({ filesRead: 20, filesToRead: 20 });
+  });
+
+  it('labels a checkpoint made without a label checkpoint-N, the next number free, and says which', async () => {
+    const { session } = await sessionOn({ 'a.txt': 'a' });
+    expect(await session.checkpoint()).toMatchObject({ label: 'checkpoint-1', seq: 2 });
+    await session.checkpoint('checkpoint-3');
+    const messages = [{ role: 'user', content: 'go on' }];
+    // Options alone, or after an undefined label.
+    expect(await session.checkpoint({ messages, format: 'anthropic' })).toMatchObject({
+      label: 'checkpoint-4',
+      conversation: { format: 'anthropic', messageCount: 1 },
+    });
+    expect(await session.checkpoint(undefined, { messages })).toMatchObject({
+      label: 'checkpoint-5',
+      conversation: { messageCount: 1 },
+    });
+    expect((await session.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
+      'checkpoint-1',
+      'checkpoint-3',
+      'checkpoint-4',
+      'checkpoint-5',
+    ]);
+  });
+
+  it('gives sessions checkpointing at once without a label each its own label', async () => {
+    const { workspace, session } = await sessionOn({ 'a.txt': 'a' });
+    const other = await openSession({ workspace });
+    onTestFinished(() => other.close());
+    expect(other.id).toBe(session.id);
+    const made = await Promise.all(
+      [session, other, session, other].map((each) => each.checkpoint()),
+    );
+    expect(made.map((checkpoint) => checkpoint.label).sort()).toEqual([
+      'checkpoint-1',
+      'checkpoint-2',
+      'checkpoint-3',
+      'checkpoint-4',
+    ]);
   });
 
   it('refuses a label that exists', async () => {

@@ -1,5 +1,5 @@
 import type { Format } from '../../conversation/index.js';
-import { RewindError } from '../../errors.js';
+import { isRewindError, RewindError } from '../../errors.js';
 import { clipped, isDigest, namedAndMore } from '../../lib/index.js';
 import { lineCountsBetween, type SnapshotProgress } from '../../workspace/index.js';
 import {
@@ -14,7 +14,7 @@ import {
   checkpointOf,
 } from '../journal/checkpoint-records.js';
 import { type Journal, readJournal, withWorkspaceLock } from '../journal/journal.js';
-import { type CheckedMessages, storeMessages } from './conversation.js';
+import { type CheckedMessages, checkMessages, storeMessages } from './conversation.js';
 
 /** Options of `Session.checkpoint`. */
 export interface CheckpointOptions {
@@ -112,12 +112,26 @@ function checkLabelFree(context: SessionContext, journal: Journal, label: string
 }
 
 /**
+ * The label of a checkpoint made without one: `checkpoint-N`, N the number of checkpoints the
+ * session lists plus one, or the next number free.
+ */
+function defaultLabelOf(journal: Journal): string {
+  const checkpoints = journal.checkpoints();
+  const taken = new Set(checkpoints.map((checkpoint) => checkpoint.label));
+  let number = checkpoints.length + 1;
+  while (taken.has(`checkpoint-${number}`)) number += 1;
+  return `checkpoint-${number}`;
+}
+
+/**
  * Records the workspace under `label` with a `checkpoint-created` entry, paired with `messages`
- * when given, else with the session's current conversation. Throws `CHECKPOINT_EXISTS`.
+ * when given, else with the session's current conversation. Without `label`, under
+ * `checkpoint-N` (see {@link defaultLabelOf}), chosen under the workspace lock once the files are
+ * stored. Throws `CHECKPOINT_EXISTS` for a `label` taken.
  */
 export function createCheckpoint(
   context: SessionContext,
-  label: string,
+  label: string | undefined,
   options: {
     isAutomatic: boolean;
     messages: CheckedMessages | undefined;
@@ -125,21 +139,53 @@ export function createCheckpoint(
     onProgress?: ((progress: SnapshotProgress) => void) | undefined;
   },
 ): Promise<CheckpointResult> {
-  return withWorkspaceLock(context, `creating checkpoint ${label}`, async (journal) => {
+  const purpose = label === undefined ? 'creating a checkpoint' : `creating checkpoint ${label}`;
+  return withWorkspaceLock(context, purpose, async (journal) => {
     if (options.budget) checkFirstSnapshot(context, options.budget);
-    const checkFree = (current: Journal) => checkLabelFree(context, current, label);
-    checkFree(journal);
+    if (label !== undefined) checkLabelFree(context, journal, label);
     const snapshot = await snapshotWorkspace(context, options.onProgress);
     const conversation = options.messages
       ? await storeMessages(context, options.messages)
       : journal.currentConversation();
-    const entry = await appendCheckpoint(context, journal, label, snapshot, {
-      isAutomatic: options.isAutomatic,
-      conversation,
-      // Another copy of the workspace on a shared ledger may have taken the label meanwhile.
-      check: checkFree,
-    });
-    return { ...checkpointOf(entry), readCount: snapshot.readCount, warnings: snapshot.warnings };
+    for (;;) {
+      const chosen = label ?? defaultLabelOf(journal);
+      try {
+        const entry = await appendCheckpoint(context, journal, chosen, snapshot, {
+          isAutomatic: options.isAutomatic,
+          conversation,
+          // Another copy of the workspace on a shared ledger may have taken the label meanwhile.
+          check: (current) => checkLabelFree(context, current, chosen),
+        });
+        return {
+          ...checkpointOf(entry),
+          readCount: snapshot.readCount,
+          warnings: snapshot.warnings,
+        };
+      } catch (error) {
+        // The check brought the journal up to the checkpoint that took it: choose again.
+        if (label !== undefined || !isRewindError(error, 'CHECKPOINT_EXISTS')) throw error;
+      }
+    }
+  });
+}
+
+/**
+ * `Session.checkpoint`: `label` and `options`, or `options` alone. Throws `INVALID_ARGUMENT` for
+ * a malformed label or conversation, and what {@link createCheckpoint} throws.
+ */
+export async function checkpointWorkspace(
+  context: SessionContext,
+  label: string | CheckpointOptions | undefined,
+  options: CheckpointOptions = {},
+): Promise<CheckpointResult> {
+  const [given, { isAutomatic, messages, format, budget, onProgress }] =
+    typeof label === 'object' ? [undefined, label] : [label, options];
+  if (given !== undefined) checkLabel(given);
+  return createCheckpoint(context, given, {
+    isAutomatic: isAutomatic === true,
+    messages: messages ? checkMessages(messages, format) : undefined,
+    budget,
+    onProgress,
   });
 }
 
