@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, constants, createReadStream, existsSync, openSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -87,5 +87,54 @@ describe('the `rewind` command as a process', () => {
     } finally {
       closeSync(full);
     }
+  });
+
+  it('writes all of a large output into a pipe that its reader empties slowly', async () => {
+    const workspace = await makeTempDirectory();
+    const lines = (word: string) =>
+      Array.from({ length: 3000 }, (_, index) => `${word} line ${index} of a long file\n`).join('');
+    await writeFile(join(workspace, 'big.txt'), lines('first'));
+    expect((await rewind(workspace, ['-q', 'init'])).code).toBe(0);
+    expect((await rewind(workspace, ['-q', 'checkpoint', 'one'])).code).toBe(0);
+    await writeFile(join(workspace, 'big.txt'), lines('second'));
+    const expected = (await rewind(workspace, ['diff'])).stdout;
+    expect(expected.length).toBeGreaterThan(150_000);
+    // Its stdout a FIFO (opened O_NONBLOCK here, but Node makes a child's stdio blocking), read
+    // a few kilobytes at a time: each write waits for room, and none is cut short.
+    const fifo = join(workspace, 'out.fifo');
+    execFileSync('mkfifo', [fifo]);
+    // The reader's open waits for a writer; a non-blocking writer's fails (ENXIO) until the
+    // reader is waiting.
+    const reader = createReadStream(fifo, { highWaterMark: 4096 });
+    let output: number | undefined;
+    while (output === undefined) {
+      try {
+        output = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+      } catch {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
+    const chunks: Buffer[] = [];
+    let code: number | null;
+    try {
+      const child = spawn(process.execPath, [join(ROOT, 'bin/rewind.cjs'), 'diff'], {
+        cwd: workspace,
+        env: { ...process.env, REWIND_DAEMON: '0' },
+        stdio: ['ignore', output, 'inherit'],
+      });
+      const ended = new Promise<number | null>((resolve) => child.on('close', resolve));
+      // Read slowly: a chunk every few milliseconds.
+      reader.on('data', (chunk) => {
+        chunks.push(chunk as Buffer);
+        reader.pause();
+        setTimeout(() => reader.resume(), 2);
+      });
+      code = await ended;
+    } finally {
+      closeSync(output);
+    }
+    await new Promise<void>((resolve) => reader.once('close', () => resolve()));
+    expect(code).toBe(0);
+    expect(Buffer.concat(chunks).toString('utf8')).toBe(expected);
   });
 });
