@@ -21,9 +21,8 @@
  */
 import { statSync } from 'node:fs';
 import { link, readdir, rename, rm } from 'node:fs/promises';
-import { connect, createServer, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
-import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import {
   currentSessionId,
@@ -218,10 +217,21 @@ function namedIn(request: unknown): string {
   return commandOf(words) ?? 'a request';
 }
 
+/**
+ * `node:net`, loaded when a daemon runs or is probed: every `rewind` command loads this module
+ * as it starts, and net brings Node's stream machinery (docs/performance.md).
+ */
+const nodeNet = (): typeof import('node:net') => process.getBuiltinModule('node:net');
+
+/** What a served command reads as its stdin: the bytes its caller sent, if any. */
+async function* stdinOf(request: Request): AsyncGenerator<Uint8Array> {
+  if (request.stdin !== undefined) yield Buffer.from(request.stdin, 'base64');
+}
+
 /** Whether a daemon answers on `socket`. */
 function isAnswering(socket: string): Promise<boolean> {
   return new Promise((done) => {
-    const probe = connect(socket);
+    const probe = nodeNet().connect(socket);
     probe.once('connect', () => {
       probe.destroy();
       done(true);
@@ -302,7 +312,7 @@ async function serve(
   // (another version's, one it does not serve), would otherwise keep up a daemon nobody uses.
   let accepted = 0;
   let lastCommandEnded = Date.now();
-  const server = createServer((socket) => {
+  const server = nodeNet().createServer((socket) => {
     socket.on('error', () => {});
     void receive(socket);
   });
@@ -375,9 +385,7 @@ async function serve(
       stderr: (text) =>
         send(socket, typeof text === 'string' ? { stderr: text } : { stderrBytes: base64Of(text) }),
       cwd: request.cwd,
-      stdin: Readable.from(
-        request.stdin === undefined ? [] : [Buffer.from(request.stdin, 'base64')],
-      ),
+      stdin: stdinOf(request),
       sessions,
       isTerminal: request.isTerminal === true,
       isErrorTerminal: request.isErrorTerminal === true,

@@ -19,3 +19,8 @@ export function nodeZlib(): typeof import('node:zlib') {
 export function workerThreads(): typeof import('node:worker_threads') {
   return process.getBuiltinModule('node:worker_threads');
 }
+
+/** `node:net` (and with it Node's stream machinery), loaded on first use. */
+export function nodeNet(): typeof import('node:net') {
+  return process.getBuiltinModule('node:net');
+}

@@ -4,7 +4,7 @@ export {
   temporaryPathBeside,
   writeFileAtomic,
 } from './atomic-write.js';
-export { nodeCrypto, nodeZlib, workerThreads } from './builtins.js';
+export { nodeCrypto, nodeNet, nodeZlib, workerThreads } from './builtins.js';
 export { canonicalJson, type JsonValue } from './canonical-json.js';
 export {
   createLimiter,

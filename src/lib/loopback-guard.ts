@@ -5,8 +5,7 @@
  * the launch's token, before anything else is read.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { isIP } from 'node:net';
-import { nodeCrypto } from './builtins.js';
+import { nodeCrypto, nodeNet } from './builtins.js';
 
 /** A fresh token for one launch: 256 random bits, URL-safe. */
 export function generateToken(): string {
@@ -50,7 +49,7 @@ const WILDCARD = new Set(['0.0.0.0', '::', '']);
 
 /** `host:port` as a Host header names it (an IPv6 address in brackets). */
 function authorityOf(host: string, port: number): string {
-  return `${isIP(host) === 6 ? `[${host}]` : host}:${port}`.toLowerCase();
+  return `${nodeNet().isIP(host) === 6 ? `[${host}]` : host}:${port}`.toLowerCase();
 }
 
 /** The host and port a Host header (or an origin's authority) names. */
@@ -75,7 +74,7 @@ function isOwnAuthority(authority: string, endpoint: HttpEndpoint): boolean {
   const isRightPort = port === String(endpoint.port) || (port === '' && endpoint.port === 80);
   if (!isRightPort) return false;
   const host = endpoint.host.toLowerCase();
-  if (WILDCARD.has(host)) return isIP(hostname) !== 0 || hostname === 'localhost';
+  if (WILDCARD.has(host)) return nodeNet().isIP(hostname) !== 0 || hostname === 'localhost';
   const own = [host, endpoint.address ?? host].map(
     (name) => splitAuthority(authorityOf(name, endpoint.port)).hostname,
   );

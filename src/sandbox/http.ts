@@ -1,7 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { BlockList, isIP } from 'node:net';
 import { RewindError } from '../errors.js';
-import { timerDelayOf } from '../lib/index.js';
+import { nodeNet, timerDelayOf } from '../lib/index.js';
 
 /** An HTTP request as an action describes it. */
 export interface HttpRequest {
@@ -72,7 +71,7 @@ function firstMatch(
 ): string | undefined {
   for (const [network, prefix, type, why] of ranges) {
     if (type !== family) continue;
-    const list = new BlockList();
+    const list = new (nodeNet().BlockList)();
     list.addSubnet(network, prefix, type);
     if (list.check(address, family)) return why;
   }
@@ -82,7 +81,7 @@ function firstMatch(
 /** The eight 16-bit groups of an IPv6 address (its zone dropped), or undefined for anything else. */
 function ipv6Groups(address: string): number[] | undefined {
   let text = address.toLowerCase().replace(/%.*$/, '');
-  if (isIP(text) !== 6) return undefined;
+  if (nodeNet().isIP(text) !== 6) return undefined;
   const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
   if (dotted) {
     const [a, b, c, d] = dotted.slice(1).map(Number) as [number, number, number, number];
@@ -144,7 +143,7 @@ function embeddedIpv4(groups: readonly number[]): { address: string; how: string
  * checked as that IPv4 address too.
  */
 export function refusalOf(address: string, blockPrivate: boolean): string | undefined {
-  const version = isIP(address.replace(/%.*$/, ''));
+  const version = nodeNet().isIP(address.replace(/%.*$/, ''));
   if (version === 0) return 'not an IP address';
   if (version === 4) {
     return (
@@ -220,8 +219,8 @@ export async function checkTarget(
 ): Promise<{ address: string; family: 4 | 6 }> {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   let addresses: { address: string; family: number }[];
-  if (isIP(host) !== 0) {
-    addresses = [{ address: host, family: isIP(host) }];
+  if (nodeNet().isIP(host) !== 0) {
+    addresses = [{ address: host, family: nodeNet().isIP(host) }];
   } else {
     try {
       // Loaded when a request is made: the `rewind` command starts faster without it.

@@ -119,16 +119,19 @@ describe('the `rewind` command and its code cache', () => {
     expect(await cacheFiles(cache)).toEqual([expected]);
   });
 
-  it('starts `status` and `log` without loading node:crypto, zlib, worker threads or child_process', async () => {
-    // Each costs every command ~1-3 ms to load (docs/performance.md); they load on first use
-    // (child_process, which commander requires, through scripts/bundle.mjs's lazy-builtins).
+  it('starts `status` and `log` without loading node:crypto, zlib, worker threads, child_process, net or streams', async () => {
+    // Each costs every command ~1-5 ms to load (docs/performance.md); they load on first use
+    // (child_process, which commander requires, through scripts/bundle.mjs's lazy-builtins). net
+    // brings Node's streams, as process.stdout and process.stderr would (bin/rewind.cjs writes
+    // with writeSync).
     const project = await makeTempDirectory();
     expect((await rewindWith(undefined, project, ['init'])).code).toBe(0);
     const probe = join(await makeTempDirectory(), 'probe.cjs');
-    const loaded = `process.moduleLoadList.filter((name) => /^NativeModule (crypto|zlib|worker_threads|child_process)$/.test(name))`;
+    const loaded = `process.moduleLoadList.filter((name) => /^NativeModule (crypto|zlib|worker_threads|child_process|net|stream)$/.test(name))`;
+    // Written with writeSync: process.stderr would load the streams it looks for.
     await writeFile(
       probe,
-      `process.on('exit', () => process.stderr.write('\\nLOADED ' + ${loaded}.join(',') + '\\n'));\n`,
+      `process.on('exit', () => require('node:fs').writeSync(2, '\\nLOADED ' + ${loaded}.join(',') + '\\n'));\n`,
     );
     for (const command of ['status', 'log']) {
       const { code, stderr } = await runNode(
