@@ -4,7 +4,13 @@ import { type BigIntStats, lstatSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { decodeName, diskPath, listNames } from '../lib/index.js';
 import { findRecords } from './changes.js';
-import { isAlwaysExcluded } from './ignore-rules.js';
+import {
+  holdsIgnoreFile,
+  type IgnoreRules,
+  isAlwaysExcluded,
+  type OutsideRules,
+} from './ignore-rules.js';
+import { rulesAbove } from './watch-places.js';
 
 /**
  * A directory's key as the kernel shows a watch (`sdev:ino`, hexadecimal): its device in the
@@ -61,22 +67,33 @@ export interface MadeWalk {
   unwatched: string | undefined;
   /** The files with more than one link. */
   linked: string[];
+  /** The directories the ignore rules leave out (not walked: they need no watch). */
+  ignored: string[];
 }
 
 /**
  * Walks the directories at `relatives` (made or moved in since the last drain: their watches
  * were set up by a walk that may have missed some) and what is under them, for the first
- * directory that is not among `watched` and the files with more than one link.
+ * directory that is not among `watched` and the files with more than one link, leaving out the
+ * directories the ignore rules leave out (a tree moved in with its `node_modules`) and listing
+ * them. Where the rules cannot be read, it walks on with none.
  */
 export function walkMade(
   root: string,
   relatives: Iterable<string>,
   watched: ReadonlySet<string>,
   excluded: ReadonlySet<string>,
+  outside: OutsideRules,
 ): MadeWalk {
   const linked: string[] = [];
-  const pending = [...relatives];
-  for (let relative = pending.pop(); relative !== undefined; relative = pending.pop()) {
+  const ignored: string[] = [];
+  const pending: [string, IgnoreRules | undefined][] = [];
+  for (const relative of relatives) {
+    const rules = rulesAbove(root, outside, relative);
+    if (rules !== 'left out') pending.push([relative, rules]);
+  }
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [relative, rules] = next;
     const absolute = relative === '' ? root : join(root, relative);
     const stats = lstatOf(absolute);
     if (stats === undefined) continue;
@@ -84,19 +101,31 @@ export function walkMade(
       if (stats.nlink > 1n) linked.push(relative);
       continue;
     }
-    if (!watched.has(watchKey(stats))) return { unwatched: relative, linked };
+    const name = relative.slice(relative.lastIndexOf('/') + 1);
+    if (relative !== '' && rules?.isIgnored(relative, name, true)) {
+      ignored.push(relative);
+      continue;
+    }
+    if (!watched.has(watchKey(stats))) return { unwatched: relative, linked, ignored };
     let names: { name: string; isDirectory: boolean }[];
     try {
       names = listNames(diskPath(absolute));
     } catch {
       continue;
     }
+    let inner = rules;
+    try {
+      if (holdsIgnoreFile(names.map((entry) => entry.name)))
+        inner = rules?.enter(absolute, relative);
+    } catch {
+      inner = undefined;
+    }
     for (const { name } of names) {
-      const inner = relative === '' ? name : `${relative}/${name}`;
-      if (!isSkipped(inner, name, excluded)) pending.push(inner);
+      const path = relative === '' ? name : `${relative}/${name}`;
+      if (!isSkipped(path, name, excluded)) pending.push([path, inner]);
     }
   }
-  return { unwatched: undefined, linked };
+  return { unwatched: undefined, linked, ignored };
 }
 
 /** What a walk by find lists for a watch: every directory with its key, and files of several links. */

@@ -1,8 +1,39 @@
 // Where a watcher works: the workspace it watches, the store directory its sentinels go in.
-import { lstatSync, mkdirSync, realpathSync } from 'node:fs';
+import { type BigIntStats, lstatSync, mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { diskPath, listNames } from '../lib/index.js';
-import { holdsIgnoreFile, IgnoreRules, type OutsideRules } from './ignore-rules.js';
+import {
+  holdsIgnoreFile,
+  IgnoreRules,
+  isAlwaysExcluded,
+  type OutsideRules,
+} from './ignore-rules.js';
+
+/** Paths the snapshot never holds, wherever they are (as find prunes them). */
+export function isLeftOut(relative: string): boolean {
+  return relative.split('/').some(isAlwaysExcluded);
+}
+
+export function parentOf(relative: string): string {
+  const slash = relative.lastIndexOf('/');
+  return slash === -1 ? '' : relative.slice(0, slash);
+}
+
+/** The lstat of `relative` under `root`; null when nothing is there, undefined when it cannot be taken. */
+export function lstatIn(root: string, relative: string): BigIntStats | null | undefined {
+  try {
+    return lstatSync(diskPath(join(root, relative)), { bigint: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined;
+  }
+}
+
+/** The ctime of `relative` under `root` when it is there and not a directory. */
+export function ctimeIn(root: string, relative: string): bigint | undefined {
+  const stats = lstatIn(root, relative);
+  return stats && !stats.isDirectory() ? stats.ctimeNs : undefined;
+}
 
 /** Where the watcher's sentinels are written: a directory of the store it watches on its own. */
 const SENTINELS = join('cache', 'watch');
@@ -85,4 +116,40 @@ export function ignoredDirectories(root: string, outside: OutsideRules): string[
     }
   }
   return ignored.sort();
+}
+
+/**
+ * The ignore rules in force in the directory above `relative` (outside rules, then the ignore
+ * files of every directory from the root down), read from disk as {@link ignoredDirectories}
+ * reads them: `left out` when a directory on the way is itself left out; undefined when they
+ * cannot be read.
+ */
+export function rulesAbove(
+  root: string,
+  outside: OutsideRules,
+  relative: string,
+): IgnoreRules | 'left out' | undefined {
+  try {
+    let rules = IgnoreRules.root(root, outside);
+    const names = relative.split('/');
+    for (let index = 0, path = ''; index < names.length - 1; index++) {
+      const name = names[index] as string;
+      path = path === '' ? name : `${path}/${name}`;
+      if (rules.isIgnored(path, name, true)) return 'left out';
+      rules = rules.enter(join(root, path), path);
+    }
+    return rules;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether the ignore rules leave out the directory at `relative` (made or moved in while
+ * watched), or one above it; false when they cannot be read (it is watched, as before).
+ */
+export function isIgnoredDirectory(root: string, outside: OutsideRules, relative: string): boolean {
+  const rules = rulesAbove(root, outside, relative);
+  if (rules === undefined || rules === 'left out') return rules === 'left out';
+  return rules.isIgnored(relative, relative.slice(relative.lastIndexOf('/') + 1), true);
 }

@@ -48,3 +48,78 @@ export class RestartPacer {
     return this.#streak === TOLD_AFTER;
   }
 }
+
+/** Quiet this long after the last ignored directory made, the watch starts again without them. */
+export const QUIET_MS = 300;
+
+/** ...or this long after the first, when they keep coming. */
+const LONGEST_QUIET_WAIT_MS = 2_000;
+
+/**
+ * Starts for them come at most this often: a build that removes and makes its ignored output
+ * again and again (inotifywait watches a directory made again where one left out was) would
+ * otherwise cost a start, and the next snapshot a find, each time.
+ */
+export const IGNORED_SPACING_MS = 10_000;
+
+/**
+ * The directories made or moved in since the watch started that the ignore rules leave out (an
+ * `npm install`'s `node_modules`, pytest's `__pycache__`): inotifywait watches each of them with
+ * everything under it until it starts again, so the events under them are dropped, and
+ * `onSettled` is told to start it again once no new one came for {@link QUIET_MS} (at most 2 s
+ * after the first): a burst of them costs one start, not one each, and such starts come at most
+ * every {@link IGNORED_SPACING_MS}. Not a failure: nothing went unseen.
+ */
+export class IgnoredSinceStart {
+  readonly #directories = new Set<string>();
+  readonly #onSettled: () => void;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #firstAt = 0;
+  #settledAt = Number.NEGATIVE_INFINITY;
+
+  constructor(onSettled: () => void) {
+    this.#onSettled = onSettled;
+  }
+
+  get size(): number {
+    return this.#directories.size;
+  }
+
+  /** Whether `relative` is one of them, or under one. */
+  holds(relative: string): boolean {
+    if (this.#directories.size === 0) return false;
+    for (let at = relative.length; at > 0; at = relative.lastIndexOf('/', at - 1)) {
+      if (this.#directories.has(relative.slice(0, at))) return true;
+    }
+    return false;
+  }
+
+  add(relative: string): void {
+    const now = Date.now();
+    if (this.#directories.size === 0) this.#firstAt = now;
+    this.#directories.add(relative);
+    clearTimeout(this.#timer);
+    const quiet = Math.min(QUIET_MS, this.#firstAt + LONGEST_QUIET_WAIT_MS - now);
+    const delay = Math.max(quiet, this.#settledAt + IGNORED_SPACING_MS - now, 0);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.#settledAt = Date.now();
+      this.#onSettled();
+    }, delay);
+    this.#timer.unref();
+  }
+
+  /** Takes `relative` off, when it was one of them that went (deleted): a file may take its name. */
+  delete(relative: string): boolean {
+    const isOne = this.#directories.delete(relative);
+    if (this.#directories.size === 0) this.clear();
+    return isOne;
+  }
+
+  /** At a start: the directories left out are listed again, so these are among them. */
+  clear(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#directories.clear();
+  }
+}

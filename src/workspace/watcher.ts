@@ -1,13 +1,13 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
 import type { ChildProcess } from 'node:child_process';
-import { type BigIntStats, lstatSync, rmSync, writeFileSync } from 'node:fs';
+import { type BigIntStats, rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
-import { createLimiter, decodeName, diskPath, nodeCrypto } from '../lib/index.js';
+import { createLimiter, decodeName, nodeCrypto } from '../lib/index.js';
 import type { TreeEntry } from '../store/index.js';
 import { type ChangeRecord, isOnTrustedFilesystem } from './changes.js';
-import { isAlwaysExcluded, type OutsideRules } from './ignore-rules.js';
+import type { OutsideRules } from './ignore-rules.js';
 import {
   ESTABLISHED,
   LONGEST_RECORD,
@@ -16,8 +16,18 @@ import {
   watchLimitMessage,
 } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
-import { cannotWatch, ignoredDirectories, realRoot, sentinelsIn } from './watch-places.js';
-import { RestartPacer, TOLD_AFTER } from './watch-restarts.js';
+import {
+  cannotWatch,
+  ctimeIn,
+  ignoredDirectories,
+  isIgnoredDirectory,
+  isLeftOut,
+  lstatIn,
+  parentOf,
+  realRoot,
+  sentinelsIn,
+} from './watch-places.js';
+import { IgnoredSinceStart, RestartPacer, TOLD_AFTER } from './watch-restarts.js';
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
@@ -58,16 +68,6 @@ export interface DrainResult {
    * made since is the next drain's.
    */
   stats: ReadonlyMap<string, BigIntStats | null>;
-}
-
-/** Paths the snapshot never holds, wherever they are (as find prunes them). */
-function isLeftOut(relative: string): boolean {
-  return relative.split('/').some(isAlwaysExcluded);
-}
-
-function parentOf(relative: string): string {
-  const slash = relative.lastIndexOf('/');
-  return slash === -1 ? '' : relative.slice(0, slash);
 }
 
 /**
@@ -131,6 +131,8 @@ export class WorkspaceWatcher {
   readonly #oneAtATime = createLimiter(1);
   /** How soon it starts again after a loss or a failed start. */
   readonly #pacer = new RestartPacer();
+  /** Directories left out by the ignore rules made since the start: see {@link IgnoredSinceStart}. */
+  readonly #ignoredSince = new IgnoredSinceStart(() => this.#lose('ignored directories', false));
   /** Why the watcher stopped for good, when it did. */
   stoppedBecause: string | undefined;
 
@@ -262,13 +264,14 @@ export class WorkspaceWatcher {
     // files in them with several links are compared by ctime from now on, as below.
     if (made.size > 0) {
       const watched = watchedInodes(this.pid ?? -1);
-      const walked = watched && walkMade(this.root, made, watched, this.#excluded);
+      const walked = watched && walkMade(this.root, made, watched, this.#excluded, this.#outside);
       if (walked === undefined || walked.unwatched !== undefined) {
         this.#lose('a directory was left without a watch');
         return undefined;
       }
+      for (const path of walked.ignored) this.#ignoredSince.add(path);
       for (const path of walked.linked) {
-        if (!this.#linked.has(path)) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
+        if (!this.#linked.has(path)) this.#linked.set(path, ctimeIn(this.root, path) ?? -1n);
       }
     }
     // A write through another link of a file reaches no watch of the workspace: files with
@@ -276,7 +279,7 @@ export class WorkspaceWatcher {
     // (a link made beside it) has others nobody reported: find answers, and the watch starts again
     // (which lists them).
     for (const [path, ctime] of this.#linked) {
-      const now = this.#ctimeOf(path) ?? -1n;
+      const now = ctimeIn(this.root, path) ?? -1n;
       if (now !== ctime) {
         changed.add(path);
         touched.add(path);
@@ -286,7 +289,7 @@ export class WorkspaceWatcher {
     }
     for (const path of changed) {
       if (this.#linked.has(path)) continue;
-      const stats = this.#lstat(path);
+      const stats = lstatIn(this.root, path);
       if (stats !== undefined) drained.stats.set(path, stats);
       if (!stats || stats.isDirectory() || stats.nlink < 2n) continue;
       this.#lose('a file has another link now', false);
@@ -338,7 +341,9 @@ export class WorkspaceWatcher {
     const excluded = ignoredDirectories(this.root, this.#outside);
     const isSame =
       excluded.length === this.#excluded.size && excluded.every((name) => this.#excluded.has(name));
-    if (couldNotRead || !isSame) this.#lose('a snapshot looked at every entry', false);
+    // Directories left out since the start (their events dropped) may be kept by the rules now.
+    const isToStart = couldNotRead || !isSame || this.#ignoredSince.size > 0;
+    if (isToStart) this.#lose('a snapshot looked at every entry', false);
   }
 
   close(): void {
@@ -360,6 +365,7 @@ export class WorkspaceWatcher {
     this.#state = 'starting';
     this.#pending = Buffer.alloc(0);
     this.#linked.clear();
+    this.#ignoredSince.clear();
     this.#excluded = new Set(ignoredDirectories(this.root, this.#outside));
     let child: ChildProcess;
     try {
@@ -445,7 +451,7 @@ export class WorkspaceWatcher {
       this.#failedStart(`a directory was left without a watch (${missed})`);
       return;
     }
-    for (const path of listing.linked) this.#linked.set(path, this.#ctimeOf(path) ?? -1n);
+    for (const path of listing.linked) this.#linked.set(path, ctimeIn(this.root, path) ?? -1n);
     this.#pacer.live();
     this.#state = 'live';
     if (this.#isToldFailing) {
@@ -526,7 +532,18 @@ export class WorkspaceWatcher {
       return;
     }
     if (isLeftOut(relative)) return;
-    if (events.includes('ISDIR') && (events.includes('CREATE') || events.includes('MOVED_TO'))) {
+    const isDirectory = events.includes('ISDIR');
+    if (this.#ignoredSince.holds(relative)) {
+      // Dropped, but for the removal of one of them itself: a file may take its name.
+      if (!(isDirectory && events.includes('DELETE') && this.#ignoredSince.delete(relative)))
+        return;
+    } else if (isDirectory && (events.includes('CREATE') || events.includes('MOVED_TO'))) {
+      // One the ignore rules leave out: dropped, and the watch starts again without it.
+      if (isIgnoredDirectory(this.root, this.#outside, relative)) {
+        this.#ignoredSince.add(relative);
+        this.#changed.add(parentOf(relative));
+        return;
+      }
       this.#made.add(relative);
     }
     this.#changed.add(relative);
@@ -548,22 +565,6 @@ export class WorkspaceWatcher {
     this.#wasLiveAtDrain = isLive;
   }
 
-  /** The ctime of a path that is not a directory. */
-  #ctimeOf(relative: string): bigint | undefined {
-    const stats = this.#lstat(relative);
-    return stats && !stats.isDirectory() ? stats.ctimeNs : undefined;
-  }
-
-  /** The path's lstat; null when nothing is there, undefined when it cannot be taken. */
-  #lstat(relative: string): BigIntStats | null | undefined {
-    try {
-      return lstatSync(diskPath(join(this.root, relative)), { bigint: true });
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code;
-      return code === 'ENOENT' || code === 'ENOTDIR' ? null : undefined;
-    }
-  }
-
   /** Something may have gone unseen: the next drain answers undefined, and the watch starts again. */
   #lose(why: string, isFailure = true): void {
     if (this.#state === 'stopped') return;
@@ -576,6 +577,7 @@ export class WorkspaceWatcher {
     if (this.#state === 'stopped' && this.stoppedBecause !== undefined) return;
     this.stoppedBecause = why;
     this.#state = 'stopped';
+    this.#ignoredSince.clear();
     this.#generation++;
     this.#kill();
     if (isToBeTold) this.#onStopped?.(why, false);
