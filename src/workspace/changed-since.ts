@@ -37,7 +37,7 @@ import {
   summarize,
   unreadable,
 } from './walk.js';
-import type { DrainResult, WrittenFile } from './watcher.js';
+import type { DrainResult, WrittenFile } from './watch-drain.js';
 
 /** Reads, stores and lists one directory and everything under it, as a first snapshot does. */
 async function snapshotSubtree(

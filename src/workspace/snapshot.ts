@@ -329,8 +329,8 @@ export async function snapshot(
     await saveRecord(next);
   }
   // A walk follows rules that changed (or none kept): the watch starts again if what it leaves
-  // unwatched may have changed.
-  watcher?.startAgain(outside, unreadable.length > 0);
+  // unwatched (ignored, or that it cannot enter) may have changed.
+  watcher?.startAgain(outside);
   return {
     tree: digest,
     ...totals,

@@ -1,5 +1,12 @@
 // Where a watcher works: the workspace it watches, the store directory its sentinels go in.
-import { type BigIntStats, lstatSync, mkdirSync, realpathSync } from 'node:fs';
+import {
+  accessSync,
+  type BigIntStats,
+  constants,
+  lstatSync,
+  mkdirSync,
+  realpathSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { diskPath, listNames } from '../lib/index.js';
 import {
@@ -87,17 +94,42 @@ export function cannotWatch(
 }
 
 /**
- * The directories under `root` the ignore rules leave out, wherever they are (a `node_modules`
- * in `packages/*`, a sub-project's `dist`), as relative paths, sorted: not watched (they churn,
- * and each directory costs a watch and time at the start). A walk of the directories that are
- * kept, entering each one's ignore files; what cannot be listed is left to find and inotifywait.
+ * Whether this process may list the directory at `absolute` and reach what is in it (read and
+ * search permission: inotify needs the first to watch it, and inotifywait the second to watch
+ * what is in it); true when it vanished (nothing to watch).
  */
-export function ignoredDirectories(root: string, outside: OutsideRules): string[] {
+export function canEnter(absolute: string): boolean {
+  try {
+    accessSync(diskPath(absolute), constants.R_OK | constants.X_OK);
+    return true;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    return code !== 'EACCES' && code !== 'EPERM';
+  }
+}
+
+/**
+ * The directories under `root` the ignore rules leave out, wherever they are (a `node_modules`
+ * in `packages/*`, a sub-project's `dist`), and those this process cannot enter (see
+ * {@link canEnter}; also added to `unreadable`), as relative paths, sorted: not watched (they
+ * churn, and each directory costs a watch and time at the start; inotifywait fails on one it
+ * cannot read). A walk of the directories that are kept, entering each one's ignore files.
+ */
+export function ignoredDirectories(
+  root: string,
+  outside: OutsideRules,
+  unreadable?: Set<string>,
+): string[] {
   const ignored: string[] = [];
   const pending: [string, IgnoreRules][] = [['', IgnoreRules.outside(outside)]];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [relative, above] = next;
     const absolute = relative === '' ? root : join(root, relative);
+    if (relative !== '' && !canEnter(absolute)) {
+      ignored.push(relative);
+      unreadable?.add(relative);
+      continue;
+    }
     let names: { name: string; isDirectory: boolean }[];
     try {
       names = listNames(diskPath(absolute));

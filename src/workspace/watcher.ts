@@ -1,7 +1,7 @@
 // A watch of a workspace by inotify, kept by a long-lived process: the next snapshot learns what
 // changed from the events instead of a find over every entry.
 import type { ChildProcess } from 'node:child_process';
-import { type BigIntStats, rmSync, writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { createLimiter, decodeName, nodeCrypto } from '../lib/index.js';
@@ -16,7 +16,9 @@ import {
   watchLimitMessage,
 } from './inotifywait.js';
 import { firstUnwatchedListed, listForWatch, walkMade, watchedInodes } from './watch-coverage.js';
+import type { Drained, DrainResult, WrittenFile } from './watch-drain.js';
 import {
+  canEnter,
   cannotWatch,
   ctimeIn,
   ignoredDirectories,
@@ -31,44 +33,6 @@ import { IgnoredSinceStart, RestartPacer, TOLD_AFTER } from './watch-restarts.js
 
 /** How long a sentinel may take to come back before the watcher is taken as lost. */
 const DRAIN_TIMEOUT_MS = 5_000;
-
-/** What a drain collected: the paths reported, the directories made or moved in among them. */
-interface Drained {
-  changed: Set<string>;
-  made: Set<string>;
-  touched: Set<string>;
-  written: Map<string, WrittenFile>;
-  isWhole: boolean;
-  /** The lstat of changed paths, taken once every event before the drain had arrived. */
-  stats: Map<string, BigIntStats | null>;
-}
-
-/** A file this process wrote and moved into place: its stat then (`contentStatOf`), its entry. */
-export interface WrittenFile {
-  contentStat: string;
-  entry: TreeEntry & { type: 'file' };
-}
-
-/** What {@link WorkspaceWatcher.drain} answers. */
-export interface DrainResult {
-  /** The paths that changed since the previous drain; undefined when that may not be whole. */
-  paths: string[] | undefined;
-  /** The record of the snapshot taken after the previous drain (see `setBase`). */
-  base: ChangeRecord | undefined;
-  token: number;
-  /**
-   * Files among `paths` this process wrote (see {@link WorkspaceWatcher.wrote}) to which nothing
-   * happened since but being moved into place: still holding what was written if their stat
-   * still says what it said (the same file, not another renamed over it).
-   */
-  written: ReadonlyMap<string, WrittenFile>;
-  /**
-   * The lstat of paths among `paths`, taken after every change made before the drain had been
-   * reported (null: nothing is there), so that the snapshot need not take it again; a change
-   * made since is the next drain's.
-   */
-  stats: ReadonlyMap<string, BigIntStats | null>;
-}
 
 /**
  * A watch of a workspace by Debian's `inotifywait` (inotify-tools), for a process that takes many
@@ -109,6 +73,8 @@ export class WorkspaceWatcher {
   #outside: OutsideRules;
   /** The directories left unwatched (relative paths), as of the last start. */
   #excluded = new Set<string>();
+  /** Those among them left unwatched because this process could not enter them. */
+  #unreadable = new Set<string>();
   #child: ChildProcess | undefined;
   /** `starting` until inotifywait says its watches are set up; `checking` while they are checked. */
   #state: 'starting' | 'checking' | 'live' | 'stopped' = 'stopped';
@@ -330,19 +296,19 @@ export class WorkspaceWatcher {
   /**
    * Called after a snapshot that had to look at every entry (the first one, rules that changed):
    * starts the watch again when what it leaves unwatched may have changed: the ignore rules now
-   * leave out other directories than those it left out when it started, or the walk could not
-   * read some paths. Otherwise the watch goes on: starting it again would cost the next two
-   * snapshots their watch (the first after a start must ask find: see {@link drain}), a find
+   * leave out other directories than those it left out when it started (or it cannot enter
+   * others: see `canEnter`). Otherwise the watch goes on: starting it again would cost the next
+   * two snapshots their watch (the first after a start must ask find: see {@link drain}), a find
    * each over every entry.
    */
-  startAgain(outside: OutsideRules, couldNotRead = false): void {
+  startAgain(outside: OutsideRules): void {
     this.#outside = outside;
     if (this.#state === 'stopped') return;
     const excluded = ignoredDirectories(this.root, this.#outside);
     const isSame =
       excluded.length === this.#excluded.size && excluded.every((name) => this.#excluded.has(name));
     // Directories left out since the start (their events dropped) may be kept by the rules now.
-    const isToStart = couldNotRead || !isSame || this.#ignoredSince.size > 0;
+    const isToStart = !isSame || this.#ignoredSince.size > 0;
     if (isToStart) this.#lose('a snapshot looked at every entry', false);
   }
 
@@ -366,7 +332,8 @@ export class WorkspaceWatcher {
     this.#pending = Buffer.alloc(0);
     this.#linked.clear();
     this.#ignoredSince.clear();
-    this.#excluded = new Set(ignoredDirectories(this.root, this.#outside));
+    this.#unreadable = new Set();
+    this.#excluded = new Set(ignoredDirectories(this.root, this.#outside, this.#unreadable));
     let child: ChildProcess;
     try {
       child = spawnInotifywait(this.root, this.#sentinels, this.#excluded);
@@ -537,6 +504,9 @@ export class WorkspaceWatcher {
       // Dropped, but for the removal of one of them itself: a file may take its name.
       if (!(isDirectory && events.includes('DELETE') && this.#ignoredSince.delete(relative)))
         return;
+    } else if (isDirectory && events.includes('ATTRIB') && this.#isEnteredOtherwise(relative)) {
+      this.#lose('a directory became readable or unreadable', false);
+      return;
     } else if (isDirectory && (events.includes('CREATE') || events.includes('MOVED_TO'))) {
       // One the ignore rules leave out: dropped, and the watch starts again without it.
       if (isIgnoredDirectory(this.root, this.#outside, relative)) {
@@ -555,6 +525,17 @@ export class WorkspaceWatcher {
     if (relative !== '' && !isMovedIn && events.some((event) => RENAMING_EVENTS.has(event))) {
       this.#changed.add(parentOf(relative));
     }
+  }
+
+  /**
+   * Whether the directory at `relative`, whose mode or owner changed, can be entered now when it
+   * could not at the start, or the other way round: what the watch leaves out is listed again.
+   */
+  #isEnteredOtherwise(relative: string): boolean {
+    if (relative === '') return false;
+    const wasUnreadable = this.#unreadable.has(relative);
+    if (this.#excluded.has(relative) && !wasUnreadable) return false;
+    return wasUnreadable === canEnter(join(this.root, relative));
   }
 
   #resetDrain(isLive: boolean): void {

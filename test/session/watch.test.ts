@@ -333,7 +333,7 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     });
   });
 
-  it('stops taking its base itself once that found a path it cannot read: every snapshot then walks and starts the watch again', async () => {
+  it('stops taking its base itself once that found a path it cannot read: every snapshot then walks, and the watch goes on', async () => {
     const workspace = await workspaceOfNobody({ 'secret.txt': 'v1\n', 'notes.txt': 'a\n' });
     // The watchers of the workspace seen while the session is open: each start of the watch is
     // an inotifywait of its own.
@@ -362,8 +362,8 @@ describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that w
     await sampling;
     expect(out.error).toBeUndefined();
     expect(out.warnings).toEqual([expect.stringMatching(/Could not read secret\.txt/)]);
-    // The first start, and the one after the snapshot that walked (then the checkpoint's).
-    expect(seen.size).toBeGreaterThan(0);
-    expect(seen.size).toBeLessThanOrEqual(4);
+    // An unreadable file changes nothing the watch leaves out: it is not started again (until
+    // 2026-12-04 each snapshot that walked started it again).
+    expect(seen.size).toBe(1);
   }, 30_000);
 });
