@@ -4,13 +4,8 @@ import { type BigIntStats, lstatSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path';
 import { decodeName, diskPath, listNames } from '../lib/index.js';
 import { findRecords } from './changes.js';
-import {
-  holdsIgnoreFile,
-  type IgnoreRules,
-  isAlwaysExcluded,
-  type OutsideRules,
-} from './ignore-rules.js';
-import { rulesAbove } from './watch-places.js';
+import { holdsIgnoreFile, type IgnoreRules, isAlwaysExcluded } from './ignore-rules.js';
+import type { WatchedRules } from './watch-places.js';
 
 /**
  * A directory's key as the kernel shows a watch (`sdev:ino`, hexadecimal): its device in the
@@ -83,14 +78,14 @@ export function walkMade(
   relatives: Iterable<string>,
   watched: ReadonlySet<string>,
   excluded: ReadonlySet<string>,
-  outside: OutsideRules,
+  watchedRules: WatchedRules,
 ): MadeWalk {
   const linked: string[] = [];
   const ignored: string[] = [];
   const pending: [string, IgnoreRules | undefined][] = [];
   for (const relative of relatives) {
-    const rules = rulesAbove(root, outside, relative);
-    if (rules !== 'left out') pending.push([relative, rules]);
+    const above = watchedRules.above(relative);
+    if (above !== 'left out') pending.push([relative, above]);
   }
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
     const [relative, rules] = next;

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { diskPath, listNames } from '../lib/index.js';
 import {
   holdsIgnoreFile,
+  IGNORE_FILES,
   IgnoreRules,
   isAlwaysExcluded,
   type OutsideRules,
@@ -19,6 +20,12 @@ import {
 /** Paths the snapshot never holds, wherever they are (as find prunes them). */
 export function isLeftOut(relative: string): boolean {
   return relative.split('/').some(isAlwaysExcluded);
+}
+
+/** Whether the path is that of an ignore file (`.gitignore`, `.rewindignore`), at any depth. */
+export function isIgnoreFile(relative: string): boolean {
+  const name = relative.slice(relative.lastIndexOf('/') + 1);
+  return (IGNORE_FILES as readonly string[]).includes(name);
 }
 
 export function parentOf(relative: string): string {
@@ -150,38 +157,60 @@ export function ignoredDirectories(
   return ignored.sort();
 }
 
-/**
- * The ignore rules in force in the directory above `relative` (outside rules, then the ignore
- * files of every directory from the root down), read from disk as {@link ignoredDirectories}
- * reads them: `left out` when a directory on the way is itself left out; undefined when they
- * cannot be read.
- */
-export function rulesAbove(
-  root: string,
-  outside: OutsideRules,
-  relative: string,
-): IgnoreRules | 'left out' | undefined {
-  try {
-    let rules = IgnoreRules.root(root, outside);
-    const names = relative.split('/');
-    for (let index = 0, path = ''; index < names.length - 1; index++) {
-      const name = names[index] as string;
-      path = path === '' ? name : `${path}/${name}`;
-      if (rules.isIgnored(path, name, true)) return 'left out';
-      rules = rules.enter(join(root, path), path);
-    }
-    return rules;
-  } catch {
-    return undefined;
-  }
-}
+/** The rules in force inside a directory: `left out` when it or one above it is left out. */
+type RulesInside = IgnoreRules | 'left out' | undefined;
 
 /**
- * Whether the ignore rules leave out the directory at `relative` (made or moved in while
- * watched), or one above it; false when they cannot be read (it is watched, as before).
+ * The ignore rules in force in the directories of a watched workspace (outside rules, then the
+ * ignore files of every directory from the root down), read from disk as
+ * {@link ignoredDirectories} reads them, and kept: a burst of directories made (a `cp -r`) asks
+ * for the same ones over and over. {@link clear} forgets them, when an ignore file changed.
  */
-export function isIgnoredDirectory(root: string, outside: OutsideRules, relative: string): boolean {
-  const rules = rulesAbove(root, outside, relative);
-  if (rules === undefined || rules === 'left out') return rules === 'left out';
-  return rules.isIgnored(relative, relative.slice(relative.lastIndexOf('/') + 1), true);
+export class WatchedRules {
+  readonly #root: string;
+  readonly #outside: OutsideRules;
+  readonly #inside = new Map<string, RulesInside>();
+
+  constructor(root: string, outside: OutsideRules) {
+    this.#root = root;
+    this.#outside = outside;
+  }
+
+  clear(): void {
+    this.#inside.clear();
+  }
+
+  /**
+   * The rules in force in the directory above `relative`: `left out` when a directory on the way
+   * is itself left out; undefined when they cannot be read.
+   */
+  above(relative: string): RulesInside {
+    return this.#rulesInside(parentOf(relative));
+  }
+
+  /** Whether the rules leave out the directory at `relative`, or one above it; false when unknown. */
+  isIgnoredDirectory(relative: string): boolean {
+    const rules = this.above(relative);
+    if (rules === undefined || rules === 'left out') return rules === 'left out';
+    return rules.isIgnored(relative, relative.slice(relative.lastIndexOf('/') + 1), true);
+  }
+
+  #rulesInside(directory: string): RulesInside {
+    if (this.#inside.has(directory)) return this.#inside.get(directory);
+    let rules: RulesInside;
+    try {
+      if (directory === '') rules = IgnoreRules.root(this.#root, this.#outside);
+      else {
+        const up = this.#rulesInside(parentOf(directory));
+        const name = directory.slice(directory.lastIndexOf('/') + 1);
+        if (up === undefined || up === 'left out') rules = up;
+        else if (up.isIgnored(directory, name, true)) rules = 'left out';
+        else rules = up.enter(join(this.#root, directory), directory);
+      }
+    } catch {
+      rules = undefined;
+    }
+    this.#inside.set(directory, rules);
+    return rules;
+  }
 }

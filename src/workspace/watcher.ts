@@ -22,12 +22,13 @@ import {
   cannotWatch,
   ctimeIn,
   ignoredDirectories,
-  isIgnoredDirectory,
+  isIgnoreFile,
   isLeftOut,
   lstatIn,
   parentOf,
   realRoot,
   sentinelsIn,
+  WatchedRules,
 } from './watch-places.js';
 import { IgnoredSinceStart, RestartPacer, TOLD_AFTER } from './watch-restarts.js';
 
@@ -71,6 +72,8 @@ export class WorkspaceWatcher {
   readonly #sentinelsBytes: Buffer;
   readonly #token = nodeCrypto().randomBytes(6).toString('hex');
   #outside: OutsideRules;
+  /** The ignore rules of the workspace's directories, as of the last event of an ignore file. */
+  #rules: WatchedRules;
   /** The directories left unwatched (relative paths), as of the last start. */
   #excluded = new Set<string>();
   /** Those among them left unwatched because this process could not enter them. */
@@ -129,6 +132,7 @@ export class WorkspaceWatcher {
     this.#rootBytes = Buffer.from(this.root);
     this.#sentinelsBytes = Buffer.from(`${this.#sentinels}/`);
     this.#outside = outside;
+    this.#rules = new WatchedRules(this.root, outside);
     if (process.platform !== 'linux') this.#stop('inotify is Linux only');
     else if (!isOnTrustedFilesystem(root)) this.#stop('the filesystem is not one it trusts');
     else this.#start(true);
@@ -230,7 +234,7 @@ export class WorkspaceWatcher {
     // files in them with several links are compared by ctime from now on, as below.
     if (made.size > 0) {
       const watched = watchedInodes(this.pid ?? -1);
-      const walked = watched && walkMade(this.root, made, watched, this.#excluded, this.#outside);
+      const walked = watched && walkMade(this.root, made, watched, this.#excluded, this.#rules);
       if (walked === undefined || walked.unwatched !== undefined) {
         this.#lose('a directory was left without a watch');
         return undefined;
@@ -303,6 +307,7 @@ export class WorkspaceWatcher {
    */
   startAgain(outside: OutsideRules): void {
     this.#outside = outside;
+    this.#rules = new WatchedRules(this.root, outside);
     if (this.#state === 'stopped') return;
     const excluded = ignoredDirectories(this.root, this.#outside);
     const isSame =
@@ -332,6 +337,7 @@ export class WorkspaceWatcher {
     this.#pending = Buffer.alloc(0);
     this.#linked.clear();
     this.#ignoredSince.clear();
+    this.#rules.clear();
     this.#unreadable = new Set();
     this.#excluded = new Set(ignoredDirectories(this.root, this.#outside, this.#unreadable));
     let child: ChildProcess;
@@ -499,6 +505,8 @@ export class WorkspaceWatcher {
       return;
     }
     if (isLeftOut(relative)) return;
+    // An ignore file made, written, removed or moved: the rules kept may be out of date.
+    if (isIgnoreFile(relative)) this.#rules.clear();
     const isDirectory = events.includes('ISDIR');
     if (this.#ignoredSince.holds(relative)) {
       // Dropped, but for the removal of one of them itself: a file may take its name.
@@ -509,7 +517,7 @@ export class WorkspaceWatcher {
       return;
     } else if (isDirectory && (events.includes('CREATE') || events.includes('MOVED_TO'))) {
       // One the ignore rules leave out: dropped, and the watch starts again without it.
-      if (isIgnoredDirectory(this.root, this.#outside, relative)) {
+      if (this.#rules.isIgnoredDirectory(relative)) {
         this.#ignoredSince.add(relative);
         this.#changed.add(parentOf(relative));
         return;

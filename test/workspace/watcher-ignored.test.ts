@@ -166,6 +166,24 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       expect(result.tree).toBe(await referenceTree(workspace));
     }, 60_000);
 
+    it('reads the rules again once an ignore file changed', async () => {
+      const { workspace, watcher, take } = await watched({ '.gitignore': '', 'src/a.c': 'a' });
+      await take();
+      await settle(take, watcher);
+      const before = watchedInodes(watcher.pid as number)?.size;
+      // Made while the rules keep it: watched, and the rules of the root read.
+      mkdirSync(join(workspace, 'kept'));
+      await sleep(100);
+      const pids = await pidsDuring(watcher, async () => {
+        writeFileSync(join(workspace, '.gitignore'), 'out/\n');
+        mkdirSync(join(workspace, 'out/objects'), { recursive: true });
+        await sleep(1_000);
+        await untilLive(watcher);
+      });
+      expect(pids.size).toBe(2);
+      expect(watchedInodes(watcher.pid as number)?.size).toBe((before as number) + 1);
+    }, 60_000);
+
     it('starts again once for a burst of __pycache__ directories', async () => {
       const layout: Record<string, string> = { '.gitignore': '__pycache__/\n' };
       for (let index = 0; index < 30; index++) layout[`pkg/m${index}/mod.py`] = 'x = 1';
