@@ -57,9 +57,26 @@ async function settle(
   throw new Error('no snapshot took the watcher’s word');
 }
 
+/**
+ * Waits until another inotifywait than `pid` watches, live, then half a second more, in which
+ * any further start would be seen.
+ */
+async function untilStartedAgain(watcher: WorkspaceWatcher, pid: number | undefined) {
+  for (let waited = 0; watcher.pid === pid || !watcher.isLive; waited += 10) {
+    if (waited > 20_000) throw new Error('the watch did not start again');
+    await sleep(10);
+  }
+  await sleep(500);
+  await untilLive(watcher);
+}
+
 /** The process ids of inotifywait seen while `during` runs, sampled every few milliseconds. */
-async function pidsDuring(watcher: WorkspaceWatcher, during: () => Promise<void>) {
+async function pidsDuring(
+  watcher: WorkspaceWatcher,
+  during: (pid: number | undefined) => Promise<void>,
+) {
   const seen = new Set<number>();
+  const pid = watcher.pid;
   let isDone = false;
   const sampling = (async () => {
     while (!isDone) {
@@ -68,7 +85,7 @@ async function pidsDuring(watcher: WorkspaceWatcher, during: () => Promise<void>
     }
   })();
   try {
-    await during();
+    await during(pid);
   } finally {
     isDone = true;
     await sampling;
@@ -96,15 +113,14 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       await take();
       await settle(take, watcher);
       const before = watchedInodes(watcher.pid as number)?.size;
-      const pids = await pidsDuring(watcher, async () => {
+      const pids = await pidsDuring(watcher, async (pid) => {
         install(workspace, 300);
         await appendFile(join(workspace, 'src/a.js'), ' during');
         // What the watcher collected meanwhile holds nothing under node_modules.
         const { paths } = await watcher.drain();
         expect(paths?.filter((path) => path.startsWith('node_modules/'))).toEqual([]);
         expect(paths).toContain('src/a.js');
-        await sleep(1_000);
-        await untilLive(watcher);
+        await untilStartedAgain(watcher, pid);
       });
       // One start again, not one per directory.
       expect(pids.size).toBe(2);
@@ -174,11 +190,10 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       // Made while the rules keep it: watched, and the rules of the root read.
       mkdirSync(join(workspace, 'kept'));
       await sleep(100);
-      const pids = await pidsDuring(watcher, async () => {
+      const pids = await pidsDuring(watcher, async (pid) => {
         writeFileSync(join(workspace, '.gitignore'), 'out/\n');
         mkdirSync(join(workspace, 'out/objects'), { recursive: true });
-        await sleep(1_000);
-        await untilLive(watcher);
+        await untilStartedAgain(watcher, pid);
       });
       expect(pids.size).toBe(2);
       expect(watchedInodes(watcher.pid as number)?.size).toBe((before as number) + 1);
@@ -191,14 +206,13 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
       await take();
       await settle(take, watcher);
       const before = watchedInodes(watcher.pid as number)?.size;
-      const pids = await pidsDuring(watcher, async () => {
+      const pids = await pidsDuring(watcher, async (pid) => {
         for (let index = 0; index < 30; index++) {
           mkdirSync(join(workspace, `pkg/m${index}/__pycache__/deeper`), { recursive: true });
           await appendFile(join(workspace, `pkg/m${index}/mod.py`), `\ny = ${index}`);
           await sleep(5);
         }
-        await sleep(1_000);
-        await untilLive(watcher);
+        await untilStartedAgain(watcher, pid);
       });
       expect(pids.size).toBe(2);
       expect(watchedInodes(watcher.pid as number)?.size).toBe(before);
@@ -217,15 +231,14 @@ describe.runIf(process.platform === 'linux' && isAvailable)(
         const project = join(await makeTempDirectory(), 'project');
         mkdirSync(join(project, 'src', '__pycache__', 'c'), { recursive: true });
         writeFileSync(join(project, 'src', 'main.py'), 'main');
-        const pids = await pidsDuring(watcher, async () => {
+        const pids = await pidsDuring(watcher, async (pid) => {
           if (isInProject) {
             renameSync(project, join(workspace, 'project'));
             // Found when the next snapshot checks the watches of what was moved in.
             expect((await take()).strategy).toBe('watched');
           } else
             renameSync(join(project, 'src', '__pycache__'), join(workspace, 'pkg/__pycache__'));
-          await sleep(1_000);
-          await untilLive(watcher);
+          await untilStartedAgain(watcher, pid);
         });
         expect(pids.size, `in a project: ${isInProject}`).toBe(2);
         expect(watchedInodes(watcher.pid as number)?.size).toBe(before + (isInProject ? 2 : 0));
