@@ -72,7 +72,8 @@ function isTerminal(fd) {
   return require('node:tty').isatty(fd);
 }
 
-// Said at exit: the error event of a failed write comes after the command has returned.
+// Said at exit, once the command has finished (for mcp and ui, the error event of a failed write
+// comes after the write returned).
 process.on('exit', () => {
   if (outputError === undefined) return;
   const reason = (outputError.message ?? '').replace(/^[A-Z]+: /, '').replace(/, write$/, '');
