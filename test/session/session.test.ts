@@ -125,11 +125,20 @@ describe('checkpoints', () => {
       label: 'checkpoint-5',
       conversation: { messageCount: 1 },
     });
+    // From JavaScript: null is no label; a label that is not a string is refused, saying so.
+    expect(await session.checkpoint(null as unknown as string)).toMatchObject({
+      label: 'checkpoint-6',
+    });
+    await expect(session.checkpoint(7 as unknown as string)).rejects.toMatchObject({
+      code: 'INVALID_ARGUMENT',
+      message: expect.stringMatching(/^number 7 is not a valid checkpoint label/),
+    });
     expect((await session.checkpoints()).map((checkpoint) => checkpoint.label)).toEqual([
       'checkpoint-1',
       'checkpoint-3',
       'checkpoint-4',
       'checkpoint-5',
+      'checkpoint-6',
     ]);
   });
 

@@ -18,14 +18,21 @@ afterEach(async () => {
   await session?.close();
 });
 
+/** A workspace whose app.txt was broken since its checkpoint `base`, and its session (closed after). */
+async function brokenSinceBase(): Promise<{ workspace: string; session: Session }> {
+  const workspace = await makeTempDirectory();
+  await writeFile(join(workspace, 'app.txt'), 'good\n');
+  await init({ workspace });
+  const opened = await openSession({ workspace });
+  session = opened;
+  await opened.checkpoint('base');
+  await writeFile(join(workspace, 'app.txt'), 'broken\n');
+  return { workspace, session: opened };
+}
+
 describe('rewind ui, closed while an action runs', () => {
   it("waits for the page's rollback to finish and answer before it closes", async () => {
-    const workspace = await makeTempDirectory();
-    await writeFile(join(workspace, 'app.txt'), 'good\n');
-    await init({ workspace });
-    session = await openSession({ workspace });
-    await session.checkpoint('base');
-    await writeFile(join(workspace, 'app.txt'), 'broken\n');
+    const { workspace, session } = await brokenSinceBase();
     ui = await startUi({ workspace, assets: join(ROOT, 'dist/ui-assets') });
     const base = ui.url.slice(0, ui.url.indexOf('/?'));
     // An agent's command holds the workspace lock: the page's rollback waits for it.
@@ -51,12 +58,7 @@ describe('rewind ui, closed while an action runs', () => {
   });
 
   it('rewind ui, interrupted while a rollback runs, says it waits, lets it finish, then exits 0', async () => {
-    const workspace = await makeTempDirectory();
-    await writeFile(join(workspace, 'app.txt'), 'good\n');
-    await init({ workspace });
-    session = await openSession({ workspace });
-    await session.checkpoint('base');
-    await writeFile(join(workspace, 'app.txt'), 'broken\n');
+    const { workspace, session } = await brokenSinceBase();
     const child = spawn(
       process.execPath,
       [join(ROOT, 'bin/rewind.cjs'), 'ui', '--root', workspace],

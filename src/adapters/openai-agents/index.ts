@@ -173,8 +173,8 @@ export class RewindAgentsSession implements AgentsMemory {
     this.#run = undefined;
   }
 
-  /** Checkpoints the workspace with the items as they are now. */
-  checkpoint(label: string) {
+  /** Checkpoints the workspace with the items as they are now; without a label, as `checkpoint-N`. */
+  checkpoint(label?: string) {
     return this.session.checkpoint(label);
   }
 

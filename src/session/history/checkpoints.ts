@@ -44,6 +44,7 @@ const LABEL_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 /** Checks a checkpoint label: letters, digits, `.`, `_`, `-`; not only digits; not `latest`. */
 export function checkLabel(label: string): string {
   if (
+    typeof label !== 'string' ||
     !LABEL_PATTERN.test(label) ||
     /^\d+$/.test(label) ||
     label === 'latest' ||
@@ -51,7 +52,7 @@ export function checkLabel(label: string): string {
   ) {
     throw new RewindError(
       'INVALID_ARGUMENT',
-      `"${clipped(label)}" is not a valid checkpoint label. Use letters, digits, ".", "_" and "-" (up to 128, starting with a letter or digit, ` +
+      `${typeof label === 'string' ? `"${clipped(label)}"` : `${typeof label} ${clipped(String(label))}`} is not a valid checkpoint label. Use letters, digits, ".", "_" and "-" (up to 128, starting with a letter or digit, ` +
         'not only digits, not "latest"), such as "before-refactor".',
       { data: { label } },
     );
@@ -178,8 +179,11 @@ export async function checkpointWorkspace(
   label: string | CheckpointOptions | undefined,
   options: CheckpointOptions = {},
 ): Promise<CheckpointResult> {
+  // From JavaScript, null is no label too.
   const [given, { isAutomatic, messages, format, budget, onProgress }] =
-    typeof label === 'object' ? [undefined, label] : [label, options];
+    label !== null && typeof label === 'object'
+      ? [undefined, label]
+      : [label ?? undefined, options];
   if (given !== undefined) checkLabel(given);
   return createCheckpoint(context, given, {
     isAutomatic: isAutomatic === true,
