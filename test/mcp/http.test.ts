@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { request } from 'node:http';
@@ -8,15 +8,7 @@ import { refusalOfRequest, status } from '../../src/index.js';
 import { rewind } from '../helpers/cli.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
-
-const hasInotifywait = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+import { hasInotifywait } from '../helpers/watching.js';
 
 /** The pids of the inotifywait processes watching `root`. */
 function watchersOf(root: string): number[] {

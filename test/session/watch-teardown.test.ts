@@ -1,20 +1,11 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { init, openSession } from '../../src/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { hasInotifywait } from '../helpers/watching.js';
 import { lay } from '../helpers/workspace.js';
-
-const hasInotifywait = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 describe.runIf(process.platform === 'linux' && hasInotifywait)(
   'a watched session torn down',

@@ -9,6 +9,7 @@ import { runAsNobody, workspaceOfNobody } from '../helpers/nobody.js';
 import { ROOT, runNode } from '../helpers/processes.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
+import { hasInotifywait } from '../helpers/watching.js';
 import { lay } from '../helpers/workspace.js';
 
 /** The inotifywait processes watching `workspace`. */
@@ -69,15 +70,6 @@ async function withLoggedFind(
     else process.env.REWIND_PROGRAM_SHELLS = saved.shells;
   }
 }
-
-const hasInotifywait = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 describe.runIf(process.platform === 'linux' && hasInotifywait)('a session that watches', () => {
   it('checkpoints and rolls back as one that does not, and leaves no watcher behind', async () => {

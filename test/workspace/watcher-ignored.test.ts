@@ -1,6 +1,3 @@
-// Directories the ignore rules leave out, made or moved in while the workspace is watched: their
-// events are dropped, and the watch starts again once without them.
-import { execFileSync } from 'node:child_process';
 import { mkdirSync, realpathSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { appendFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,21 +7,13 @@ import { NO_OUTSIDE_RULES, snapshot, WorkspaceWatcher } from '../../src/workspac
 import { watchedInodes } from '../../src/workspace/watch-coverage.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { referenceTree } from '../helpers/trees.js';
+import { hasInotifywait as isAvailable, untilLive } from '../helpers/watching.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
 const watchers: WorkspaceWatcher[] = [];
 afterEach(() => {
   for (const watcher of watchers.splice(0)) watcher.close();
 });
-
-const isAvailable = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 async function watched(layout: Record<string, string>) {
   const made = await makeWorkspace(layout);
@@ -35,13 +24,6 @@ async function watched(layout: Record<string, string>) {
   const options = { store: made.store, storeDirectory: made.storeDirectory, watcher };
   const take = () => snapshot(workspace, options);
   return { workspace, watcher, take };
-}
-
-async function untilLive(watcher: WorkspaceWatcher): Promise<void> {
-  for (let waited = 0; !watcher.isLive; waited += 10) {
-    if (waited > 20_000) throw new Error(`the watcher did not start: ${watcher.stoppedBecause}`);
-    await sleep(10);
-  }
 }
 
 /** Snapshots until one took the watcher's word: the next one can too. */

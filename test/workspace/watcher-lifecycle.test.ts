@@ -1,5 +1,5 @@
 // The watcher's life beside what it watches: the workspace or the store removed from under it.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -8,21 +8,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { NO_OUTSIDE_RULES, WorkspaceWatcher } from '../../src/workspace/index.js';
 import { watchedInodes, watchKey } from '../../src/workspace/watch-coverage.js';
 import { makeTempDirectory } from '../helpers/temp.js';
+import { hasInotifywait as isAvailable, untilLive } from '../helpers/watching.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
 const watchers: WorkspaceWatcher[] = [];
 afterEach(() => {
   for (const watcher of watchers.splice(0)) watcher.close();
 });
-
-const isAvailable = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
 
 /** A watcher of `workspace` keeping its sentinels in `storeDirectory`, and what it said. */
 function watch(workspace: string, storeDirectory: string) {
@@ -32,13 +24,6 @@ function watch(workspace: string, storeDirectory: string) {
   );
   watchers.push(watcher);
   return { watcher, told };
-}
-
-async function untilLive(watcher: WorkspaceWatcher): Promise<void> {
-  for (let waited = 0; !watcher.isLive; waited += 10) {
-    if (waited > 20_000) throw new Error(`the watcher did not start: ${watcher.stoppedBecause}`);
-    await sleep(10);
-  }
 }
 
 /** A tree of directories and files, as a project's. */

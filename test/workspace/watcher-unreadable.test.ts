@@ -1,18 +1,7 @@
-// A watched workspace holding a directory its user cannot read: left out of the watch, as an
-// ignored one, and watched again once readable. Root reads anything: run as another user.
-import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { runAsNobody, workspaceOfNobody } from '../helpers/nobody.js';
 import { ROOT } from '../helpers/processes.js';
-
-const isAvailable = (() => {
-  try {
-    execFileSync('sh', ['-c', 'command -v inotifywait'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
+import { hasInotifywait as isAvailable } from '../helpers/watching.js';
 
 /** Script lines, run as the user, that make `watcher`, `take` and helpers (uses the build). */
 const SETUP = `

@@ -25,6 +25,7 @@ import {
 } from '../../src/workspace/index.js';
 import { makeTempDirectory } from '../helpers/temp.js';
 import { random, randomEdit, referenceTree } from '../helpers/trees.js';
+import { untilLive } from '../helpers/watching.js';
 import { makeWorkspace } from '../helpers/workspace.js';
 
 const watchers: WorkspaceWatcher[] = [];
@@ -43,13 +44,6 @@ async function watched(layout: Record<string, string>) {
   const options = { store: made.store, storeDirectory: made.storeDirectory, watcher };
   const take = () => snapshot(workspace, options);
   return { ...made, workspace, watcher, take };
-}
-
-async function untilLive(watcher: WorkspaceWatcher): Promise<void> {
-  for (let waited = 0; !watcher.isLive; waited += 10) {
-    if (waited > 20_000) throw new Error(`the watcher did not start: ${watcher.stoppedBecause}`);
-    await sleep(10);
-  }
 }
 
 /**
